@@ -1,0 +1,1 @@
+"""distbench: one harness, every TensorFlow distribution strategy."""

@@ -1,0 +1,120 @@
+"""Command line: `python -m bench [flags]` runs one run; `python -m bench report ...`
+writes reports; `python -m bench all ...` runs the default comparison."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from bench.config import OPTIMIZERS, RunConfig, validate
+from bench.errors import UsageError
+
+# Rank variables that mpirun / horovodrun set: under them the default strategy is allreduce.
+MPI_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "HOROVOD_RANK")
+SUBCOMMANDS = ("report", "all", "worker")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"bench: error: {message} (see --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def under_mpi() -> bool:
+    return any(v in os.environ for v in MPI_RANK_VARIABLES)
+
+
+def _hosts(text: str) -> tuple[str, ...]:
+    return tuple(h for h in text.split(",") if h)
+
+
+def run_parser() -> argparse.ArgumentParser:
+    from strategies import registry
+
+    names = sorted(registry.all_strategies())
+    p = OneLineParser(
+        prog="python -m bench",
+        description="Train one model under one distribution strategy and record throughput "
+        "and convergence into results/<run_id>/. Subcommands: report, all.",
+    )
+    d = RunConfig()
+    g = p.add_argument_group("what to train")
+    g.add_argument("--strategy", default=None,
+                   help=f"one of {', '.join(names)} (default: single; allreduce under mpirun)")
+    g.add_argument("--model", default=d.model, help="mlp, cnn or resnet20 (default: %(default)s)")
+    g.add_argument("--data", default=d.data,
+                   help="synthetic, digits, mnist or cifar10 (default: %(default)s)")
+    g.add_argument("--data-dir", default=None, help="folder with mnist.npz / IDX files or cifar-10-batches-py")
+    g.add_argument("--batch-size", type=int, default=d.batch_size, help="per worker (default: %(default)s)")
+    g.add_argument("--steps", type=int, default=d.steps, help="global steps (default: %(default)s)")
+    g.add_argument("--warmup-steps", type=int, default=d.warmup_steps,
+                   help="steps per worker left out of throughput (default: %(default)s)")
+    g.add_argument("--optimizer", default=d.optimizer, help=f"{', '.join(OPTIMIZERS)} (default: %(default)s)")
+    g.add_argument("--lr", type=float, default=d.lr, help="learning rate (default: %(default)s)")
+    g.add_argument("--seed", type=int, default=d.seed, help="(default: %(default)s)")
+    g.add_argument("--no-shuffle", dest="shuffle", action="store_false",
+                   help="feed examples in file order (for equivalence checks)")
+    g = p.add_argument_group("evaluation and output")
+    g.add_argument("--eval-every", type=int, default=d.eval_every,
+                   help="evaluate every N global steps, 0: only at the end (default: %(default)s)")
+    g.add_argument("--target-accuracy", type=float, default=d.target_accuracy,
+                   help="accuracy whose time-to-reach is reported (default: %(default)s)")
+    g.add_argument("--output", default=d.output, help="folder for run folders (default: %(default)s)")
+    g.add_argument("--run-name", default=None, help="label of the run folder")
+    g.add_argument("--save-weights", action="store_true", help="write the final weights to weights.npz")
+    g = p.add_argument_group("topology")
+    g.add_argument("--workers", type=int, default=d.workers, help="workers / towers / ranks (default: %(default)s)")
+    g.add_argument("--ps", type=int, default=d.ps, help="parameter-server tasks (default: %(default)s)")
+    g.add_argument("--ps-hosts", type=_hosts, default=(), help="multi-host: host:port,host:port")
+    g.add_argument("--worker-hosts", type=_hosts, default=(), help="multi-host: host:port,host:port")
+    g.add_argument("--job-name", default=None, help="multi-host: ps or worker")
+    g.add_argument("--task-index", type=int, default=None, help="multi-host: index within --job-name")
+    g = p.add_argument_group("strategy options")
+    for opt in registry.all_options():
+        g.add_argument(opt.flag, dest=opt.name, type=opt.type, default=opt.default, help=opt.help)
+    return p
+
+
+def config_from_args(argv: Sequence[str]) -> RunConfig:
+    """Parse and validate; raises UsageError (or exits 2 on a malformed flag)."""
+    from strategies import registry
+
+    args = vars(run_parser().parse_args(argv))
+    if args["strategy"] is None:
+        args["strategy"] = "allreduce" if under_mpi() else "single"
+    strategy_cls = registry.get(args["strategy"])
+    args["options"] = {opt.name: args[opt.name] for opt in strategy_cls.options}
+    return validate(RunConfig.from_dict(args))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in SUBCOMMANDS:
+            return _subcommand(argv[0], argv[1:])
+        config = config_from_args(argv)
+    except UsageError as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 2
+    from bench.launcher import launch
+
+    return launch(config)
+
+
+def _subcommand(name: str, argv: list[str]) -> int:
+    if name == "report":
+        from bench.report.cli import main as report_main
+
+        return report_main(argv)
+    if name == "all":
+        from bench.matrix import main as matrix_main
+
+        return matrix_main(argv)
+    from bench.worker_process import main as worker_main
+
+    return worker_main(argv)

@@ -1,0 +1,127 @@
+"""RunConfig: everything one run needs, frozen and validated in one place."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.errors import UsageError
+
+OPTIMIZERS = ("sgd", "momentum", "adam")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One run. Built from flags by bench.cli or directly by code and tests."""
+
+    strategy: str = "single"
+    model: str = "mlp"
+    data: str = "digits"
+    data_dir: str | None = None
+    batch_size: int = 64
+    steps: int = 300
+    warmup_steps: int = 10
+    workers: int = 1
+    ps: int = 1
+    optimizer: str = "sgd"
+    lr: float = 0.1
+    seed: int = 0
+    eval_every: int = 50
+    target_accuracy: float = 0.9
+    output: str = "results"
+    run_name: str | None = None
+    shuffle: bool = True
+    save_weights: bool = False
+    # multi-host topology, as in the seed's mnist_replica.py; empty means "launch locally"
+    ps_hosts: tuple[str, ...] = ()
+    worker_hosts: tuple[str, ...] = ()
+    job_name: str | None = None
+    task_index: int | None = None
+    # options declared by the chosen strategy (see strategies.base.Strategy.options)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def option(self, name: str) -> Any:
+        return self.options[name]
+
+    def replace(self, **changes: Any) -> RunConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["options"] = dict(self.options)
+        out["ps_hosts"] = list(self.ps_hosts)
+        out["worker_hosts"] = list(self.worker_hosts)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> RunConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in values.items() if k in known}
+        for name in ("ps_hosts", "worker_hosts"):
+            kwargs[name] = tuple(kwargs.get(name) or ())
+        return cls(**kwargs)
+
+    @property
+    def multi_host(self) -> bool:
+        return bool(self.worker_hosts)
+
+
+def validate(config: RunConfig) -> RunConfig:
+    """Check every value; raise UsageError naming the first problem found."""
+    from bench import data, models
+    from strategies import registry
+
+    strategy_cls = registry.get(config.strategy)
+    models.get(config.model)
+    _check_numbers(config)
+    if config.optimizer not in OPTIMIZERS:
+        raise UsageError(f"--optimizer: {config.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+    data.check(config.data, config.data_dir)
+    _check_topology(config)
+    for opt in strategy_cls.options:
+        opt.validate(config.options.get(opt.name, opt.default))
+    strategy_cls.validate(config)
+    return config
+
+
+def _check_numbers(config: RunConfig) -> None:
+    positive_ints = {"--batch-size": config.batch_size, "--steps": config.steps,
+                     "--workers": config.workers}
+    for flag, value in positive_ints.items():
+        if value < 1:
+            raise UsageError(f"{flag}: must be >= 1, got {value}")
+    if config.warmup_steps < 0 or config.warmup_steps >= config.steps:
+        raise UsageError(f"--warmup-steps: must be in [0, --steps), got {config.warmup_steps}")
+    if config.ps < 0:
+        raise UsageError(f"--ps: must be >= 0, got {config.ps}")
+    if not config.lr > 0:
+        raise UsageError(f"--lr: must be > 0, got {config.lr}")
+    if config.eval_every < 0:
+        raise UsageError(f"--eval-every: must be >= 0 (0: only at the end), got {config.eval_every}")
+    if not 0 < config.target_accuracy <= 1:
+        raise UsageError(f"--target-accuracy: must be in (0, 1], got {config.target_accuracy}")
+    if config.run_name is not None and not config.run_name.replace("-", "").replace("_", "").isalnum():
+        raise UsageError(f"--run-name: use letters, digits, '-' and '_' only, got {config.run_name!r}")
+
+
+def _check_topology(config: RunConfig) -> None:
+    for flag, hosts in (("--ps-hosts", config.ps_hosts), ("--worker-hosts", config.worker_hosts)):
+        for host in hosts:
+            name, _, port = host.rpartition(":")
+            if not name or not port.isdigit() or not 0 < int(port) < 65536:
+                raise UsageError(f"{flag}: {host!r} is not host:port")
+    if config.job_name is None:
+        return
+    if config.job_name not in ("ps", "worker"):
+        raise UsageError(f"--job-name: must be ps or worker, got {config.job_name!r}")
+    if not config.worker_hosts:
+        raise UsageError("--job-name needs --worker-hosts (and --ps-hosts for ps strategies)")
+    hosts = config.ps_hosts if config.job_name == "ps" else config.worker_hosts
+    if config.task_index is None or not 0 <= config.task_index < len(hosts):
+        raise UsageError(f"--task-index: must be in [0, {len(hosts)}) for --job-name {config.job_name}")

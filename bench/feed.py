@@ -1,0 +1,58 @@
+"""A worker's training input as tensors on its device, with the batch of each step
+chosen inside the graph: no Python and no tf.data iterator per step.
+
+Measured on the 784-100-10 MLP at batch 128 (2 cores): a tf.data iterator inside
+the tf.function cost about a third of the throughput of a bare loop; indexing
+resident tensors costs a few percent, and synthetic data (one fixed batch) none.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from bench.data import Split
+
+MAX_PLAN_EXAMPLES = 1 << 24
+
+
+def index_plan(size: int, batch_size: int, steps: int, seed: int, shuffle: bool) -> np.ndarray:
+    """Example order for `steps` batches: one seeded permutation per epoch, concatenated."""
+    needed = min(max(steps * batch_size, size), max(MAX_PLAN_EXAMPLES, size))
+    epochs = -(-needed // size)
+    rng = np.random.default_rng(seed)
+    orders = [rng.permutation(size) if shuffle else np.arange(size) for _ in range(epochs)]
+    return np.concatenate(orders).astype(np.int32)
+
+
+class DeviceFeed:
+    """Call `batch()` inside a tf.function or a v1 graph; each evaluation advances one batch."""
+
+    def __init__(self, split: Split, batch_size: int, steps: int, seed: int, shuffle: bool,
+                 fixed: bool = False, local_variable: bool = False) -> None:
+        if len(split) < batch_size:
+            raise ValueError(f"a worker's shard has {len(split)} examples, fewer than one batch of {batch_size}")
+        self.batch_size = batch_size
+        self.fixed = fixed
+        if fixed:
+            self.x, self.y = tf.constant(split.x[:batch_size]), tf.constant(split.y[:batch_size])
+            return
+        self.x, self.y = tf.constant(split.x), tf.constant(split.y)
+        plan = index_plan(len(split), batch_size, steps, seed, shuffle)
+        self.usable = len(plan) - len(plan) % batch_size
+        self.plan = tf.constant(plan[: self.usable])
+        collections = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES] if local_variable else None
+        if collections:
+            self.cursor = tf.compat.v1.Variable(0, trainable=False, name="feed_cursor", collections=collections)
+        else:
+            self.cursor = tf.Variable(0, trainable=False, name="feed_cursor")
+
+    def batch(self) -> tuple[tf.Tensor, tf.Tensor]:
+        if self.fixed:
+            return self.x, self.y
+        start = self.cursor.read_value()
+        with tf.control_dependencies([start]):
+            advance = self.cursor.assign((start + self.batch_size) % self.usable)
+        with tf.control_dependencies([advance]):
+            idx = self.plan[start : start + self.batch_size]
+        return tf.gather(self.x, idx), tf.gather(self.y, idx)

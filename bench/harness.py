@@ -1,0 +1,116 @@
+"""Drives one worker: the clock, the step records, evaluation, and the strategy's life cycle.
+
+The strategy does the training; everything timed and written is done here, the
+same way for every strategy.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench import data as data_sources
+from bench import models
+from bench.config import RunConfig
+from bench.progress import Progress
+from bench.records import RunFolder
+from strategies import registry
+from strategies.base import Strategy, WorkerContext
+
+RATE_SMOOTHING = 0.9
+
+
+@dataclass
+class WorkerOutcome:
+    startup_s: float
+    local_steps: int
+    strategy_info: dict[str, Any]
+
+
+class Evaluator:
+    """Evaluates on the validation split every `eval_every` global steps (chief only)."""
+
+    def __init__(self, config: RunConfig, folder: RunFolder, clock) -> None:
+        self.every = config.eval_every
+        self.folder = folder
+        self.clock = clock
+        self.writer = folder.evals_writer()
+        self.last_step: int | None = None
+
+    def due(self, global_step: int) -> bool:
+        if not self.every:
+            return False
+        last = self.last_step or 0
+        return global_step // self.every > last // self.every
+
+    def run(self, strategy: Strategy, split, global_step: int) -> float:
+        started = time.perf_counter()
+        loss, accuracy = strategy.evaluate(split)
+        self.writer.write(run_id=self.folder.run_id, global_step=global_step, wall_s=self.clock(),
+                          split="val", loss=loss, accuracy=accuracy,
+                          eval_s=time.perf_counter() - started)
+        self.last_step = global_step
+        return accuracy
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def load_data(config: RunConfig, rank: int) -> data_sources.Dataset:
+    shape = models.get(config.model).input_shape
+    batch = registry.get(config.strategy).worker_batch(config)
+    return data_sources.load(config.data, shape, batch, config.seed + rank, config.data_dir)
+
+
+def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
+               show_progress: bool = True) -> WorkerOutcome:
+    """Train this worker until the strategy says the run is done; write its records."""
+
+    def clock() -> float:
+        return time.time() - context.run_start
+
+    strategy = registry.get(config.strategy)(config, context)
+    data = load_data(config, context.rank)
+    steps_out = folder.steps_writer()
+    evaluator = Evaluator(config, folder, clock) if context.is_chief and data.val is not None else None
+    progress = Progress(config.steps, f"{config.strategy}/{config.model}",
+                        enabled=show_progress and context.is_chief)
+    began = clock()
+    local_step = 0
+    try:
+        strategy.setup(data)
+        strategy.ready()
+        startup_s = clock() - began
+        rate = 0.0
+        while True:
+            t_start = clock()
+            result = strategy.step()
+            t_end = clock()
+            steps_out.write(run_id=folder.run_id, worker=context.rank, local_step=local_step,
+                            global_step=result.global_step, t_start_s=t_start, t_end_s=t_end,
+                            examples=result.examples, loss=result.loss,
+                            staleness_steps=result.staleness)
+            local_step += 1
+            current = result.examples / max(t_end - t_start, 1e-9)
+            rate = current if local_step == 1 else RATE_SMOOTHING * rate + (1 - RATE_SMOOTHING) * current
+            progress.update(result.global_step, result.loss, rate)
+            if evaluator and evaluator.due(result.global_step):
+                accuracy = evaluator.run(strategy, data.val, result.global_step)
+                progress.message(f"step {result.global_step}: validation accuracy {accuracy:.4f}")
+            if strategy.finished(result):
+                break
+        if evaluator and evaluator.last_step != result.global_step:
+            evaluator.run(strategy, data.val, result.global_step)
+        if config.save_weights and context.is_chief:
+            np.savez(folder.path / "weights.npz", *strategy.weights())
+        info = strategy.info()
+    finally:
+        progress.close()
+        steps_out.close()
+        if evaluator:
+            evaluator.close()
+        strategy.teardown()
+    return WorkerOutcome(startup_s, local_step, info)

@@ -1,0 +1,50 @@
+"""Turns a validated config into the processes of a run, by the strategy's `launch` kind."""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+
+from bench.config import RunConfig
+from bench.harness import run_worker
+from bench.lifecycle import close_run, open_run
+from strategies import registry
+from strategies.base import IN_PROCESS, MPI, TF_CLUSTER, WorkerContext
+
+
+def failure_reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def run_in_process(config: RunConfig) -> int:
+    run_start = time.time()
+    folder = open_run(config, run_start)
+    try:
+        outcome = run_worker(config, WorkerContext(run_start=run_start), folder)
+    except KeyboardInterrupt:
+        close_run(folder, config, "interrupted")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - any failure is recorded, then reported
+        traceback.print_exc()
+        close_run(folder, config, f"failed: {failure_reason(exc)}")
+        return 1
+    close_run(folder, config, "ok", startup_s=outcome.startup_s, strategy_info=outcome.strategy_info)
+    return 0
+
+
+def launch(config: RunConfig) -> int:
+    kind = registry.get(config.strategy).launch
+    if kind == IN_PROCESS:
+        return run_in_process(config)
+    if kind == TF_CLUSTER:
+        from bench import cluster_launcher
+
+        return cluster_launcher.launch(config)
+    if kind == MPI:
+        from bench import mpi_launcher
+
+        return mpi_launcher.launch(config)
+    print(f"bench: strategy {config.strategy} has unknown launch kind {kind!r}", file=sys.stderr)
+    return 2

@@ -1,0 +1,66 @@
+"""Opening and closing a run folder: run.json at the start and at the end."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from typing import Any
+
+from bench import environment
+from bench.config import RunConfig
+from bench.records import RunFolder
+from bench.summary import summarize
+from strategies import registry
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_label(config: RunConfig) -> str:
+    if config.run_name:
+        return config.run_name
+    return f"{config.strategy}-{config.model}-{config.data}-w{config.workers}"
+
+
+def open_run(config: RunConfig, run_start: float) -> RunFolder:
+    folder = RunFolder.create(config.output, run_label(config))
+    strategy_cls = registry.get(config.strategy)
+    folder.update_run(
+        run_id=folder.run_id, status="running", started_at=_now(), run_start_epoch_s=run_start,
+        config=config.to_dict(), strategy_description=strategy_cls.description,
+        environment=environment.describe(),
+        model={"name": config.model, **model_facts(config.model)},
+    )
+    return folder
+
+
+def model_facts(name: str) -> dict[str, Any]:
+    from bench import models
+
+    model = models.build(name, 0)
+    return {"num_params": model.num_params, "gradient_bytes_per_step": model.gradient_bytes,
+            "input_shape": list(model.input_shape)}
+
+
+def close_run(folder: RunFolder, config: RunConfig, status: str, **fields: Any) -> dict[str, Any]:
+    """Write the final status and the summary figures; print where the run went."""
+    try:
+        summary = summarize(folder.path, config.warmup_steps, config.target_accuracy)
+    except Exception as exc:  # noqa: BLE001 - a run with unreadable records still gets its status
+        summary = {"error": f"summary could not be computed: {exc}"}
+    record = folder.update_run(status=status, ended_at=_now(), summary=summary, **fields)
+    print(one_line(record), file=sys.stderr, flush=True)
+    return record
+
+
+def one_line(record: dict[str, Any]) -> str:
+    summary = record.get("summary") or {}
+    parts = [f"{record['run_id']}: {record['status']}"]
+    if summary.get("throughput_examples_per_s") is not None:
+        ci = summary.get("throughput_ci95_examples_per_s")
+        parts.append(f"{summary['throughput_examples_per_s']:,.0f}"
+                     + (f" ± {ci:,.0f}" if ci is not None else "") + " examples/s (95% CI)")
+    if summary.get("final_accuracy") is not None:
+        parts.append(f"accuracy {summary['final_accuracy']:.4f}")
+    return ", ".join(parts)

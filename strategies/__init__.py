@@ -1,0 +1,1 @@
+"""Distribution strategies, one module each, registered by name."""

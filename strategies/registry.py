@@ -1,0 +1,51 @@
+"""Finds strategies by convention: every module in this package that defines a
+Strategy subclass with a `name` registers it. A module that fails to import is
+reported and skipped, so one broken strategy does not break the suite."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import warnings
+from functools import cache
+
+import strategies
+from bench.errors import UsageError
+from bench.options import Option
+from strategies.base import Strategy
+
+_NOT_STRATEGIES = {"base", "registry"}
+
+
+@cache
+def all_strategies() -> dict[str, type[Strategy]]:
+    found: dict[str, type[Strategy]] = {}
+    for module_info in sorted(pkgutil.iter_modules(strategies.__path__), key=lambda m: m.name):
+        if module_info.name in _NOT_STRATEGIES or module_info.name.startswith("_"):
+            continue
+        try:
+            module = importlib.import_module(f"strategies.{module_info.name}")
+        except Exception as exc:  # noqa: BLE001 - a broken strategy must not break the others
+            warnings.warn(f"strategy module {module_info.name} skipped: {exc}", stacklevel=1)
+            continue
+        for obj in vars(module).values():
+            if (isinstance(obj, type) and issubclass(obj, Strategy) and obj is not Strategy
+                    and getattr(obj, "name", None) and obj.__module__ == module.__name__):
+                found[obj.name] = obj
+    return found
+
+
+def get(name: str) -> type[Strategy]:
+    known = all_strategies()
+    if name not in known:
+        raise UsageError(f"--strategy: unknown strategy {name!r}; choose from {', '.join(sorted(known))}")
+    return known[name]
+
+
+def all_options() -> list[Option]:
+    """Every strategy's options, each name once (strategies may share an Option)."""
+    seen: dict[str, Option] = {}
+    for cls in all_strategies().values():
+        for opt in cls.options:
+            seen.setdefault(opt.name, opt)
+    return list(seen.values())

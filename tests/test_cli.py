@@ -1,0 +1,59 @@
+import subprocess
+import sys
+
+import pytest
+
+from bench.cli import config_from_args, main
+from bench.errors import UsageError
+from tests.conftest import ROOT
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--model", "vgg"], "--model"),
+    (["--strategy", "nope"], "--strategy"),
+    (["--data", "imagenet"], "--data"),
+    (["--batch-size", "0"], "--batch-size"),
+    (["--steps", "10", "--warmup-steps", "10"], "--warmup-steps"),
+    (["--optimizer", "lbfgs"], "--optimizer"),
+    (["--lr", "-1"], "--lr"),
+    (["--data", "mnist"], "--data-dir"),
+    (["--data", "cifar10", "--data-dir", "/nonexistent"], "missing"),
+    (["--run-name", "a/b"], "--run-name"),
+    (["--job-name", "chief", "--worker-hosts", "a:1"], "--job-name"),
+    (["--worker-hosts", "nohostport"], "host:port"),
+])
+def test_bad_values_are_one_line_and_exit_2(argv, fragment, capsys, results):
+    assert main([*argv, "--output", str(results)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and fragment in err
+    assert list(results.iterdir()) == []  # nothing was started
+
+
+def test_malformed_flag_exits_2_with_one_line(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--steps", "many"])
+    assert exc.value.code == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_defaults_build_a_valid_config():
+    config = config_from_args([])
+    assert config.strategy == "single" and config.model == "mlp" and config.data == "digits"
+
+
+def test_under_mpi_the_default_strategy_is_allreduce(monkeypatch):
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "0")
+    try:
+        assert config_from_args([]).strategy == "allreduce"
+    except UsageError as exc:  # allreduce needs Horovod; the default was still chosen
+        assert "allreduce" in str(exc) or "Horovod" in str(exc)
+
+
+def test_help_and_real_exit_status():
+    ok = subprocess.run([sys.executable, "-m", "bench", "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert ok.returncode == 0 and "--strategy" in ok.stdout and "--batch-size" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "bench", "--model", "vgg"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert [line for line in bad.stderr.splitlines() if line.startswith("bench:")] == [
+        "bench: error: --model: unknown model 'vgg'; choose from mlp, cnn, resnet20"]

@@ -1,0 +1,89 @@
+import gzip
+import pickle
+import struct
+
+import numpy as np
+import pytest
+
+from bench import data
+from bench.errors import UsageError
+
+
+def write_idx(path, array, gz=False):
+    header = struct.pack(">HBB", 0, 0x08, array.ndim) + struct.pack(">" + "I" * array.ndim, *array.shape)
+    payload = header + array.astype(np.uint8).tobytes()
+    (gzip.open if gz else open)(path, "wb").write(payload)
+
+
+def fake_mnist(rng, n):
+    return rng.integers(0, 256, (n, 28, 28)).astype(np.uint8), rng.integers(0, 10, n).astype(np.uint8)
+
+
+def test_mnist_npz(tmp_path):
+    rng = np.random.default_rng(0)
+    xtr, ytr = fake_mnist(rng, 20)
+    xte, yte = fake_mnist(rng, 5)
+    np.savez(tmp_path / "mnist.npz", x_train=xtr, y_train=ytr, x_test=xte, y_test=yte)
+    ds = data.load("mnist", (28, 28, 1), 4, 0, str(tmp_path))
+    assert ds.train.x.shape == (20, 28, 28, 1) and ds.val.x.shape == (5, 28, 28, 1)
+    np.testing.assert_allclose(ds.train.x[..., 0], xtr / 255.0, rtol=1e-6)
+    assert ds.train.y.tolist() == ytr.tolist()
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_mnist_idx_files(tmp_path, gz):
+    rng = np.random.default_rng(1)
+    xtr, ytr = fake_mnist(rng, 12)
+    xte, yte = fake_mnist(rng, 3)
+    suffix = ".gz" if gz else ""
+    write_idx(tmp_path / f"train-images-idx3-ubyte{suffix}", xtr, gz)
+    write_idx(tmp_path / f"train-labels-idx1-ubyte{suffix}", ytr, gz)
+    write_idx(tmp_path / f"t10k-images-idx3-ubyte{suffix}", xte, gz)
+    write_idx(tmp_path / f"t10k-labels-idx1-ubyte{suffix}", yte, gz)
+    ds = data.load("mnist", (32, 32, 3), 4, 0, str(tmp_path))  # resized for resnet20
+    assert ds.train.x.shape == (12, 32, 32, 3) and ds.val.y.tolist() == yte.tolist()
+
+
+def test_mnist_missing_files_are_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="missing IDX"):
+        data.check("mnist", str(tmp_path))
+
+
+def test_cifar10_pickle_batches(tmp_path):
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    rng = np.random.default_rng(2)
+    for name in [*(f"data_batch_{i}" for i in range(1, 6)), "test_batch"]:
+        batch = {b"data": rng.integers(0, 256, (4, 3072)).astype(np.uint8),
+                 b"labels": rng.integers(0, 10, 4).tolist()}
+        with open(folder / name, "wb") as f:
+            pickle.dump(batch, f)
+    first = pickle.load(open(folder / "data_batch_1", "rb"), encoding="bytes")
+    ds = data.load("cifar10", (32, 32, 3), 4, 0, str(tmp_path))
+    assert ds.train.x.shape == (20, 32, 32, 3) and ds.val.x.shape == (4, 32, 32, 3)
+    red_of_first = first[b"data"][0, :1024].reshape(32, 32) / 255.0
+    np.testing.assert_allclose(ds.train.x[0, :, :, 0], red_of_first, rtol=1e-6)
+    gray = data.load("cifar10", (28, 28, 1), 4, 0, str(tmp_path))
+    assert gray.train.x.shape == (20, 28, 28, 1)
+
+
+def test_digits_has_a_fixed_validation_split():
+    a = data.load("digits", (28, 28, 1), 8, 0)
+    b = data.load("digits", (28, 28, 1), 8, 99)
+    assert len(a.train) + len(a.val) == 1797
+    np.testing.assert_array_equal(a.val.y, b.val.y)
+    assert 0.0 <= a.train.x.min() and a.train.x.max() <= 1.0
+
+
+def test_shards_are_disjoint_and_cover_the_data():
+    split = data.load("digits", (28, 28, 1), 8, 0).train
+    shards = [split.shard(k, 3) for k in range(3)]
+    assert sum(len(s) for s in shards) == len(split)
+    np.testing.assert_array_equal(shards[1].y, split.y[1::3])
+
+
+def test_synthetic_is_one_batch_made_from_the_seed():
+    a = data.load("synthetic", (28, 28, 1), 16, 3)
+    b = data.load("synthetic", (28, 28, 1), 16, 3)
+    assert a.train.x.shape == (16, 28, 28, 1) and a.val is None
+    np.testing.assert_array_equal(a.train.x, b.train.x)

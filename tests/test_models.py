@@ -1,0 +1,65 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bench import models
+
+EXPECTED_PARAMS = {
+    "mlp": 784 * 100 + 100 + 100 * 10 + 10,
+    "cnn": (5 * 5 * 32 + 32) + (5 * 5 * 32 * 64 + 64) + (7 * 7 * 64 * 256 + 256) + (256 * 10 + 10),
+}
+
+
+@pytest.mark.parametrize("name", sorted(models.MODELS))
+def test_forward_backward_in_tf_function(name):
+    model = models.build(name, seed=0)
+    x = tf.random.uniform((3, *model.input_shape))
+    y = tf.constant([0, 1, 2])
+
+    @tf.function
+    def grads():
+        with tf.GradientTape() as tape:
+            loss = model.loss(x, y)
+        return loss, tape.gradient(loss, model.trainables)
+
+    loss, g = grads()
+    assert model.logits(x, training=False).shape == (3, 10)
+    assert np.isfinite(loss.numpy())
+    assert [gi.shape for gi in g] == [v.shape for v in model.trainables]
+    assert model.gradient_bytes == 4 * model.num_params
+    if name in EXPECTED_PARAMS:
+        assert model.num_params == EXPECTED_PARAMS[name]
+
+
+def test_resnet20_has_the_published_size():
+    # He et al. (2016) give 0.27M parameters for ResNet-20 on CIFAR-10.
+    assert 0.26e6 < models.build("resnet20", 0).num_params < 0.28e6
+
+
+@pytest.mark.parametrize("name", sorted(models.MODELS))
+def test_runs_in_a_v1_graph(name):
+    graph = tf.Graph()
+    with graph.as_default():
+        model = models.build(name, seed=0)
+        x = tf.compat.v1.placeholder(tf.float32, (None, *model.input_shape))
+        y = tf.compat.v1.placeholder(tf.int32, (None,))
+        loss = model.loss(x, y)
+        opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)
+        with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
+            train = opt.minimize(loss, var_list=model.trainables)
+        with tf.compat.v1.Session(graph=graph) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            feed = {x: np.random.rand(2, *model.input_shape), y: [3, 4]}
+            before = sess.run(loss, feed)
+            sess.run(train, feed)
+            assert np.isfinite(before) and sess.run(loss, feed) != before
+
+
+def test_same_seed_same_weights_in_both_modes():
+    eager = [v.numpy() for v in models.build("cnn", 7).weights]
+    with tf.Graph().as_default():
+        model = models.build("cnn", 7)
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            graph = sess.run(model.weights)
+    assert all(np.array_equal(a, b) for a, b in zip(eager, graph, strict=True))
