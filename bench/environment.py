@@ -47,6 +47,13 @@ def gpus() -> list[str]:
     return out.splitlines() if out else []
 
 
+def gpu_memory_mb() -> list[int]:
+    if not shutil.which("nvidia-smi"):
+        return []
+    out = _run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"])
+    return [int(v) for v in out.split()] if out else []
+
+
 def git_commit() -> str | None:
     commit = _run(["git", "rev-parse", "HEAD"], SUITE_ROOT)
     if commit and _run(["git", "status", "--porcelain", "--untracked-files=no"], SUITE_ROOT):

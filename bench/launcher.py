@@ -9,6 +9,7 @@ import traceback
 from bench.config import RunConfig
 from bench.harness import run_worker
 from bench.lifecycle import close_run, open_run
+from bench.quiet_tf import start_runtime_quietly
 from strategies import registry
 from strategies.base import IN_PROCESS, MPI, TF_CLUSTER, WorkerContext
 
@@ -18,7 +19,15 @@ def failure_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def prepare_process(config: RunConfig) -> dict:
+    """Configure TensorFlow for the strategy, then start its runtime (quietly)."""
+    runtime = registry.get(config.strategy).configure_runtime(config)
+    start_runtime_quietly()
+    return runtime
+
+
 def run_in_process(config: RunConfig) -> int:
+    runtime = prepare_process(config)
     run_start = time.time()
     folder = open_run(config, run_start)
     try:
@@ -30,7 +39,8 @@ def run_in_process(config: RunConfig) -> int:
         traceback.print_exc()
         close_run(folder, config, f"failed: {failure_reason(exc)}")
         return 1
-    close_run(folder, config, "ok", startup_s=outcome.startup_s, strategy_info=outcome.strategy_info)
+    close_run(folder, config, "ok", startup_s=outcome.startup_s, runtime=runtime,
+              strategy_info=outcome.strategy_info)
     return 0
 
 

@@ -1,22 +1,36 @@
-"""Import TensorFlow with its C++ start-up log lines (oneDNN, CPU features) silenced.
+"""TensorFlow's C++ start-up log lines (oneDNN, CPU features), silenced.
 
 TF 2.21 prints them before absl logging is initialised, so TF_CPP_MIN_LOG_LEVEL
 cannot hide them; they would bury the suite's own one-line messages.
 """
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 
-def import_tensorflow_quietly() -> None:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+@contextlib.contextmanager
+def quiet_stderr() -> Iterator[None]:
     saved = os.dup(2)
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 2)
-        import tensorflow as tf
-
-        tf.constant(0)  # the first op initialises the runtime, which logs too
+        yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+def import_tensorflow_quietly() -> None:
+    """Import only: the runtime must stay uninitialised until devices are configured."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with quiet_stderr():
+        import tensorflow  # noqa: F401
+
+
+def start_runtime_quietly() -> None:
+    import tensorflow as tf
+
+    with quiet_stderr():
+        tf.constant(0)

@@ -65,6 +65,12 @@ class Strategy(ABC):
         return {"worker": config.workers}
 
     @classmethod
+    def configure_runtime(cls, config: RunConfig) -> dict[str, Any]:
+        """Process-wide TensorFlow settings (logical devices, GPU memory) made before
+        TensorFlow starts its runtime; returns what was done, for run.json."""
+        return {}
+
+    @classmethod
     def worker_batch(cls, config: RunConfig) -> int:
         """Examples one worker process feeds per step (all its towers together)."""
         return config.batch_size

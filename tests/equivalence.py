@@ -1,0 +1,44 @@
+"""Helpers to check that a strategy computes what it claims: run k steps in this
+process from the seeded initial weights and compare the weights."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench import data as data_sources
+from bench import models
+from bench.config import RunConfig
+from strategies import registry
+from strategies.base import WorkerContext
+
+BASE = dict(model="mlp", data="digits", optimizer="sgd", lr=0.1, steps=5, warmup_steps=0, shuffle=False)
+
+
+def config_for(strategy: str, **changes) -> RunConfig:
+    cls = registry.get(strategy)
+    options = {opt.name: opt.default for opt in cls.options}
+    options.update(changes.pop("options", {}))
+    return RunConfig(strategy=strategy, options=options, **{**BASE, **changes})
+
+
+def train_in_process(config: RunConfig, steps: int) -> list[np.ndarray]:
+    strategy = registry.get(config.strategy)(config, WorkerContext())
+    shape = models.get(config.model).input_shape
+    batch = registry.get(config.strategy).worker_batch(config)
+    strategy.setup(data_sources.load(config.data, shape, batch, config.seed, config.data_dir))
+    for _ in range(steps):
+        strategy.step()
+    weights = strategy.weights()
+    strategy.teardown()
+    return weights
+
+
+def initial_weights(config: RunConfig) -> list[np.ndarray]:
+    return [v.numpy() for v in models.build(config.model, config.seed).weights]
+
+
+def assert_weights_close(actual: list[np.ndarray], expected: list[np.ndarray], rtol: float = 1e-5) -> None:
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected, strict=True):
+        scale = max(np.abs(e).max(), 1e-12)
+        assert np.abs(a - e).max() <= rtol * scale, f"max relative difference {np.abs(a - e).max() / scale:.2e}"
