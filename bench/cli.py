@@ -4,6 +4,7 @@ writes reports; `python -m bench all ...` runs the default comparison."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -67,6 +68,11 @@ def run_parser() -> argparse.ArgumentParser:
     g.add_argument("--output", default=d.output, help="folder for run folders (default: %(default)s)")
     g.add_argument("--run-name", default=None, help="label of the run folder")
     g.add_argument("--save-weights", action="store_true", help="write the final weights to weights.npz")
+    g.add_argument("--stall-timeout-s", type=float, default=d.stall_timeout_s,
+                   help="fail a multi-process run when no step is recorded for this long (default: %(default)s)")
+    g = p.add_argument_group("failure injection")
+    g.add_argument("--kill-worker", default=None, metavar="W@S",
+                   help="worker W kills itself with SIGKILL at its step S")
     g = p.add_argument_group("topology")
     g.add_argument("--workers", type=int, default=d.workers, help="workers / towers / ranks (default: %(default)s)")
     g.add_argument("--ps", type=int, default=d.ps, help="parameter-server tasks (default: %(default)s)")
@@ -80,11 +86,25 @@ def run_parser() -> argparse.ArgumentParser:
     return p
 
 
+def topology_from_tf_config(text: str) -> dict:
+    """--ps-hosts/--worker-hosts/--job-name/--task-index from a TF_CONFIG value."""
+    try:
+        spec = json.loads(text)
+        cluster, task = spec["cluster"], spec.get("task", {})
+        return {"worker_hosts": tuple(cluster.get("worker", ())) + tuple(cluster.get("chief", ())),
+                "ps_hosts": tuple(cluster.get("ps", ())), "job_name": task.get("type"),
+                "task_index": task.get("index")}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UsageError(f"TF_CONFIG is not valid cluster JSON: {exc}") from None
+
+
 def config_from_args(argv: Sequence[str]) -> RunConfig:
     """Parse and validate; raises UsageError (or exits 2 on a malformed flag)."""
     from strategies import registry
 
     args = vars(run_parser().parse_args(argv))
+    if not args["worker_hosts"] and os.environ.get("TF_CONFIG"):
+        args.update(topology_from_tf_config(os.environ["TF_CONFIG"]))
     if args["strategy"] is None:
         args["strategy"] = "allreduce" if under_mpi() else "single"
     strategy_cls = registry.get(args["strategy"])
@@ -103,7 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from bench.launcher import launch
 
-    return launch(config)
+    try:
+        return launch(config)
+    except UsageError as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 2
 
 
 def _subcommand(name: str, argv: list[str]) -> int:

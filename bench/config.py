@@ -35,6 +35,9 @@ class RunConfig:
     run_name: str | None = None
     shuffle: bool = True
     save_weights: bool = False
+    stall_timeout_s: float = 120.0
+    # failure injection: "W@S" = worker W kills itself with SIGKILL at its local step S
+    kill_worker: str | None = None
     # multi-host topology, as in the seed's mnist_replica.py; empty means "launch locally"
     ps_hosts: tuple[str, ...] = ()
     worker_hosts: tuple[str, ...] = ()
@@ -71,6 +74,14 @@ class RunConfig:
     def multi_host(self) -> bool:
         return bool(self.worker_hosts)
 
+    @property
+    def kill_plan(self) -> tuple[int, int] | None:
+        """(worker, local step) of the injected SIGKILL, if any."""
+        if not self.kill_worker:
+            return None
+        worker, _, step = self.kill_worker.partition("@")
+        return int(worker), int(step)
+
 
 def validate(config: RunConfig) -> RunConfig:
     """Check every value; raise UsageError naming the first problem found."""
@@ -84,6 +95,7 @@ def validate(config: RunConfig) -> RunConfig:
         raise UsageError(f"--optimizer: {config.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
     data.check(config.data, config.data_dir)
     _check_topology(config)
+    _check_injection(config)
     for opt in strategy_cls.options:
         opt.validate(config.options.get(opt.name, opt.default))
     strategy_cls.validate(config)
@@ -125,3 +137,15 @@ def _check_topology(config: RunConfig) -> None:
     hosts = config.ps_hosts if config.job_name == "ps" else config.worker_hosts
     if config.task_index is None or not 0 <= config.task_index < len(hosts):
         raise UsageError(f"--task-index: must be in [0, {len(hosts)}) for --job-name {config.job_name}")
+
+
+def _check_injection(config: RunConfig) -> None:
+    if config.stall_timeout_s <= 0:
+        raise UsageError(f"--stall-timeout-s: must be > 0, got {config.stall_timeout_s}")
+    if config.kill_worker is None:
+        return
+    worker, sep, step = config.kill_worker.partition("@")
+    if not sep or not worker.isdigit() or not step.isdigit():
+        raise UsageError(f"--kill-worker: expected W@S (worker W dies at its step S), got {config.kill_worker!r}")
+    if int(worker) >= config.workers:
+        raise UsageError(f"--kill-worker: worker {worker} does not exist with --workers {config.workers}")

@@ -6,6 +6,8 @@ same way for every strategy.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -85,14 +87,19 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
         strategy.ready()
         startup_s = clock() - began
         rate = 0.0
+        kill_at = config.kill_plan if config.kill_plan and config.kill_plan[0] == context.rank else None
         while True:
+            if kill_at and local_step == kill_at[1]:
+                os.kill(os.getpid(), signal.SIGKILL)
             t_start = clock()
             result = strategy.step()
             t_end = clock()
             steps_out.write(run_id=folder.run_id, worker=context.rank, local_step=local_step,
                             global_step=result.global_step, t_start_s=t_start, t_end_s=t_end,
                             examples=result.examples, loss=result.loss,
-                            staleness_steps=result.staleness)
+                            staleness_steps=result.staleness,
+                            applied=None if result.applied is None else int(result.applied),
+                            arrival_order=result.arrival)
             local_step += 1
             current = result.examples / max(t_end - t_start, 1e-9)
             rate = current if local_step == 1 else RATE_SMOOTHING * rate + (1 - RATE_SMOOTHING) * current

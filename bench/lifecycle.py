@@ -23,8 +23,8 @@ def run_label(config: RunConfig) -> str:
     return f"{config.strategy}-{config.model}-{config.data}-w{config.workers}"
 
 
-def open_run(config: RunConfig, run_start: float) -> RunFolder:
-    folder = RunFolder.create(config.output, run_label(config))
+def open_run(config: RunConfig, run_start: float, folder: RunFolder | None = None) -> RunFolder:
+    folder = folder or RunFolder.create(config.output, run_label(config))
     strategy_cls = registry.get(config.strategy)
     folder.update_run(
         run_id=folder.run_id, status="running", started_at=_now(), run_start_epoch_s=run_start,

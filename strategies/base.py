@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -41,7 +42,9 @@ class StepResult:
     loss: float
     examples: int
     global_step: int  # the run's step count after this step (all workers together)
-    staleness: int | None = None  # for asynchronous updates: steps the parameters were behind
+    staleness: int | None = None  # steps the parameters (or the gradient) were behind, where it applies
+    applied: bool | None = None  # False: the gradient arrived stale and was dropped (ps-sync backup workers)
+    arrival: int | None = None  # order in which this step's gradient reached the parameter servers
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -86,6 +89,11 @@ class Strategy(ABC):
     def step(self) -> StepResult:
         """Run one training step on this worker."""
 
+    @classmethod
+    def tolerates_worker_loss(cls, config: RunConfig) -> bool:
+        """Whether the run can finish when a non-chief worker dies."""
+        return False
+
     def finished(self, result: StepResult) -> bool:
         """True once the run has done its steps (the default counts global steps)."""
         return result.global_step >= self.config.steps
@@ -100,6 +108,11 @@ class Strategy(ABC):
 
     def info(self) -> dict[str, Any]:
         """Facts for run.json: devices used, bytes moved per step, placement, ..."""
+        return {}
+
+    @classmethod
+    def finalize_records(cls, run_dir: Path, config: RunConfig) -> dict[str, Any]:
+        """After all workers are done: derive what needs every worker's rows (in steps.csv)."""
         return {}
 
     def teardown(self) -> None:

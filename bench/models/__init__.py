@@ -20,3 +20,8 @@ def get(name: str) -> type[Model]:
 
 def build(name: str, seed: int) -> Model:
     return get(name)(seed)
+
+
+def build_partitioned(name: str, seed: int, shards: int, min_bytes: int) -> Model:
+    """A model whose variables of at least `min_bytes` are split into `shards` pieces."""
+    return get(name)(seed, partition=(shards, min_bytes))

@@ -10,6 +10,7 @@ from typing import ClassVar
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.ops.variables import PartitionedVariable  # what get_variable returns when split
 
 NUM_CLASSES = 10
 
@@ -19,9 +20,12 @@ class Model(tf.Module):
 
     input_shape: ClassVar[tuple[int, int, int]]
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, partition: tuple[int, int] | None = None) -> None:
+        """`partition` = (shards, min_bytes): variables of at least min_bytes are split
+        along their first axis into `shards` pieces (for spreading over ps tasks)."""
         super().__init__(name=type(self).__name__.lower())
         self._rng = np.random.default_rng(seed)
+        self._partition = partition
         self._ordered: list[tf.Variable] = []
         self.build()
 
@@ -32,9 +36,22 @@ class Model(tf.Module):
         raise NotImplementedError(f"{type(self).__name__} must implement logits(x, training)")
 
     def variable(self, name: str, value: np.ndarray, trainable: bool = True) -> tf.Variable:
-        var = tf.Variable(value.astype(np.float32), name=name, trainable=trainable)
+        value = value.astype(np.float32)
+        if self._partition and value.nbytes >= self._partition[1] and value.shape[0] >= self._partition[0]:
+            var = self._partitioned(name, value, trainable)
+        else:
+            var = tf.Variable(value, name=name, trainable=trainable)
         self._ordered.append(var)
         return var
+
+    def _partitioned(self, name: str, value: np.ndarray, trainable: bool):
+        def initial(shape, dtype=None, partition_info=None):
+            start = partition_info.var_offset[0] if partition_info else 0
+            return value[start : start + shape[0]]
+
+        return tf.compat.v1.get_variable(
+            name, shape=value.shape, dtype=tf.float32, initializer=initial, trainable=trainable,
+            partitioner=tf.compat.v1.fixed_size_partitioner(self._partition[0]), use_resource=True)
 
     def he_normal(self, name: str, shape: tuple[int, ...], fan_in: int) -> tf.Variable:
         return self.variable(name, self._rng.normal(0.0, np.sqrt(2.0 / fan_in), size=shape))
@@ -47,13 +64,24 @@ class Model(tf.Module):
 
     @property
     def weights(self) -> list[tf.Variable]:
-        """Every variable, trainable or not, in creation order."""
+        """Every variable, trainable or not, in creation order (a partitioned one whole)."""
         return list(self._ordered)
+
+    def weight_tensors(self) -> list[tf.Tensor]:
+        """The values of `weights`, partitioned variables joined again."""
+        return [v.as_tensor() if isinstance(v, PartitionedVariable) else v.read_value() for v in self._ordered]
 
     @property
     def trainables(self) -> list[tf.Variable]:
-        """Trainable variables in creation order (the order gradients come in)."""
-        return [v for v in self._ordered if v.trainable]
+        """Trainable variables in creation order (the order gradients come in); a
+        partitioned variable contributes its pieces."""
+        out: list[tf.Variable] = []
+        for v in self._ordered:
+            if isinstance(v, PartitionedVariable):
+                out.extend(p for p in v if p.trainable)
+            elif v.trainable:
+                out.append(v)
+        return out
 
     def loss(self, x: tf.Tensor, y: tf.Tensor, training: bool = True) -> tf.Tensor:
         """Mean softmax cross-entropy of the batch."""

@@ -1,0 +1,109 @@
+"""Runs a strategy that needs a cluster of processes (ps tasks and workers).
+
+Locally: every task is a child process on a free loopback port, supervised until
+the run ends. Multi-host: this process is the one task named by --job-name and
+--task-index (or TF_CONFIG), and the same code runs on every host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from bench.config import RunConfig
+from bench.errors import UsageError
+from bench.lifecycle import close_run, open_run
+from bench.processes import free_ports, port_in_use, start
+from bench.records import STEPS_FILE, RunFolder
+from bench.supervisor import supervise
+from strategies import registry
+
+
+def local_cluster(config: RunConfig) -> dict[str, list[str]]:
+    roles = {role: n for role, n in registry.get(config.strategy).processes(config).items() if n > 0}
+    ports = iter(free_ports(sum(roles.values())))
+    return {role: [f"127.0.0.1:{next(ports)}" for _ in range(n)] for role, n in roles.items()}
+
+
+def tf_config(cluster: dict[str, list[str]], role: str, index: int) -> str:
+    return json.dumps({"cluster": cluster, "task": {"type": role, "index": index}})
+
+
+def task_argv(folder: RunFolder, config: RunConfig, cluster: dict, role: str, index: int,
+              run_start: float) -> list[str]:
+    return [sys.executable, "-m", "bench", "worker", "--run-dir", str(folder.path), "--role", role,
+            "--index", str(index), "--cluster", json.dumps(cluster), "--run-start", repr(run_start),
+            "--config", config.to_json()]
+
+
+def steps_written(folder: RunFolder):
+    path = folder.path / STEPS_FILE
+    return lambda: path.stat().st_size
+
+
+def launch(config: RunConfig) -> int:
+    if config.job_name is not None:
+        return run_task(config)
+    cluster = local_cluster(config)
+    run_start = time.time()
+    folder = open_run(config, run_start)
+    folder.update_run(cluster=cluster)
+    children = {
+        role: [start(f"{role} {i}", task_argv(folder, config, cluster, role, i, run_start),
+                     folder.path / "logs" / f"{role}{i}.log", env={"TF_CONFIG": tf_config(cluster, role, i)},
+                     echo=(role, i) == ("worker", 0))
+               for i in range(len(hosts))]
+        for role, hosts in cluster.items()
+    }
+    workers = children.pop("worker")
+    helpers = [c for group in children.values() for c in group]
+    outcome = supervise(workers, helpers, registry.get(config.strategy).tolerates_worker_loss(config),
+                        steps_written(folder), config.stall_timeout_s)
+    reports = worker_reports(folder)
+    chief = reports.get(0, {})
+    records = registry.get(config.strategy).finalize_records(folder.path, config)
+    close_run(folder, config, outcome.status, lost_workers=outcome.lost_workers, records=records,
+              ended_after_failure_s=outcome.ended_after_failure_s, startup_s=chief.get("startup_s"),
+              runtime=chief.get("runtime"), strategy_info=chief.get("strategy_info"), workers=reports)
+    return 0 if outcome.status == "ok" else (130 if outcome.status.startswith("interrupted") else 1)
+
+
+def worker_reports(folder: RunFolder) -> dict[int, dict]:
+    out = {}
+    for path in sorted((folder.path / "workers").glob("worker*.json")):
+        out[int(path.stem.removeprefix("worker"))] = json.loads(path.read_text())
+    return out
+
+
+def run_task(config: RunConfig) -> int:
+    """One task of a multi-host cluster, started by hand (or by a scheduler) on its host."""
+    from bench import worker_process
+
+    cluster = {"worker": list(config.worker_hosts)}
+    if config.ps_hosts:
+        cluster["ps"] = list(config.ps_hosts)
+    me = cluster["ps" if config.job_name == "ps" else "worker"][config.task_index]
+    port = int(me.rpartition(":")[2])
+    if port_in_use(port):
+        raise UsageError(f"port {port} of {config.job_name} {config.task_index} ({me}) is in use")
+    folder_path = Path(config.output) / (config.run_name or f"{config.strategy}-{config.model}-cluster")
+    folder_path.mkdir(parents=True, exist_ok=True)
+    folder = RunFolder(folder_path)
+    is_chief = config.job_name == "worker" and config.task_index == 0
+    run_start = time.time()
+    if is_chief:
+        folder = open_run(config, run_start, folder=folder)
+        folder.update_run(cluster=cluster)
+    code = worker_process.run_role(config, folder, config.job_name, config.task_index, cluster, run_start,
+                                   exit_process=False)
+    if is_chief:
+        report = worker_reports(folder).get(0, {})
+        close_run(folder, config, "ok" if code == 0 else f"failed: {report.get('error', 'chief failed')}",
+                  startup_s=report.get("startup_s"), runtime=report.get("runtime"),
+                  strategy_info=report.get("strategy_info"))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # a TF server cannot be shut down; leaving the interpreter normally may hang on it

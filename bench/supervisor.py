@@ -1,0 +1,90 @@
+"""Watches the processes of one run and decides how it ends.
+
+The run is ok when every worker has finished (a non-chief worker may be lost if the
+strategy tolerates it); it fails at once when a process dies that the run cannot
+do without, or when no step has been recorded for `stall_timeout_s`. On any end,
+every process is ended before this returns.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bench.processes import Child, end_all
+
+POLL_S = 0.1
+HELPERS_EXIT_GRACE_S = 5.0
+
+
+@dataclass
+class Outcome:
+    status: str
+    lost_workers: list[str] = field(default_factory=list)
+    ended_after_failure_s: float | None = None
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
+              progress: Callable[[], int], stall_timeout_s: float) -> Outcome:
+    """`workers[0]` is the chief; `helpers` (ps tasks) are expected to exit after the workers."""
+    previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    everyone = workers + helpers
+    lost: list[str] = []
+    last_progress, last_change = progress(), time.monotonic()
+    try:
+        while True:
+            failure = _failure(workers, helpers, tolerate_loss, lost)
+            if failure:
+                return _fail(failure, everyone, lost)
+            if all(w.exited for w in workers):
+                _wait_helpers(helpers)
+                end_all(helpers)
+                return Outcome("ok", lost)
+            current = progress()
+            if current != last_progress:
+                last_progress, last_change = current, time.monotonic()
+            elif time.monotonic() - last_change > stall_timeout_s:
+                return _fail(f"no step recorded for {stall_timeout_s:.0f} s (hung)", everyone, lost)
+            time.sleep(POLL_S)
+    except Interrupted as exc:
+        end_all(everyone)
+        return Outcome(f"interrupted ({exc})", lost)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _failure(workers: list[Child], helpers: list[Child], tolerate_loss: bool, lost: list[str]) -> str | None:
+    for rank, worker in enumerate(workers):
+        if not worker.exited or worker.process.returncode == 0 or worker.name in lost:
+            continue
+        if rank == 0 or not tolerate_loss:
+            return worker.describe_exit()
+        lost.append(worker.name)
+    for helper in helpers:
+        # a ps exits 0 by itself once every worker has said it is done
+        if helper.exited and helper.process.returncode != 0 and not all(w.exited for w in workers):
+            return f"{helper.describe_exit()} while workers were still training"
+    return None
+
+
+def _fail(reason: str, everyone: list[Child], lost: list[str]) -> Outcome:
+    started = time.monotonic()
+    end_all(everyone)
+    return Outcome(f"failed: {reason}", lost, ended_after_failure_s=time.monotonic() - started)
+
+
+def _wait_helpers(helpers: list[Child]) -> None:
+    deadline = time.monotonic() + HELPERS_EXIT_GRACE_S
+    while any(not h.exited for h in helpers) and time.monotonic() < deadline:
+        time.sleep(POLL_S)

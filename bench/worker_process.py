@@ -1,0 +1,67 @@
+"""`python -m bench worker ...`: one task of a multi-process run (started by the launcher)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.config import RunConfig
+from bench.records import RunFolder
+from strategies import registry
+from strategies.base import WorkerContext
+
+
+def run_role(config: RunConfig, folder: RunFolder, role: str, index: int, cluster: dict[str, list[str]],
+             run_start: float, exit_process: bool = True) -> int:
+    """Run this task; a worker writes workers/worker<i>.json with what it reports."""
+    from bench.harness import run_worker
+    from bench.launcher import failure_reason, prepare_process
+
+    strategy_cls = registry.get(config.strategy)
+    code = 0
+    if role != "worker":
+        try:
+            strategy_cls.serve(role, index, config, cluster)
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+            code = 1
+    else:
+        report: dict = {}
+        try:
+            report["runtime"] = prepare_process(config)
+            context = WorkerContext(rank=index, num_workers=len(cluster["worker"]), is_chief=index == 0,
+                                    run_start=run_start, cluster=cluster)
+            outcome = run_worker(config, context, folder, show_progress=index == 0)
+            report.update(startup_s=outcome.startup_s, local_steps=outcome.local_steps,
+                          strategy_info=outcome.strategy_info)
+        except Exception as exc:  # noqa: BLE001 - reported to the launcher through the file and the exit code
+            traceback.print_exc()
+            report["error"] = failure_reason(exc)
+            code = 1
+        (folder.path / "workers").mkdir(exist_ok=True)
+        (folder.path / "workers" / f"worker{index}.json").write_text(json.dumps(report, default=str))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if exit_process:
+        # TF servers cannot be shut down cleanly; exiting here avoids hanging in their destructors
+        os._exit(code)
+    return code
+
+
+def main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench worker", description="one task of a run (internal)")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--role", required=True)
+    p.add_argument("--index", type=int, required=True)
+    p.add_argument("--cluster", required=True)
+    p.add_argument("--run-start", type=float, required=True)
+    p.add_argument("--config", required=True)
+    args = p.parse_args(argv)
+    config = RunConfig.from_dict(json.loads(args.config))
+    return run_role(config, RunFolder(Path(args.run_dir)), args.role, args.index, json.loads(args.cluster),
+                    args.run_start)

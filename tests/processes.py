@@ -1,0 +1,41 @@
+"""Helpers for tests that start real processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from tests.conftest import ROOT
+
+
+def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m bench ARGS` as a user would run it."""
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def run_record(results: Path) -> dict:
+    runs = [p for p in results.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return json.loads((runs[0] / "run.json").read_text())
+
+
+def leftover_processes(marker: str) -> list[str]:
+    """Processes whose command line mentions `marker` (a run folder), after a short grace."""
+    deadline = time.monotonic() + 2
+    while True:
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            try:
+                if any(marker in part for part in proc.info["cmdline"] or []):
+                    found.append(" ".join(proc.info["cmdline"]))
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)

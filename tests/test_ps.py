@@ -1,0 +1,120 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.equivalence import assert_weights_close, config_for, train_in_process
+from tests.processes import bench, leftover_processes, run_record
+
+pytestmark = pytest.mark.slow
+B = 16
+
+
+def run_dir(results):
+    return next(p for p in results.iterdir() if p.is_dir())
+
+
+def test_ps_sync_step_equals_one_single_step_of_the_whole_batch(results):
+    done = bench("--strategy", "ps-sync", "--workers", "2", "--ps", "1", "--batch-size", str(B), "--steps", "1",
+                 "--warmup-steps", "0", "--no-shuffle", "--lr", "0.1", "--save-weights", "--output", str(results))
+    assert done.returncode == 0, done.stderr[-2000:]
+    with np.load(run_dir(results) / "weights.npz") as f:
+        ps_weights = [f[f"arr_{i}"] for i in range(len(f.files))]
+    single = train_in_process(config_for("single", batch_size=2 * B), steps=1)
+    assert_weights_close(ps_weights, single)
+
+
+def test_ps_async_counts_every_step_and_records_staleness(results):
+    done = bench("--strategy", "ps-async", "--workers", "2", "--steps", "300", "--eval-every", "100",
+                 "--output", str(results))
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = run_record(results)
+    steps = pd.read_csv(run_dir(results) / "steps.csv")
+    # every worker step is one update of the global step
+    assert steps["global_step"].max() == len(steps) >= 300
+    assert sorted(steps["global_step"]) == list(range(1, len(steps) + 1))
+    assert steps["staleness_steps"].notna().all() and (steps["staleness_steps"] > 0).any()
+    assert record["status"] == "ok" and record["summary"]["best_accuracy"] >= 0.90
+    assert not leftover_processes(str(results))
+
+
+def test_ps_sync_backup_workers_aggregate_exactly_r_and_count_the_dropped(results):
+    done = bench("--strategy", "ps-sync", "--workers", "3", "--replicas-to-aggregate", "2", "--steps", "60",
+                 "--output", str(results))
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = run_record(results)
+    steps = pd.read_csv(run_dir(results) / "steps.csv")
+    taken = steps[steps["global_step"] <= 60]
+    assert (taken.groupby("global_step")["applied"].sum() == 2).all()
+    assert len(taken.groupby("global_step")) == 60
+    dropped = int((steps["applied"] == 0).sum())
+    assert dropped > 0 and record["records"]["gradients_dropped"] == dropped
+    assert record["records"]["gradients_applied"] == 2 * 60
+    # cross-check with the global step each gradient met on arrival: any that arrived after
+    # its step had been taken must be among the dropped
+    assert (steps.loc[steps["staleness_steps"] > 0, "applied"] == 0).all()
+
+
+def test_ps_sync_r_greater_than_n_lets_workers_contribute_several_times(results):
+    done = bench("--strategy", "ps-sync", "--workers", "2", "--replicas-to-aggregate", "4", "--steps", "20",
+                 "--output", str(results))
+    assert done.returncode == 0, done.stderr[-2000:]
+    steps = pd.read_csv(run_dir(results) / "steps.csv")
+    assert (steps[steps["global_step"] <= 20].groupby("global_step")["applied"].sum() == 4).all()
+
+
+@pytest.mark.parametrize("strategy, extra, finishes", [
+    ("ps-sync", [], False),
+    ("ps-sync", ["--workers", "3", "--replicas-to-aggregate", "2"], True),
+    ("ps-async", [], True),
+])
+def test_a_killed_worker(results, strategy, extra, finishes):
+    done = bench("--strategy", strategy, "--workers", "2", *extra, "--kill-worker", "1@20", "--steps", "120",
+                 "--output", str(results))
+    record = run_record(results)
+    if finishes:
+        assert done.returncode == 0 and record["status"] == "ok"
+        assert record["lost_workers"] == ["worker 1"]
+        assert record["summary"]["global_steps"] >= 120
+    else:
+        assert done.returncode == 1
+        assert record["status"] == "failed: worker 1 was killed by SIGKILL"
+        assert record["ended_after_failure_s"] < 30
+    assert not leftover_processes(str(results))
+
+
+def test_ps_sync_converges_on_digits(results):
+    done = bench("--strategy", "ps-sync", "--workers", "2", "--steps", "300", "--eval-every", "100",
+                 "--output", str(results))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert run_record(results)["summary"]["best_accuracy"] >= 0.90
+
+
+def simulate(placement: str, sizes: dict[str, int], tasks: int) -> dict[str, int]:
+    loads, out = [0] * tasks, {}
+    for i, (name, size) in enumerate(sizes.items()):
+        task = i % tasks if placement == "round-robin" else loads.index(min(loads))
+        out[name] = task
+        loads[task] += size
+    return out
+
+
+@pytest.mark.parametrize("placement", ["round-robin", "balanced"])
+def test_two_ps_tasks_hold_what_the_placement_says(results, placement):
+    done = bench("--strategy", "ps-async", "--workers", "1", "--ps", "2", "--ps-placement", placement,
+                 "--steps", "5", "--warmup-steps", "0", "--output", str(results))
+    assert done.returncode == 0, done.stderr[-2000:]
+    info = run_record(results)["strategy_info"]
+    sizes = {"global_step": 8, "hid_w": 784 * 100 * 4, "hid_b": 400, "sm_w": 4000, "sm_b": 40}
+    assert info["variable_ps_task"] == simulate(placement, sizes, 2)
+    expected = [sum(s for n, s in sizes.items() if info["variable_ps_task"][n] == t) for t in (0, 1)]
+    assert info["bytes_per_ps"] == expected
+
+
+def test_large_variables_can_be_partitioned_over_ps_tasks(results):
+    done = bench("--strategy", "ps-sync", "--workers", "2", "--ps", "2", "--ps-partition-mb", "0.1",
+                 "--steps", "100", "--output", str(results))
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = run_record(results)
+    tasks = record["strategy_info"]["variable_ps_task"]
+    assert {tasks["hid_w/part_0"], tasks["hid_w/part_1"]} == {0, 1}
+    assert record["summary"]["best_accuracy"] >= 0.85
