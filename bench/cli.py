@@ -15,6 +15,7 @@ from bench.errors import UsageError
 
 # Rank variables that mpirun / horovodrun set: under them the default strategy is allreduce.
 MPI_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "HOROVOD_RANK")
+MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "HOROVOD_SIZE")
 SUBCOMMANDS = ("report", "all", "worker")
 
 
@@ -28,6 +29,13 @@ class OneLineParser(argparse.ArgumentParser):
 
 def under_mpi() -> bool:
     return any(v in os.environ for v in MPI_RANK_VARIABLES)
+
+
+def world_size() -> int | None:
+    for name in MPI_SIZE_VARIABLES:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return None
 
 
 def _hosts(text: str) -> tuple[str, ...]:
@@ -70,6 +78,7 @@ def run_parser() -> argparse.ArgumentParser:
     g.add_argument("--save-weights", action="store_true", help="write the final weights to weights.npz")
     g.add_argument("--stall-timeout-s", type=float, default=d.stall_timeout_s,
                    help="fail a multi-process run when no step is recorded for this long (default: %(default)s)")
+    g.add_argument("--config-json", default=None, help=argparse.SUPPRESS)
     g = p.add_argument_group("failure injection")
     g.add_argument("--kill-worker", default=None, metavar="W@S",
                    help="worker W kills itself with SIGKILL at its step S")
@@ -102,11 +111,16 @@ def config_from_args(argv: Sequence[str]) -> RunConfig:
     """Parse and validate; raises UsageError (or exits 2 on a malformed flag)."""
     from strategies import registry
 
-    args = vars(run_parser().parse_args(argv))
+    parsed = run_parser().parse_args(argv)
+    if parsed.config_json:  # a rank started by our own mpirun: the launcher's config, as is
+        return RunConfig.from_dict(json.loads(parsed.config_json))
+    args = vars(parsed)
     if not args["worker_hosts"] and os.environ.get("TF_CONFIG"):
         args.update(topology_from_tf_config(os.environ["TF_CONFIG"]))
     if args["strategy"] is None:
         args["strategy"] = "allreduce" if under_mpi() else "single"
+    if under_mpi() and "--workers" not in argv:
+        args["workers"] = world_size() or args["workers"]
     strategy_cls = registry.get(args["strategy"])
     args["options"] = {opt.name: args[opt.name] for opt in strategy_cls.options}
     return validate(RunConfig.from_dict(args))

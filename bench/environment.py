@@ -62,9 +62,12 @@ def git_commit() -> str | None:
 
 
 def mpi_version() -> str | None:
-    if not shutil.which("mpirun"):
+    from bench.tools import find_tool
+
+    mpirun = find_tool("mpirun")
+    if not mpirun:
         return None
-    out = _run(["mpirun", "--version"])
+    out = _run([mpirun, "--version"])
     return out.splitlines()[0] if out else None
 
 

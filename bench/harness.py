@@ -111,8 +111,11 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
                 break
         if evaluator and evaluator.last_step != result.global_step:
             evaluator.run(strategy, data.val, result.global_step)
-        if config.save_weights and context.is_chief:
-            np.savez(folder.path / "weights.npz", *strategy.weights())
+        if config.save_weights:
+            weights = strategy.weights()
+            np.savez(folder.path / f"weights-worker{context.rank}.npz", *weights)
+            if context.is_chief:
+                np.savez(folder.path / "weights.npz", *weights)
         info = strategy.info()
     finally:
         progress.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+import time
 from typing import Any
 
 from bench import environment
@@ -49,7 +50,9 @@ def close_run(folder: RunFolder, config: RunConfig, status: str, **fields: Any) 
         summary = summarize(folder.path, config.warmup_steps, config.target_accuracy)
     except Exception as exc:  # noqa: BLE001 - a run with unreadable records still gets its status
         summary = {"error": f"summary could not be computed: {exc}"}
-    record = folder.update_run(status=status, ended_at=_now(), summary=summary, **fields)
+    start = folder.read_run().get("run_start_epoch_s")
+    ended_s = time.time() - start if start else None
+    record = folder.update_run(status=status, ended_at=_now(), ended_s=ended_s, summary=summary, **fields)
     print(one_line(record), file=sys.stderr, flush=True)
     return record
 

@@ -23,6 +23,8 @@ def run_role(config: RunConfig, folder: RunFolder, role: str, index: int, cluste
     from bench.launcher import failure_reason, prepare_process
 
     strategy_cls = registry.get(config.strategy)
+    # TensorFlow's own multi-worker strategies read the cluster from here
+    os.environ.setdefault("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": role, "index": index}}))
     code = 0
     if role != "worker":
         try:

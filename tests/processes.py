@@ -39,3 +39,11 @@ def leftover_processes(marker: str) -> list[str]:
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.2)
+
+
+def seconds_from_kill_to_end(run_dir: Path, record: dict, worker: int) -> float:
+    """From the killed worker's last recorded step to the end of the run."""
+    import pandas as pd
+
+    steps = pd.read_csv(run_dir / "steps.csv")
+    return record["ended_s"] - steps.loc[steps["worker"] == worker, "t_end_s"].max()

@@ -1,0 +1,145 @@
+"""Runs a strategy with one process per rank: under mpirun / horovodrun, or by
+starting mpirun (or horovodrun --gloo) for the user.
+
+Started by the user as `mpirun -np 4 python -m bench`, rank 0 opens the run folder
+and tells the others its path; started by `--workers N`, this process opens it,
+runs mpirun and watches it like any other multi-process run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+from bench.config import RunConfig
+from bench.errors import UsageError
+from bench.lifecycle import close_run, open_run
+from bench.processes import start
+from bench.records import STEPS_FILE, RunFolder
+from bench.supervisor import supervise
+from bench.tools import find_tool
+from strategies import registry
+from strategies.base import WorkerContext
+
+RUN_DIR_VARIABLE = "DISTBENCH_RUN_DIR"
+RUN_START_VARIABLE = "DISTBENCH_RUN_START"
+
+
+def launch(config: RunConfig) -> int:
+    from bench.cli import under_mpi
+
+    if under_mpi():
+        return run_rank(config)
+    return start_ranks(config)
+
+
+def mpirun_command(np: int) -> list[str]:
+    mpirun = find_tool("mpirun")
+    if mpirun is None:
+        raise UsageError("mpirun not found: run ./run_bench.sh setup (or install an MPI)")
+    out = os.popen(f"{mpirun} --version 2>/dev/null").read()
+    cmd = [mpirun, "-np", str(np), "--bind-to", "none"]
+    if "Open MPI" in out or "OpenRTE" in out:
+        # more ranks than cores is normal on a laptop run; root is normal in containers
+        cmd += ["--oversubscribe"] if " 4." in out or " 3." in out else ["--map-by", ":OVERSUBSCRIBE"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+    return cmd
+
+
+def rank_command(config: RunConfig) -> list[str]:
+    if config.option("hvd_controller") == "gloo":
+        horovodrun = find_tool("horovodrun")
+        if horovodrun is None:
+            raise UsageError("horovodrun not found: run ./run_bench.sh setup")
+        return [horovodrun, "--gloo", "-np", str(config.workers), "-H", f"localhost:{config.workers}"]
+    return mpirun_command(config.workers)
+
+
+def start_ranks(config: RunConfig) -> int:
+    launcher = rank_command(config)
+    run_start = time.time()
+    folder = open_run(config, run_start)
+    strategy_cls = registry.get(config.strategy)
+    env = {RUN_DIR_VARIABLE: str(folder.path), RUN_START_VARIABLE: repr(run_start),
+           **strategy_cls.horovod_environment(config, str(folder.path))}
+    argv = [*launcher, sys.executable, "-m", "bench", *config_argv(config)]
+    folder.update_run(launcher=" ".join(launcher))
+    child = start("ranks", argv, folder.path / "logs" / "ranks.log", env=env, echo=True)
+    path = folder.path / STEPS_FILE
+    outcome = supervise([child], [], False, lambda: path.stat().st_size, config.stall_timeout_s)
+    report = json.loads((folder.path / "workers" / "rank0.json").read_text()) \
+        if (folder.path / "workers" / "rank0.json").exists() else {}
+    status = outcome.status
+    if status.startswith("failed"):
+        status = f"failed: {which_rank_failed(child.log) or status.removeprefix('failed: ')}"
+    close_run(folder, config, status, ended_after_failure_s=outcome.ended_after_failure_s,
+              startup_s=report.get("startup_s"), runtime=report.get("runtime"),
+              strategy_info=report.get("strategy_info"))
+    return 0 if outcome.status == "ok" else 1
+
+
+def which_rank_failed(log: Path) -> str | None:
+    """The first rank failure that mpirun or horovodrun reported, as one line."""
+    text = " ".join(log.read_text(errors="replace").split()) if log.exists() else ""
+    mpi = re.search(r"noticed that process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)", text)
+    if mpi:
+        return f"rank {mpi.group(1)} was killed by {signal.Signals(int(mpi.group(2))).name}"
+    mpi = re.search(r"noticed that process rank (\d+) with PID \d+ on node \S+ exited with status (\d+)", text)
+    if mpi:
+        return f"rank {mpi.group(1)} exited with status {mpi.group(2)}"
+    gloo = re.search(r"Process (\d+) exit with status code (\d+)", text)
+    if gloo:
+        code = int(gloo.group(2))
+        how = f"was killed by {signal.Signals(code - 128).name}" if code > 128 else f"exited with status {code}"
+        return f"rank {gloo.group(1)} {how}"
+    return None
+
+
+def config_argv(config: RunConfig) -> list[str]:
+    """The config as the hidden --config-json flag every rank parses."""
+    return ["--config-json", config.to_json()]
+
+
+def run_rank(config: RunConfig) -> int:
+    """This process is one rank."""
+    import horovod.tensorflow as hvd
+
+    from bench.harness import run_worker
+    from bench.launcher import failure_reason, prepare_process
+
+    runtime = prepare_process(config)
+    hvd.init()
+    owner = RUN_DIR_VARIABLE not in os.environ  # started by the user's mpirun: rank 0 owns run.json
+    if owner:
+        run_start = time.time()
+        path = str(open_run(config, run_start).path) if hvd.rank() == 0 else None
+        path, run_start = hvd.broadcast_object((path, run_start), root_rank=0)
+    else:
+        path, run_start = os.environ[RUN_DIR_VARIABLE], float(os.environ[RUN_START_VARIABLE])
+    folder = RunFolder(Path(path))
+    context = WorkerContext(rank=hvd.rank(), num_workers=hvd.size(), is_chief=hvd.rank() == 0,
+                            run_start=run_start)
+    report: dict = {"runtime": runtime}
+    try:
+        outcome = run_worker(config, context, folder, show_progress=hvd.rank() == 0)
+        report.update(startup_s=outcome.startup_s, local_steps=outcome.local_steps,
+                      strategy_info=outcome.strategy_info)
+        status = "ok"
+    except Exception as exc:  # noqa: BLE001 - the other ranks learn of it through mpirun
+        report["error"] = failure_reason(exc)
+        status = f"failed: rank {hvd.rank()}: {report['error']}"
+        raise
+    finally:
+        (folder.path / "workers").mkdir(exist_ok=True)
+        (folder.path / "workers" / f"rank{hvd.rank()}.json").write_text(json.dumps(report, default=str))
+    hvd.join()  # every rank has written its rows
+    if owner and hvd.rank() == 0:
+        close_run(folder, config, status, startup_s=report.get("startup_s"), runtime=runtime,
+                  strategy_info=report.get("strategy_info"))
+    return 0

@@ -1,0 +1,87 @@
+"""allreduce-tf: the allreduce job through TensorFlow's own MultiWorkerMirroredStrategy
+(ring collectives over gRPC), one process per worker with a TF_CONFIG each; for
+comparing Horovod with TensorFlow's native allreduce, or where Horovod is missing."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import tensorflow as tf
+
+from bench import models
+from bench.config import RunConfig
+from bench.data import Dataset, Split
+from bench.errors import UsageError
+from bench.traffic import ring_allreduce_bytes
+from bench.training import evaluate_in_chunks, feed_for, make_optimizer
+from strategies.base import TF_CLUSTER, StepResult, Strategy
+
+
+class AllreduceTF(Strategy):
+    name = "allreduce-tf"
+    description = "tf.distribute.MultiWorkerMirroredStrategy, ring collectives over gRPC"
+    launch = TF_CLUSTER
+    _strategy: ClassVar[tf.distribute.Strategy | None] = None
+
+    @classmethod
+    def validate(cls, config: RunConfig) -> None:
+        if config.ps_hosts:
+            raise UsageError("--strategy allreduce-tf has no ps tasks; drop --ps-hosts")
+
+    @classmethod
+    def processes(cls, config: RunConfig) -> dict[str, int]:
+        return {"worker": config.workers}
+
+    @classmethod
+    def configure_runtime(cls, config: RunConfig) -> dict[str, Any]:
+        # must exist before TensorFlow starts its runtime: it sets up the collective context
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+        cls._strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        return {"communication": "RING"}
+
+    def setup(self, data: Dataset) -> None:
+        strategy = self._strategy
+        if strategy is None:
+            raise RuntimeError("configure_runtime() was not called before setup()")
+        rank, workers = self.context.rank, self.context.num_workers
+        with strategy.scope():
+            self.model = models.build(self.config.model, self.config.seed)
+            optimizer = make_optimizer(self.config)
+        feed = feed_for(self.config, data, rank, workers)
+        model, variables = self.model, self.model.trainables
+
+        def replica_step():
+            x, y = feed.batch()
+            with tf.GradientTape() as tape:
+                loss = model.loss(x, y)
+                # TF1 optimizers sum the replicas' gradients (the allreduce); 1/n makes it the mean
+                scaled = loss / strategy.num_replicas_in_sync
+            optimizer.apply_gradients(list(zip(tape.gradient(scaled, variables), variables)))
+            return loss
+
+        @tf.function
+        def train_step():
+            return strategy.run(replica_step)
+
+        self._train_step = train_step
+        self._eval = tf.function(model.evaluate, reduce_retracing=True)
+        self._step = 0
+
+    def step(self) -> StepResult:
+        loss = self._train_step()
+        self._step += 1
+        return StepResult(float(loss), self.config.batch_size, self._step)
+
+    def evaluate(self, split: Split) -> tuple[float, float]:
+        return evaluate_in_chunks(self._eval, split)
+
+    def weights(self) -> list[np.ndarray]:
+        return [v.numpy() for v in self.model.weights]
+
+    def info(self) -> dict[str, Any]:
+        n = self.context.num_workers
+        return {"workers": n, "communication": "RING",
+                "gradient_bytes_per_step": self.model.gradient_bytes,
+                "bytes_sent_per_rank_per_step": ring_allreduce_bytes(self.model.gradient_bytes, n)}

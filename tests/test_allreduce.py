@@ -1,0 +1,99 @@
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.cli import main
+from bench.tools import find_tool
+from tests.conftest import ROOT
+from tests.equivalence import assert_weights_close, config_for, train_in_process
+from tests.processes import bench, leftover_processes, run_record, seconds_from_kill_to_end
+
+B = 16
+
+
+def load_weights(path):
+    with np.load(path) as f:
+        return [f[f"arr_{i}"] for i in range(len(f.files))]
+
+
+def run_dir(results):
+    return next(p for p in results.iterdir() if p.is_dir())
+
+
+def test_without_horovod_the_user_is_told_to_run_setup(monkeypatch, capsys, results):
+    monkeypatch.setitem(sys.modules, "horovod", None)
+    monkeypatch.setitem(sys.modules, "horovod.tensorflow", None)
+    assert main(["--strategy", "allreduce", "--workers", "2", "--output", str(results)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "./run_bench.sh setup" in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["allreduce", "allreduce-tf"])
+def test_two_ranks_step_equals_one_single_step_of_the_whole_batch(results, strategy):
+    done = bench("--strategy", strategy, "--workers", "2", "--batch-size", str(B), "--steps", "1",
+                 "--warmup-steps", "0", "--no-shuffle", "--lr", "0.1", "--save-weights", "--output", str(results))
+    assert done.returncode == 0, done.stderr[-3000:]
+    single = train_in_process(config_for("single", batch_size=2 * B), steps=1)
+    assert_weights_close(load_weights(run_dir(results) / "weights.npz"), single)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy, extra", [
+    ("allreduce", ["--hvd-controller", "mpi", "--optimizer", "momentum"]),
+    ("allreduce", ["--hvd-controller", "gloo", "--fp16-allreduce", "true"]),
+    ("allreduce-tf", ["--optimizer", "adam", "--lr", "0.01"]),
+])
+def test_after_50_steps_every_rank_holds_the_same_weights(results, strategy, extra):
+    done = bench("--strategy", strategy, "--workers", "2", *extra, "--steps", "50", "--data", "synthetic",
+                 "--model", "cnn", "--batch-size", "8", "--save-weights", "--output", str(results))
+    assert done.returncode == 0, done.stderr[-3000:]
+    folder = run_dir(results)
+    rank0, rank1 = (load_weights(folder / f"weights-worker{r}.npz") for r in (0, 1))
+    for a, b in zip(rank0, rank1, strict=True):
+        np.testing.assert_array_equal(a, b)
+    record = run_record(results)
+    assert record["status"] == "ok"
+    steps = pd.read_csv(folder / "steps.csv")
+    assert sorted(steps["worker"].unique()) == [0, 1] and len(steps) == 100
+    assert record["strategy_info"]["bytes_sent_per_rank_per_step"] > 0
+
+
+@pytest.mark.slow
+def test_the_mpirun_path_converges_on_digits(results, tmp_path):
+    import subprocess
+
+    mpirun = find_tool("mpirun")
+    assert mpirun, "run_bench.sh setup installs an MPI"
+    from bench.mpi_launcher import mpirun_command
+
+    argv = [*mpirun_command(2), sys.executable, "-m", "bench", "--model", "mlp", "--data", "digits",
+            "--steps", "300", "--eval-every", "100", "--output", str(results)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = run_record(results)
+    assert record["config"]["strategy"] == "allreduce" and record["config"]["workers"] == 2
+    assert record["status"] == "ok" and record["summary"]["best_accuracy"] >= 0.90
+
+
+@pytest.mark.slow
+def test_allreduce_tf_converges_on_digits(results):
+    done = bench("--strategy", "allreduce-tf", "--workers", "2", "--steps", "300", "--eval-every", "100",
+                 "--output", str(results))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert run_record(results)["summary"]["best_accuracy"] >= 0.90
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy, extra", [
+    ("allreduce", []), ("allreduce", ["--hvd-controller", "gloo"]), ("allreduce-tf", [])])
+def test_a_killed_rank_fails_the_run_fast_and_leaves_nothing(results, strategy, extra):
+    done = bench("--strategy", strategy, "--workers", "2", *extra, "--kill-worker", "1@20", "--steps", "400",
+                 "--output", str(results))
+    assert done.returncode == 1
+    record = run_record(results)
+    assert record["status"].startswith("failed:") and "1" in record["status"]
+    assert seconds_from_kill_to_end(run_dir(results), record, worker=1) < 30
+    assert not leftover_processes(str(results))
