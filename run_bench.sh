@@ -125,6 +125,16 @@ build_horovod() {
     cp "$src"/dist/horovod-*.whl "$out/"
 }
 
+# The report's browser test uses Debian's Chromium; installed where we may (root and apt).
+ensure_browser() {
+    command -v chromium >/dev/null 2>&1 && return
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        log "installing Debian's chromium for the report's browser test"
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
+            >/dev/null 2>&1 || log "chromium could not be installed: the browser test will be skipped"
+    fi
+}
+
 # mpirun refuses to run as root and to place more ranks than cores unless told.
 mpi_env() {
     if [[ "$(id -u)" == 0 ]]; then
@@ -173,7 +183,9 @@ main() {
     mpi_env
     cd "$ROOT"
     case "$cmd" in
-        test) exec "$VENV/bin/python" -m pytest -m "slow or not slow" "$@" ;;
+        test)
+            ensure_browser
+            exec "$VENV/bin/python" -m pytest -m "slow or not slow" "$@" ;;
         all|report|matrix|micro|stragglers|network|cluster)
             exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
         -*) exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;

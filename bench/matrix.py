@@ -1,23 +1,150 @@
-"""`python -m bench all`: the default comparison. Until more strategies exist it runs
-the single-process baseline on every model."""
+"""`python -m bench all`: the default comparison.
+
+Every registered strategy at 1, 2 and 4 workers on mlp and cnn with synthetic data
+(throughput), plus one convergence run of each strategy on digits; each run in a
+process of its own; then the report. A run that fails is recorded and the matrix
+goes on.
+"""
 
 from __future__ import annotations
 
+import argparse
+import shutil
+import subprocess
 import sys
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
-from bench.cli import config_from_args
+from bench.cli import OneLineParser
 from bench.errors import UsageError
-from bench.launcher import launch
+from strategies import registry
+
+DEFAULT_WORKERS = (1, 2, 4)
+DEFAULT_MODELS = ("mlp", "cnn")
+CONVERGENCE = {"model": "mlp", "data": "digits", "workers": 2, "eval_every": 25}
+ONE_WORKER_ONLY = {"single"}  # its worker count is 1 by definition
+
+
+@dataclass(frozen=True)
+class Planned:
+    strategy: str
+    model: str
+    data: str
+    workers: int
+    steps: int
+    purpose: str  # "throughput" or "convergence"
+
+    def argv(self, output: Path, batch_size: int, extra: Sequence[str]) -> list[str]:
+        warmup = min(10, self.steps // 5)
+        args = ["--strategy", self.strategy, "--model", self.model, "--data", self.data,
+                "--workers", str(self.workers), "--steps", str(self.steps), "--warmup-steps", str(warmup),
+                "--batch-size", str(batch_size), "--output", str(output),
+                "--run-name", f"{self.purpose}-{self.strategy}-{self.model}-w{self.workers}"]
+        if self.purpose == "convergence":
+            args += ["--eval-every", str(CONVERGENCE["eval_every"])]
+        else:
+            args += ["--eval-every", "0"]
+        return [*args, *extra]
+
+
+def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int], steps: int,
+         convergence_steps: int, repeats: int) -> list[Planned]:
+    runs = []
+    for _ in range(repeats):
+        for model in models:
+            for strategy in strategies:
+                counts = [1] if strategy in ONE_WORKER_ONLY else workers
+                runs += [Planned(strategy, model, "synthetic", n, steps, "throughput") for n in counts]
+    if convergence_steps:
+        for strategy in strategies:
+            n = 1 if strategy in ONE_WORKER_ONLY else CONVERGENCE["workers"]
+            runs.append(Planned(strategy, CONVERGENCE["model"], CONVERGENCE["data"], n, convergence_steps,
+                                "convergence"))
+    return runs
+
+
+def _names(text: str) -> list[str]:
+    return [t for t in text.split(",") if t]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m bench all", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--strategies", type=_names, default=None, help="comma-separated (default: every registered)")
+    p.add_argument("--workers", type=lambda t: [int(v) for v in _names(t)], default=list(DEFAULT_WORKERS),
+                   help="comma-separated worker counts (default: 1,2,4)")
+    p.add_argument("--models", type=_names, default=list(DEFAULT_MODELS), help="default: mlp,cnn")
+    p.add_argument("--steps", type=int, default=100, help="global steps of each throughput run (default: 100)")
+    p.add_argument("--convergence-steps", type=int, default=300,
+                   help="steps of each convergence run on digits; 0 leaves them out (default: 300)")
+    p.add_argument("--batch-size", type=int, default=64, help="per worker (default: 64)")
+    p.add_argument("--repeats", type=int, default=1, help="runs of each throughput setting (default: 1)")
+    p.add_argument("--output", default="results", help="(default: results)")
+    p.add_argument("--timeout-s", type=float, default=600, help="longest a single run may take (default: 600)")
+    return p
+
+
+def validate(args: argparse.Namespace) -> None:
+    from bench import models
+
+    known = registry.all_strategies()
+    args.strategies = args.strategies or sorted(known)
+    for name in args.strategies:
+        registry.get(name)
+    for name in args.models:
+        models.get(name)
+    if not args.workers or min(args.workers) < 1:
+        raise UsageError("--workers: give positive worker counts, e.g. 1,2,4")
+    for flag, value in (("--steps", args.steps), ("--repeats", args.repeats), ("--batch-size", args.batch_size)):
+        if value < 1:
+            raise UsageError(f"{flag}: must be >= 1, got {value}")
+    if args.steps < 5:
+        raise UsageError("--steps: a throughput run needs at least 5 steps")
 
 
 def main(argv: Sequence[str]) -> int:
-    status = 0
-    for model, data in (("mlp", "digits"), ("cnn", "synthetic")):
+    args, extra = parser().parse_known_args(list(argv))
+    try:
+        validate(args)
+    except UsageError as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 2
+    runs = plan(args.strategies, args.models, args.workers, args.steps, args.convergence_steps, args.repeats)
+    folder = Path(args.output) / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    for i, run in enumerate(runs, 1):
+        print(f"[{i}/{len(runs)}] {run.purpose}: {run.strategy} {run.model} x{run.workers}", file=sys.stderr,
+              flush=True)
+        execute(run.argv(folder, args.batch_size, extra), args.timeout_s, folder / "matrix.log")
+    elapsed = time.monotonic() - started
+    from bench.report.build import write_report
+
+    html = write_report([folder], folder, remark=f"The comparison took {elapsed / 60:.1f} min.")
+    latest = Path(args.output)
+    shutil.copy(html, latest / "report.html")
+    shutil.copy(folder / "summary.csv", latest / "summary.csv")
+    print(f"{len(runs)} runs in {elapsed / 60:.1f} min", file=sys.stderr)
+    print(f"report: {(latest / 'report.html').resolve()}")
+    return 0
+
+
+def execute(argv: list[str], timeout_s: float, log: Path) -> int:
+    """One run in its own process; its one-line result is shown, everything else logged."""
+    with open(log, "ab") as out:
         try:
-            config = config_from_args(["--model", model, "--data", data, *argv])
-        except UsageError as exc:
-            print(f"bench: error: {exc}", file=sys.stderr)
-            return 2
-        status = max(status, launch(config))
-    return status
+            done = subprocess.run([sys.executable, "-m", "bench", *argv], stdout=out, stderr=subprocess.PIPE,
+                                  timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            print(f"  run timed out after {timeout_s:.0f} s", file=sys.stderr)
+            return 1
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
+    out.close()
+    with open(log, "ab") as out:
+        out.write(done.stderr)
+    result = next((ln for ln in reversed(lines) if ": ok" in ln or ": failed" in ln or ": interrupted" in ln),
+                  lines[-1] if lines else "")
+    print(f"  {result}", file=sys.stderr, flush=True)
+    return done.returncode

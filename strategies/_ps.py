@@ -21,6 +21,7 @@ from bench.config import RunConfig
 from bench.data import Dataset, Split
 from bench.errors import RunFailed, UsageError
 from bench.options import Option, positive
+from bench.traffic import ps_server_bytes, ps_worker_bytes
 from bench.training import evaluate_in_chunks, feed_for, make_optimizer
 from strategies.base import TF_CLUSTER, StepResult, Strategy
 
@@ -232,8 +233,11 @@ class ParameterServerStrategy(Strategy):
         return self.session._tf_sess().run(self.weight_values)
 
     def info(self) -> dict[str, Any]:
+        grad = self.model.gradient_bytes
         return {"cluster": self.context.cluster, "ps_placement": self.config.option("ps_placement"),
-                "bytes_per_ps": self.ps_bytes, "variable_ps_task": self.placement}
+                "bytes_per_ps": self.ps_bytes, "variable_ps_task": self.placement,
+                "gradient_bytes_per_step": grad, "bytes_sent_per_worker_per_step": ps_worker_bytes(grad),
+                "bytes_received_per_ps_per_step": ps_server_bytes(grad, self.context.num_workers, self.config.ps)}
 
     def before_teardown(self, session: tf.compat.v1.Session) -> None:
         """Hook for subclasses: release anything other workers may wait on."""

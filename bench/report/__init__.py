@@ -1,0 +1,1 @@
+"""Reports over run folders: summary.csv and one self-contained report.html."""

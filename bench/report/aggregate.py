@@ -1,0 +1,88 @@
+"""Figures across runs: scaling efficiency, repeats folded into one setting with their
+spread, the best strategy per model and worker count, and ratios to a baseline."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from bench.report.collect import GROUP_KEY
+from bench.summary import mean_and_ci95, scaling_efficiency
+
+BASELINE_STRATEGY = "single"
+MATCH_KEY = ["purpose", "strategy", "model", "data", "workers", "batch_size"]
+
+
+def add_scaling_efficiency(runs: pd.DataFrame) -> pd.DataFrame:
+    """Scaling efficiency of every run against the mean 1-worker `single` throughput of the
+    same model, data and per-worker batch."""
+    runs = runs.copy()
+    ok = runs[runs["ok"] & (runs["strategy"] == BASELINE_STRATEGY) & (runs["workers"] == 1)]
+    base = ok.groupby(["model", "data", "batch_size"])["throughput_examples_per_s"].mean()
+
+    def efficiency(row: pd.Series) -> float:
+        key = (row["model"], row["data"], row["batch_size"])
+        if not row["ok"] or key not in base.index or pd.isna(row["throughput_examples_per_s"]):
+            return math.nan
+        return scaling_efficiency(row["throughput_examples_per_s"], int(row["workers"]), float(base[key]))
+
+    runs["scaling_efficiency"] = runs.apply(efficiency, axis=1) if len(runs) else []
+    return runs
+
+
+def settings(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per setting (repeats folded): mean throughput and a 95% interval over the
+    repeats when there are several, else the single run's own interval."""
+    ok = runs[runs["ok"]]
+    rows = []
+    for key, group in ok.groupby(GROUP_KEY, dropna=False):
+        values = group["throughput_examples_per_s"].dropna().to_numpy()
+        if len(values) >= 2:
+            mean, half = mean_and_ci95(values)
+            spread = "95% CI over repeats"
+        else:
+            mean = float(values[0]) if len(values) else math.nan
+            half = float(group["throughput_ci95_examples_per_s"].iloc[0]) \
+                if len(values) and pd.notna(group["throughput_ci95_examples_per_s"].iloc[0]) else math.nan
+            spread = "95% CI over time windows of the run"
+        rows.append({**dict(zip(GROUP_KEY, key, strict=True)), "repeats": len(group),
+                     "throughput_examples_per_s": mean, "throughput_ci95_examples_per_s": half,
+                     "spread": spread, "scaling_efficiency": float(np.nanmean(group["scaling_efficiency"]))
+                     if group["scaling_efficiency"].notna().any() else math.nan,
+                     "step_time_p50_s": float(group["step_time_p50_s"].mean())})
+    return pd.DataFrame(rows)
+
+
+def headline(setting_rows: pd.DataFrame) -> pd.DataFrame:
+    """The fastest strategy for every model and worker count (throughput runs)."""
+    thr = setting_rows[setting_rows["purpose"] == "throughput"] if len(setting_rows) else setting_rows
+    rows = []
+    for (model, workers), group in thr.groupby(["model", "workers"]):
+        ranked = group.sort_values("throughput_examples_per_s", ascending=False)
+        best = ranked.iloc[0]
+        runner = ranked.iloc[1] if len(ranked) > 1 else None
+        rows.append({"model": model, "workers": int(workers), "best_strategy": best["strategy"],
+                     "throughput_examples_per_s": best["throughput_examples_per_s"],
+                     "throughput_ci95_examples_per_s": best["throughput_ci95_examples_per_s"],
+                     "runner_up": runner["strategy"] if runner is not None else "",
+                     "lead": best["throughput_examples_per_s"] / runner["throughput_examples_per_s"]
+                     if runner is not None else math.nan})
+    return pd.DataFrame(rows)
+
+
+def add_baseline(runs: pd.DataFrame, baseline: pd.DataFrame) -> pd.DataFrame:
+    """`throughput_vs_baseline`: this run's throughput / the baseline's mean for the same setting."""
+    runs = runs.copy()
+    ok = baseline[baseline["ok"]] if "ok" in baseline else baseline
+    means = ok.groupby(MATCH_KEY)["throughput_examples_per_s"].mean()
+
+    def ratio(row: pd.Series) -> float:
+        key = tuple(row[k] for k in MATCH_KEY)
+        if key not in means.index or not row["ok"]:
+            return math.nan
+        return row["throughput_examples_per_s"] / means[key]
+
+    runs["throughput_vs_baseline"] = runs.apply(ratio, axis=1) if len(runs) else []
+    return runs

@@ -1,0 +1,96 @@
+"""Reading run folders into one table: one row per run, the same columns for every strategy."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.records import EVALS_FILE, RUN_FILE, STEPS_FILE
+
+GROUP_KEY = ["purpose", "strategy", "model", "data", "workers", "ps", "batch_size", "options"]
+
+
+def find_runs(paths: Iterable[Path]) -> list[Path]:
+    """Every run folder (a folder with run.json) at or below the given paths."""
+    found: set[Path] = set()
+    for path in map(Path, paths):
+        if (path / RUN_FILE).is_file():
+            found.add(path.resolve())
+        elif path.is_dir():
+            found.update(p.parent.resolve() for p in path.rglob(RUN_FILE))
+    return sorted(found)
+
+
+def purpose_of(config: dict[str, Any]) -> str:
+    name = config.get("run_name") or ""
+    if name.startswith(("throughput-", "convergence-")):
+        return name.split("-", 1)[0]
+    return "convergence" if config.get("data") != "synthetic" else "throughput"
+
+
+def run_row(run_dir: Path) -> dict[str, Any]:
+    record = json.loads((run_dir / RUN_FILE).read_text())
+    config, summary = record.get("config", {}), record.get("summary") or {}
+    info, env = record.get("strategy_info") or {}, record.get("environment") or {}
+    status = record.get("status", "unknown")
+    if status == "running":
+        status = "failed: no end was recorded (the run was killed or is still going)"
+    return {
+        "run_id": record.get("run_id", run_dir.name), "path": str(run_dir), "status": status,
+        "ok": status == "ok", "purpose": purpose_of(config), "strategy": config.get("strategy"),
+        "model": config.get("model"), "data": config.get("data"), "workers": config.get("workers"),
+        "ps": config.get("ps") if config.get("strategy", "").startswith("ps-") else 0,
+        "batch_size": config.get("batch_size"), "steps": config.get("steps"),
+        "optimizer": config.get("optimizer"), "lr": config.get("lr"),
+        "options": json.dumps(config.get("options", {}), sort_keys=True),
+        "started_at": record.get("started_at"),
+        "throughput_examples_per_s": summary.get("throughput_examples_per_s"),
+        "throughput_ci95_examples_per_s": summary.get("throughput_ci95_examples_per_s"),
+        "step_time_p50_s": summary.get("step_time_p50_s"), "step_time_p90_s": summary.get("step_time_p90_s"),
+        "step_time_p99_s": summary.get("step_time_p99_s"),
+        "final_accuracy": summary.get("final_accuracy"), "best_accuracy": summary.get("best_accuracy"),
+        "target_accuracy": summary.get("target_accuracy"), "time_to_target_s": summary.get("time_to_target_s"),
+        "steps_to_target": summary.get("steps_to_target"), "startup_s": record.get("startup_s"),
+        "gradient_bytes_per_step": (record.get("model") or {}).get("gradient_bytes_per_step"),
+        "bytes_sent_per_worker_per_step": info.get("bytes_sent_per_rank_per_step",
+                                                   info.get("bytes_sent_per_worker_per_step")),
+        "staleness_mean_steps": summary.get("staleness_mean_steps"),
+        "gradients_dropped": (record.get("records") or {}).get("gradients_dropped"),
+        "lost_workers": ", ".join(record.get("lost_workers") or []),
+        "host": env.get("host"), "cpu_model": env.get("cpu_model"), "cpu_count": env.get("cpu_count"),
+        "gpus": ", ".join(env.get("gpus") or []), "python": env.get("python"),
+        "tensorflow": env.get("tensorflow"), "horovod": env.get("horovod"), "mpi": env.get("mpi"),
+        "suite_commit": env.get("suite_commit"),
+    }
+
+
+def load(paths: Iterable[Path]) -> pd.DataFrame:
+    rows = []
+    for run_dir in find_runs(paths):
+        try:
+            rows.append(run_row(run_dir))
+        except (OSError, ValueError) as exc:
+            rows.append({"run_id": run_dir.name, "path": str(run_dir), "status": f"failed: unreadable: {exc}",
+                         "ok": False})
+    frame = pd.DataFrame(rows)
+    return frame.sort_values(["purpose", "model", "strategy", "workers", "run_id"]).reset_index(drop=True) \
+        if not frame.empty and "purpose" in frame else frame
+
+
+def steps_of(run_dir: str) -> pd.DataFrame:
+    path = Path(run_dir) / STEPS_FILE
+    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+
+
+def evals_of(run_dir: str) -> pd.DataFrame:
+    path = Path(run_dir) / EVALS_FILE
+    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value))

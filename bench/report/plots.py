@@ -1,0 +1,154 @@
+"""Figures as inline SVG (matplotlib), so report.html needs no other file and no network."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from bench.report.collect import evals_of, steps_of  # noqa: E402
+
+plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "distbench", "figure.dpi": 96,
+                     "axes.grid": True, "grid.alpha": 0.3, "font.size": 9})
+STYLE = {}
+
+
+def _color(strategy: str) -> str:
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    return STYLE.setdefault(strategy, palette[len(STYLE) % len(palette)])
+
+
+def svg(fig: plt.Figure) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def per_model(models: list[str], draw: Callable[[plt.Axes, str], None], height: float = 3.2) -> str:
+    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), height), squeeze=False)
+    for ax, model in zip(axes[0], models, strict=True):
+        draw(ax, model)
+        ax.set_title(model)
+    if axes[0][-1].get_legend_handles_labels()[0]:
+        axes[0][-1].legend(fontsize=7, loc="best")
+    return svg(fig)
+
+
+def throughput_vs_workers(settings: pd.DataFrame) -> str:
+    thr = settings[settings["purpose"] == "throughput"]
+
+    def draw(ax: plt.Axes, model: str) -> None:
+        rows = thr[thr["model"] == model]
+        base = rows[(rows["strategy"] == "single") & (rows["workers"] == 1)]["throughput_examples_per_s"]
+        for strategy, group in rows.groupby("strategy"):
+            group = group.sort_values("workers")
+            ax.errorbar(group["workers"], group["throughput_examples_per_s"],
+                        yerr=group["throughput_ci95_examples_per_s"].fillna(0), marker="o", capsize=3,
+                        label=strategy, color=_color(strategy))
+        if len(base):
+            ns = np.array(sorted(rows["workers"].unique()))
+            ax.plot(ns, ns * base.iloc[0], "k--", linewidth=1, label="ideal (n x single)")
+        ax.set_xlabel("workers")
+        ax.set_ylabel("examples/s (95% CI)")
+        ax.set_xticks(sorted(rows["workers"].unique()))
+
+    return per_model(sorted(thr["model"].unique()), draw)
+
+
+def efficiency_vs_workers(settings: pd.DataFrame) -> str:
+    thr = settings[(settings["purpose"] == "throughput") & settings["scaling_efficiency"].notna()]
+
+    def draw(ax: plt.Axes, model: str) -> None:
+        rows = thr[thr["model"] == model]
+        for strategy, group in rows.groupby("strategy"):
+            group = group.sort_values("workers")
+            ax.plot(group["workers"], group["scaling_efficiency"], marker="o", label=strategy,
+                    color=_color(strategy))
+        ax.axhline(1.0, color="k", linestyle="--", linewidth=1)
+        ax.set_xlabel("workers")
+        ax.set_ylabel("scaling efficiency")
+        ax.set_xticks(sorted(rows["workers"].unique()) if len(rows) else [1])
+
+    return per_model(sorted(thr["model"].unique()) or ["mlp"], draw)
+
+
+def loss_curves(runs: pd.DataFrame) -> str:
+    """Training loss against global step and against wall time (mean over workers per step)."""
+    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(10, 3.2))
+    for _, run in runs.iterrows():
+        steps = steps_of(run["path"])
+        if steps.empty:
+            continue
+        curve = steps.groupby("global_step").agg(loss=("loss", "mean"), t=("t_end_s", "max"))
+        smooth = curve["loss"].rolling(10, min_periods=1).mean()
+        by_step.plot(curve.index, smooth, label=run["strategy"], color=_color(run["strategy"]))
+        by_time.plot(curve["t"], smooth, label=run["strategy"], color=_color(run["strategy"]))
+    by_step.set_xlabel("global step")
+    by_time.set_xlabel("wall time since run start (s)")
+    for ax in (by_step, by_time):
+        ax.set_ylabel("training loss (10-step mean)")
+    by_time.legend(fontsize=7)
+    return svg(fig)
+
+
+def accuracy_vs_time(runs: pd.DataFrame, target: float | None) -> str:
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for _, run in runs.iterrows():
+        evals = evals_of(run["path"])
+        if evals.empty:
+            continue
+        ax.plot(evals["wall_s"], evals["accuracy"], marker=".", label=run["strategy"],
+                color=_color(run["strategy"]))
+    if target:
+        ax.axhline(target, color="k", linestyle="--", linewidth=1, label=f"target {target:g}")
+    ax.set_xlabel("wall time since run start (s)")
+    ax.set_ylabel("validation accuracy")
+    ax.legend(fontsize=7)
+    return svg(fig)
+
+
+def step_time_boxes(runs: pd.DataFrame) -> str:
+    """Step-time distribution of each strategy at its largest worker count, per model."""
+    thr = runs[(runs["purpose"] == "throughput") & runs["ok"]]
+
+    def draw(ax: plt.Axes, model: str) -> None:
+        rows = thr[thr["model"] == model]
+        data, labels = [], []
+        for strategy, group in rows.groupby("strategy"):
+            run = group.sort_values("workers").iloc[-1]
+            steps = steps_of(run["path"])
+            warm = int(min(10, run["steps"] // 5))
+            steps = steps[steps["local_step"] >= warm]
+            if steps.empty:
+                continue
+            data.append((steps["t_end_s"] - steps["t_start_s"]).to_numpy() * 1000)
+            labels.append(f"{strategy}\nx{int(run['workers'])}")
+        if data:
+            ax.boxplot(data, showfliers=False)
+            ax.set_xticks(range(1, len(labels) + 1), labels, fontsize=7)
+        ax.set_ylabel("step time (ms), whiskers 1.5 IQR")
+
+    return per_model(sorted(thr["model"].unique()) or ["mlp"], draw, height=3.6)
+
+
+def staleness_histogram(runs: pd.DataFrame) -> str:
+    fig, ax = plt.subplots(figsize=(6, 3))
+    for _, run in runs.iterrows():
+        steps = steps_of(run["path"])
+        if steps.empty or steps["staleness_steps"].isna().all():
+            continue
+        values = steps["staleness_steps"].dropna().astype(int)
+        bins = np.arange(values.min(), values.max() + 2) - 0.5
+        ax.hist(values, bins=bins, alpha=0.6, label=f"{run['model']} x{int(run['workers'])}")
+    ax.set_xlabel("staleness (updates applied between reading the parameters and this update)")
+    ax.set_ylabel("steps")
+    ax.legend(fontsize=7)
+    return svg(fig)

@@ -1,0 +1,110 @@
+"""The sections of report.html, in reading order."""
+
+from __future__ import annotations
+
+import html as html_lib
+
+import pandas as pd
+
+from bench.report import aggregate, plots
+from bench.report.build import RUN_COLUMNS
+from bench.report.html import figure, note, section, table
+
+
+def all_sections(runs: pd.DataFrame) -> list[str]:
+    ok = runs[runs["ok"]]
+    settings = aggregate.settings(runs)
+    convergence = ok[ok["purpose"] == "convergence"]
+    return [
+        headline(settings),
+        throughput(settings),
+        efficiency(settings),
+        run_table(runs),
+        convergence_section(convergence),
+        time_to_accuracy(convergence),
+        step_times(runs),
+        staleness(ok[ok["strategy"] == "ps-async"]),
+        failures(runs[~runs["ok"]]),
+        environment(runs),
+    ]
+
+
+def headline(settings: pd.DataFrame) -> str:
+    best = aggregate.headline(settings) if len(settings) else pd.DataFrame()
+    return section("headline", "Fastest strategy per model and worker count", table(best, [
+        ("model", "model", "text"), ("workers", "workers", "int"), ("best_strategy", "fastest", "text"),
+        ("throughput_examples_per_s", "examples/s", "rate"), ("throughput_ci95_examples_per_s", "± 95% CI", "rate"),
+        ("runner_up", "runner-up", "text"), ("lead", "lead over runner-up", "ratio")], "headline-table"),
+        note("Synthetic data, same model, optimizer and per-worker batch for every strategy."))
+
+
+def throughput(settings: pd.DataFrame) -> str:
+    if settings.empty or not (settings["purpose"] == "throughput").any():
+        return section("throughput", "Throughput against workers", note("No throughput runs."))
+    return section("throughput", "Throughput against workers", figure(
+        plots.throughput_vs_workers(settings),
+        "Error bars: 95% confidence interval of the mean (over repeats, or over the run's time windows "
+        "for a single run). Dashed: n times the 1-worker single baseline."))
+
+
+def efficiency(settings: pd.DataFrame) -> str:
+    if settings.empty or settings["scaling_efficiency"].isna().all():
+        return section("scaling", "Scaling efficiency", note("Needs a 1-worker single run of the same model."))
+    return section("scaling", "Scaling efficiency", figure(
+        plots.efficiency_vs_workers(settings),
+        "throughput / (workers x 1-worker single throughput, same model and per-worker batch)"))
+
+
+def run_table(runs: pd.DataFrame) -> str:
+    columns = list(RUN_COLUMNS)
+    if "throughput_vs_baseline" in runs:
+        columns.append(("throughput_vs_baseline", "vs baseline", "ratio"))
+    return section("runs", "Every run", table(runs, columns, "runs-table"),
+                   note("The same rows as summary.csv."))
+
+
+def convergence_section(runs: pd.DataFrame) -> str:
+    if runs.empty:
+        return section("convergence", "Convergence", note("No convergence runs."))
+    target = runs["target_accuracy"].dropna().iloc[0] if runs["target_accuracy"].notna().any() else None
+    return section("convergence", "Convergence",
+                   figure(plots.loss_curves(runs), "Training loss (mean over the workers' batches of a step)."),
+                   figure(plots.accuracy_vs_time(runs, target), "Validation accuracy against wall time."))
+
+
+def time_to_accuracy(runs: pd.DataFrame) -> str:
+    return section("time-to-accuracy", "Time to target accuracy", table(runs, [
+        ("run_id", "run", "text"), ("strategy", "strategy", "text"), ("workers", "workers", "int"),
+        ("target_accuracy", "target", "acc"), ("time_to_target_s", "seconds", "s"),
+        ("steps_to_target", "global steps", "int"), ("best_accuracy", "best acc.", "acc"),
+        ("final_accuracy", "final acc.", "acc")], "tta-table"),
+        note("Seconds since the run's common start, start-up included; – : never reached."))
+
+
+def step_times(runs: pd.DataFrame) -> str:
+    if not (runs["ok"] & (runs["purpose"] == "throughput")).any():
+        return section("step-times", "Step-time distributions", note("No throughput runs."))
+    return section("step-times", "Step-time distributions", figure(
+        plots.step_time_boxes(runs), "Each strategy at its largest worker count; post-warm-up steps."))
+
+
+def staleness(runs: pd.DataFrame) -> str:
+    if runs.empty:
+        return section("staleness", "ps-async staleness", note("No ps-async runs."))
+    return section("staleness", "ps-async staleness", figure(
+        plots.staleness_histogram(runs), "Updates applied by other workers while a worker computed its own."))
+
+
+def failures(runs: pd.DataFrame) -> str:
+    return section("failed", "Failed runs", table(runs, [
+        ("run_id", "run", "text"), ("strategy", "strategy", "text"), ("model", "model", "text"),
+        ("workers", "workers", "int"), ("status", "status and reason", "text")], "failed-table"))
+
+
+def environment(runs: pd.DataFrame) -> str:
+    cols = ["host", "cpu_model", "cpu_count", "gpus", "python", "tensorflow", "horovod", "mpi", "suite_commit"]
+    present = [c for c in cols if c in runs]
+    env = runs[present].drop_duplicates()
+    return section("environment", "Environment", table(env, [(c, c, "text") for c in present], "env-table"),
+                   note(f"{len(env)} distinct environment(s) across {len(runs)} runs: "
+                        f"{html_lib.escape(', '.join(sorted(runs['host'].dropna().unique())))}"))

@@ -1,0 +1,119 @@
+import html
+import re
+import shutil
+import subprocess
+
+import pandas as pd
+import pytest
+
+from bench.cli import main
+from bench.report.build import write_report
+
+SECTIONS = ["headline", "throughput", "scaling", "runs", "convergence", "time-to-accuracy", "step-times",
+            "staleness", "failed", "environment"]
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory, request):
+    """Real runs, made here: a baseline, two multi-device strategies, a convergence run, a failure."""
+    out = tmp_path_factory.mktemp("runs")
+    common = ["--data", "synthetic", "--steps", "30", "--warmup-steps", "5", "--eval-every", "0",
+              "--output", str(out)]
+    assert main(["--strategy", "single", "--run-name", "throughput-single", *common]) == 0
+    for strategy in ("multi-tower", "mirrored"):
+        assert main(["--strategy", strategy, "--workers", "2", "--run-name", f"throughput-{strategy}",
+                     *common]) == 0
+    assert main(["--strategy", "single", "--data", "digits", "--steps", "100", "--eval-every", "20",
+                 "--run-name", "convergence-single", "--output", str(out)]) == 0
+    mp = pytest.MonkeyPatch()
+    from strategies.multi_tower import MultiTower
+
+    mp.setattr(MultiTower, "step", lambda self: (_ for _ in ()).throw(RuntimeError("tower on fire")))
+    assert main(["--strategy", "multi-tower", "--workers", "2", "--run-name", "throughput-broken", *common]) == 1
+    mp.undo()
+    write_report([out], out)
+    return out
+
+
+def test_every_section_and_one_row_per_run(report_dir):
+    page = (report_dir / "report.html").read_text()
+    for ident in SECTIONS:
+        assert f'<section id="{ident}">' in page
+    summary = pd.read_csv(report_dir / "summary.csv")
+    assert len(summary) == 5 and summary["run_id"].is_unique
+    assert page.count("<svg") >= 5
+
+
+def cells(page: str, table_id: str) -> dict[tuple[str, str], str]:
+    body = page[page.index(f'<table id="{table_id}">'):]
+    body = body[: body.index("</table>")]
+    out = {}
+    for row in re.finditer(r'<tr data-run="([^"]*)">(.*?)</tr>', body):
+        for col, value in re.findall(r'data-col="([^"]+)" data-value="([^"]*)"', row.group(2)):
+            out[(html.unescape(row.group(1)), col)] = html.unescape(value)
+    return out
+
+
+def test_numbers_in_the_html_match_summary_csv(report_dir):
+    page = (report_dir / "report.html").read_text()
+    shown = cells(page, "runs-table")
+    summary = pd.read_csv(report_dir / "summary.csv")
+    checked = 0
+    for _, row in summary.iterrows():
+        for col in ("throughput_examples_per_s", "scaling_efficiency", "step_time_p50_s", "workers"):
+            value = shown[(row["run_id"], col)]
+            if pd.isna(row[col]):
+                assert value == ""
+            else:
+                assert float(value) == pytest.approx(float(row[col]), rel=1e-12)
+                checked += 1
+    assert checked >= 12
+    efficiency = summary.set_index("run_id")["scaling_efficiency"].dropna()
+    assert len(efficiency) >= 3 and (efficiency > 0).all()
+
+
+def test_a_failed_run_appears_with_its_reason(report_dir):
+    page = (report_dir / "report.html").read_text()
+    failed = cells(page, "failed-table")
+    reasons = [v for (run, col), v in failed.items() if col == "status"]
+    assert reasons == ["failed: RuntimeError: tower on fire"]
+
+
+def test_the_page_fetches_nothing(report_dir):
+    page = (report_dir / "report.html").read_text()
+    assert not re.search(r'(src|href)\s*=\s*["\']?(https?:|//)', page)
+    assert "<script" not in page
+
+
+def test_baseline_adds_ratios(report_dir, tmp_path):
+    write_report([report_dir], tmp_path, baseline=[report_dir])
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    ok = summary[summary["status"] == "ok"]
+    assert (ok["throughput_vs_baseline"] == 1.0).all()
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def test_a_real_browser_renders_the_report_offline(report_dir, tmp_path):
+    browser = chromium()
+    if browser is None:
+        pytest.skip("no Chromium here: ./run_bench.sh test installs Debian's chromium where it can (root, apt)")
+    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+             "--disable-background-networking", "--disable-component-update", f"--user-data-dir={tmp_path}",
+             # networking off: every host resolves to nothing and every proxy is a dead port
+             "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--virtual-time-budget=5000"]
+    url = (report_dir / "report.html").resolve().as_uri()
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    assert dom.count("<table") >= 5 and dom.count("<svg") >= 5
+    shot = tmp_path / "report.png"
+    subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1200,2400", url], capture_output=True,
+                   timeout=120)
+    from matplotlib.image import imread
+
+    pixels = imread(shot)[..., :3]
+    # matplotlib's first line colour (#1f77b4) drawn by the browser means the SVG plots rendered
+    blue = (abs(pixels[..., 0] - 0x1F / 255) < 0.08) & (abs(pixels[..., 1] - 0x77 / 255) < 0.08) & \
+        (abs(pixels[..., 2] - 0xB4 / 255) < 0.08)
+    assert blue.sum() > 200
