@@ -16,7 +16,7 @@ from bench.errors import UsageError
 # Rank variables that mpirun / horovodrun set: under them the default strategy is allreduce.
 MPI_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "HOROVOD_RANK")
 MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "HOROVOD_SIZE")
-SUBCOMMANDS = ("report", "all", "worker")
+SUBCOMMANDS = ("report", "all", "stragglers", "micro", "worker")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -82,6 +82,10 @@ def run_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("failure injection")
     g.add_argument("--kill-worker", default=None, metavar="W@S",
                    help="worker W kills itself with SIGKILL at its step S")
+    g.add_argument("--straggler", default=None, metavar="W:F",
+                   help="worker W's steps take F times as long (it sleeps (F-1) x its measured step time)")
+    g.add_argument("--straggler-random", type=float, default=None, metavar="F",
+                   help="each step one worker, drawn from the seed, is slowed by F")
     g = p.add_argument_group("topology")
     g.add_argument("--workers", type=int, default=d.workers, help="workers / towers / ranks (default: %(default)s)")
     g.add_argument("--ps", type=int, default=d.ps, help="parameter-server tasks (default: %(default)s)")
@@ -153,6 +157,14 @@ def _subcommand(name: str, argv: list[str]) -> int:
         from bench.matrix import main as matrix_main
 
         return matrix_main(argv)
+    if name == "micro":
+        from bench.micro.run import main as micro_main
+
+        return micro_main(argv)
+    if name == "stragglers":
+        from bench.stragglers import main as stragglers_main
+
+        return stragglers_main(argv)
     from bench.worker_process import main as worker_main
 
     return worker_main(argv)

@@ -38,6 +38,10 @@ class RunConfig:
     stall_timeout_s: float = 120.0
     # failure injection: "W@S" = worker W kills itself with SIGKILL at its local step S
     kill_worker: str | None = None
+    # straggler injection: "W:F" = worker W's steps take F times as long; or each step one
+    # random worker (the same one on every worker, drawn from the seed) is slowed by F
+    straggler: str | None = None
+    straggler_random: float | None = None
     # multi-host topology, as in the seed's mnist_replica.py; empty means "launch locally"
     ps_hosts: tuple[str, ...] = ()
     worker_hosts: tuple[str, ...] = ()
@@ -73,6 +77,18 @@ class RunConfig:
     @property
     def multi_host(self) -> bool:
         return bool(self.worker_hosts)
+
+    def slowdown(self, rank: int, local_step: int) -> float:
+        """How many times its normal length this worker's step `local_step` should take."""
+        if self.straggler:
+            worker, _, factor = self.straggler.partition(":")
+            return float(factor) if int(worker) == rank else 1.0
+        if self.straggler_random:
+            import numpy as np
+
+            chosen = np.random.default_rng((self.seed, local_step)).integers(self.workers)
+            return self.straggler_random if chosen == rank else 1.0
+        return 1.0
 
     @property
     def kill_plan(self) -> tuple[int, int] | None:
@@ -142,6 +158,21 @@ def _check_topology(config: RunConfig) -> None:
 def _check_injection(config: RunConfig) -> None:
     if config.stall_timeout_s <= 0:
         raise UsageError(f"--stall-timeout-s: must be > 0, got {config.stall_timeout_s}")
+    if config.straggler is not None:
+        worker, sep, factor = config.straggler.partition(":")
+        try:
+            ok = bool(sep) and worker.isdigit() and float(factor) >= 1
+        except ValueError:
+            ok = False
+        if not ok:
+            raise UsageError(f"--straggler: expected W:F with F >= 1 (worker W is F times slower), got "
+                             f"{config.straggler!r}")
+        if int(worker) >= config.workers:
+            raise UsageError(f"--straggler: worker {worker} does not exist with --workers {config.workers}")
+    if config.straggler_random is not None and config.straggler_random < 1:
+        raise UsageError(f"--straggler-random: the factor must be >= 1, got {config.straggler_random}")
+    if config.straggler and config.straggler_random:
+        raise UsageError("--straggler and --straggler-random: choose one")
     if config.kill_worker is None:
         return
     worker, sep, step = config.kill_worker.partition("@")

@@ -94,6 +94,10 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
             t_start = clock()
             result = strategy.step()
             t_end = clock()
+            slowdown = config.slowdown(context.rank, local_step)
+            if slowdown > 1:  # injected straggler: this step takes `slowdown` times its measured time
+                time.sleep((slowdown - 1) * (t_end - t_start))
+                t_end = clock()
             steps_out.write(run_id=folder.run_id, worker=context.rank, local_step=local_step,
                             global_step=result.global_step, t_start_s=t_start, t_end_s=t_end,
                             examples=result.examples, loss=result.loss,

@@ -10,17 +10,17 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from bench import models
 from bench.config import RunConfig
-from bench.data import Dataset, Split
+from bench.data import Dataset
 from bench.errors import UsageError
 from bench.options import Option, flag_bool, non_negative
 from bench.traffic import ring_allreduce_bytes
-from bench.training import evaluate_in_chunks, feed_for, make_optimizer
-from strategies.base import MPI, StepResult, Strategy
+from bench.training import feed_for, make_optimizer
+from strategies._eager import EagerStrategy
+from strategies.base import MPI, StepResult
 
 CONTROLLER = Option("hvd_controller", str, "mpi", "allreduce: Horovod controller, mpi (mpirun) or gloo (horovodrun)",
                     choices=("mpi", "gloo"))
@@ -42,7 +42,7 @@ def horovod_problem(controller: str) -> str | None:
     return None if built else f"this Horovod build has no {controller} support; run ./run_bench.sh setup"
 
 
-class Allreduce(Strategy):
+class Allreduce(EagerStrategy):
     name = "allreduce"
     description = "Horovod ring allreduce (DistributedGradientTape), one process per rank"
     launch = MPI
@@ -70,10 +70,10 @@ class Allreduce(Strategy):
         import horovod.tensorflow as hvd
 
         self.hvd = hvd
-        self.model = models.build(self.config.model, self.config.seed)
+        model = models.build(self.config.model, self.config.seed)
         optimizer = make_optimizer(self.config)
         feed = feed_for(self.config, data, hvd.rank(), hvd.size())
-        model, variables = self.model, self.model.trainables
+        variables = model.trainables
         compression = hvd.Compression.fp16 if self.config.option("fp16_allreduce") else hvd.Compression.none
 
         @tf.function
@@ -89,23 +89,14 @@ class Allreduce(Strategy):
         # every rank starts from rank 0's weights (they are seeded alike; this makes it so)
         hvd.broadcast_variables(model.weights, root_rank=0)
         self._optimizer = optimizer
-        self._train_step = train_step
-        self._eval = tf.function(model.evaluate, reduce_retracing=True)
-        self._step = 0
+        self.use(model, train_step)
 
     def step(self) -> StepResult:
-        loss = self._train_step()
-        if self._step == 0 and self._optimizer.variables():
+        result = super().step()
+        if result.global_step == 1 and self._optimizer.variables():
             # optimizer slots exist only after the first step: make them rank 0's too
             self.hvd.broadcast_variables(self._optimizer.variables(), root_rank=0)
-        self._step += 1
-        return StepResult(float(loss), self.config.batch_size, self._step)
-
-    def evaluate(self, split: Split) -> tuple[float, float]:
-        return evaluate_in_chunks(self._eval, split)
-
-    def weights(self) -> list[np.ndarray]:
-        return [v.numpy() for v in self.model.weights]
+        return result
 
     def info(self) -> dict[str, Any]:
         size = self.hvd.size()

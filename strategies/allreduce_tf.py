@@ -6,19 +6,19 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import numpy as np
 import tensorflow as tf
 
 from bench import models
 from bench.config import RunConfig
-from bench.data import Dataset, Split
+from bench.data import Dataset
 from bench.errors import UsageError
 from bench.traffic import ring_allreduce_bytes
-from bench.training import evaluate_in_chunks, feed_for, make_optimizer
-from strategies.base import TF_CLUSTER, StepResult, Strategy
+from bench.training import feed_for, make_optimizer
+from strategies._eager import EagerStrategy
+from strategies.base import TF_CLUSTER
 
 
-class AllreduceTF(Strategy):
+class AllreduceTF(EagerStrategy):
     name = "allreduce-tf"
     description = "tf.distribute.MultiWorkerMirroredStrategy, ring collectives over gRPC"
     launch = TF_CLUSTER
@@ -47,10 +47,10 @@ class AllreduceTF(Strategy):
             raise RuntimeError("configure_runtime() was not called before setup()")
         rank, workers = self.context.rank, self.context.num_workers
         with strategy.scope():
-            self.model = models.build(self.config.model, self.config.seed)
+            model = models.build(self.config.model, self.config.seed)
             optimizer = make_optimizer(self.config)
         feed = feed_for(self.config, data, rank, workers)
-        model, variables = self.model, self.model.trainables
+        variables = model.trainables
 
         def replica_step():
             x, y = feed.batch()
@@ -65,20 +65,7 @@ class AllreduceTF(Strategy):
         def train_step():
             return strategy.run(replica_step)
 
-        self._train_step = train_step
-        self._eval = tf.function(model.evaluate, reduce_retracing=True)
-        self._step = 0
-
-    def step(self) -> StepResult:
-        loss = self._train_step()
-        self._step += 1
-        return StepResult(float(loss), self.config.batch_size, self._step)
-
-    def evaluate(self, split: Split) -> tuple[float, float]:
-        return evaluate_in_chunks(self._eval, split)
-
-    def weights(self) -> list[np.ndarray]:
-        return [v.numpy() for v in self.model.weights]
+        self.use(model, train_step)
 
     def info(self) -> dict[str, Any]:
         n = self.context.num_workers

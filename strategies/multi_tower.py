@@ -14,42 +14,25 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from bench import devices, models
-from bench.config import RunConfig
-from bench.data import Dataset, Split
-from bench.training import evaluate_in_chunks, feed_for, make_optimizer
+from bench import models
+from bench.data import Dataset
+from bench.training import feed_for, make_optimizer
 from strategies import _towers
-from strategies.base import StepResult, Strategy
 
 TOWER_PROBE_STEPS = 20
 
 
-class MultiTower(Strategy):
+class MultiTower(_towers.TowerStrategy):
     name = "multi-tower"
     description = "in-graph replication by hand: N towers, gradients averaged on one parameter device"
-    options = _towers.TOWER_OPTIONS
-
-    @classmethod
-    def validate(cls, config: RunConfig) -> None:
-        _towers.validate_towers(config)
-
-    @classmethod
-    def configure_runtime(cls, config: RunConfig) -> dict[str, Any]:
-        return _towers.configure(config)
-
-    @classmethod
-    def worker_batch(cls, config: RunConfig) -> int:
-        return config.batch_size * config.workers
 
     def setup(self, data: Dataset) -> None:
-        n, b = self.config.workers, self.config.batch_size
-        self.towers = devices.tower_devices(n)
-        self.param_device = devices.parameter_device(self.config.option("variable_device"))
+        n, b = self.place()
         with tf.device(self.param_device):
-            self.model = models.build(self.config.model, self.config.seed)
+            model = models.build(self.config.model, self.config.seed)
             feed = feed_for(self.config, data, 0, 1, batch_size=n * b)
         optimizer = make_optimizer(self.config)
-        model, variables = self.model, self.model.trainables
+        variables = model.trainables
 
         def tower_gradients(x, y, i):
             with tf.device(self.towers[i]):
@@ -68,22 +51,9 @@ class MultiTower(Strategy):
                 optimizer.apply_gradients(zip(averaged, variables))
                 return tf.add_n([loss for loss, _ in results]) / n
 
-        self._train_step = train_step
         self._tower_gradients = tower_gradients
         self._probe_batch = (data.train.x[: n * b], data.train.y[: n * b])
-        self._eval = tf.function(model.evaluate, reduce_retracing=True)
-        self._step = 0
-
-    def step(self) -> StepResult:
-        loss = self._train_step()
-        self._step += 1
-        return StepResult(float(loss), self.config.batch_size * self.config.workers, self._step)
-
-    def evaluate(self, split: Split) -> tuple[float, float]:
-        return evaluate_in_chunks(self._eval, split)
-
-    def weights(self) -> list[np.ndarray]:
-        return [v.numpy() for v in self.model.weights]
+        self.use(model, train_step)
 
     def tower_compute_s(self) -> list[float]:
         """Median forward+backward time of each tower run alone (a probe after training:

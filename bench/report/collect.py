@@ -33,6 +33,25 @@ def purpose_of(config: dict[str, Any]) -> str:
     return "convergence" if config.get("data") != "synthetic" else "throughput"
 
 
+def scenario_of(config: dict[str, Any]) -> str:
+    if config.get("kill_worker"):
+        return "kill"
+    if config.get("straggler") or config.get("straggler_random"):
+        return "straggler"
+    return "clean"
+
+
+def variant_of(config: dict[str, Any]) -> str:
+    """The strategy, with what distinguishes its flavours (ps-sync's R against N)."""
+    strategy = config.get("strategy", "")
+    replicas = (config.get("options") or {}).get("replicas_to_aggregate")
+    if strategy == "ps-sync":
+        workers = config.get("workers", 0)
+        r = replicas or workers
+        return "ps-sync R=N" if r == workers else f"ps-sync R=N{r - workers:+d}"
+    return strategy
+
+
 def run_row(run_dir: Path) -> dict[str, Any]:
     record = json.loads((run_dir / RUN_FILE).read_text())
     config, summary = record.get("config", {}), record.get("summary") or {}
@@ -62,6 +81,10 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "staleness_mean_steps": summary.get("staleness_mean_steps"),
         "gradients_dropped": (record.get("records") or {}).get("gradients_dropped"),
         "lost_workers": ", ".join(record.get("lost_workers") or []),
+        "scenario": scenario_of(config), "variant": variant_of(config), "kill_worker": config.get("kill_worker"),
+        "straggler": config.get("straggler") or (f"random x{config['straggler_random']:g}"
+                                                 if config.get("straggler_random") else None),
+        "ended_s": record.get("ended_s"),
         "host": env.get("host"), "cpu_model": env.get("cpu_model"), "cpu_count": env.get("cpu_count"),
         "gpus": ", ".join(env.get("gpus") or []), "python": env.get("python"),
         "tensorflow": env.get("tensorflow"), "horovod": env.get("horovod"), "mpi": env.get("mpi"),

@@ -152,3 +152,21 @@ def staleness_histogram(runs: pd.DataFrame) -> str:
     ax.set_ylabel("steps")
     ax.legend(fontsize=7)
     return svg(fig)
+
+
+def bandwidth_vs_size(table: pd.DataFrame) -> str:
+    """Bus bandwidth against message size per transport; the memory copy drawn as the ceiling."""
+    counts = sorted(table.loc[table["kind"] == "allreduce", "processes"].unique()) or [1]
+    fig, axes = plt.subplots(1, len(counts), figsize=(5 * len(counts), 3.4), squeeze=False)
+    for ax, n in zip(axes[0], counts, strict=True):
+        rows = table[(table["processes"] == n) | (table["kind"] != "allreduce")]
+        for (transport, kind), group in rows.groupby(["transport", "kind"]):
+            group = group.sort_values("bytes")
+            style = {"color": "k", "linestyle": "--"} if kind == "copy" else {"color": _color(transport)}
+            ax.plot(group["bytes"], group["busbw_gb_per_s"], marker="o", label=transport, **style)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("bus bandwidth (GB/s)")
+        ax.set_title(f"allreduce at {n} processes; ps and copy as measured")
+        ax.legend(fontsize=7)
+    return svg(fig)

@@ -11,6 +11,29 @@ from bench.report.build import RUN_COLUMNS
 from bench.report.html import figure, note, section, table
 
 
+def micro_sections(paths) -> list[str]:
+    """The communication micro-benchmarks found under `paths` (micro-*/micro-summary.csv)."""
+    from pathlib import Path
+
+    from bench.micro.summary import SUMMARY_FILE, best_fractions
+
+    out = []
+    for folder in sorted({p.parent for root in map(Path, paths) for p in Path(root).rglob(SUMMARY_FILE)}):
+        table = pd.read_csv(folder / SUMMARY_FILE)
+        if table.empty:
+            continue
+        best = best_fractions(table)
+        out.append(section(f"micro-{folder.name}", f"Communication micro-benchmarks ({folder.name})",
+                           figure(plots.bandwidth_vs_size(table),
+                                  "busbw as NCCL's tests define it: allreduce algbw x 2(n-1)/n; ps round trip "
+                                  "2 x algbw; copy algbw. Dashed: single-process memory copy."),
+                           table(best, [("transport", "transport", "text"), ("processes", "processes", "int"),
+                                        ("busbw_gb_per_s", "best busbw GB/s", "ratio"),
+                                        ("fraction_of_mpi4py_best", "of mpi4py's best", "pct")],
+                                 f"micro-table-{folder.name}")))
+    return out
+
+
 def all_sections(runs: pd.DataFrame) -> list[str]:
     ok = runs[runs["ok"]]
     settings = aggregate.settings(runs)
@@ -24,6 +47,7 @@ def all_sections(runs: pd.DataFrame) -> list[str]:
         time_to_accuracy(convergence),
         step_times(runs),
         staleness(ok[ok["strategy"] == "ps-async"]),
+        *([stragglers(runs)] if (runs["scenario"] != "clean").any() else []),
         failures(runs[~runs["ok"]]),
         environment(runs),
     ]
@@ -108,3 +132,50 @@ def environment(runs: pd.DataFrame) -> str:
     return section("environment", "Environment", table(env, [(c, c, "text") for c in present], "env-table"),
                    note(f"{len(env)} distinct environment(s) across {len(runs)} runs: "
                         f"{html_lib.escape(', '.join(sorted(runs['host'].dropna().unique())))}"))
+
+
+def stragglers(runs: pd.DataFrame) -> str:
+    """Per strategy variant: throughput with a straggler as a fraction of without, time to
+    accuracy with and without, and how a run with a killed worker ended."""
+    from bench.report.collect import steps_of
+
+    rows = []
+    for variant, group in runs.groupby("variant"):
+        clean, slow = _pick(group, "clean", "throughput"), _pick(group, "straggler", "throughput")
+        row = {"variant": variant,
+               "clean": clean["throughput_examples_per_s"].mean() if clean["ok"].any() else None,
+               "straggler": slow["throughput_examples_per_s"].mean() if slow["ok"].any() else None}
+        row["fraction"] = row["straggler"] / row["clean"] if row["clean"] and row["straggler"] else None
+        tta_clean, tta_slow = _pick(group, "clean", "convergence"), _pick(group, "straggler", "convergence")
+        row["tta_clean"] = tta_clean["time_to_target_s"].mean() if len(tta_clean) else None
+        row["tta_straggler"] = tta_slow["time_to_target_s"].mean() if len(tta_slow) else None
+        row["kill"] = kill_outcome(group[group["scenario"] == "kill"], steps_of)
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    return section("stragglers", "Stragglers and failures", table(frame, [
+        ("variant", "strategy", "text"), ("clean", "examples/s", "rate"),
+        ("straggler", "with one 3x straggler", "rate"), ("fraction", "fraction kept", "pct"),
+        ("tta_clean", "time to target (s)", "s"), ("tta_straggler", "… with straggler", "s"),
+        ("kill", "one worker killed", "text")], "stragglers-table"),
+        note("fraction kept: throughput with the straggler / without. A killed worker either leaves the run "
+             "to finish with the others, or fails it; seconds from the kill to the end of the run."))
+
+
+def _pick(group: pd.DataFrame, scenario: str, purpose: str) -> pd.DataFrame:
+    return group[(group["scenario"] == scenario) & (group["purpose"] == purpose)]
+
+
+def kill_outcome(runs: pd.DataFrame, steps_of) -> str:
+    if runs.empty:
+        return ""
+    run = runs.iloc[0]
+    if run["ok"]:
+        return f"finished without {run['lost_workers'] or 'it'}"
+    if "hung" in str(run["status"]):
+        return "HUNG (ended by the stall detector)"
+    steps = steps_of(run["path"])
+    worker = int(str(run["kill_worker"]).split("@")[0]) if run["kill_worker"] else 1
+    last = steps.loc[steps["worker"] == worker, "t_end_s"].max() if len(steps) else None
+    if run["ended_s"] is not None and last is not None and not pd.isna(last):
+        return f"failed fast: {run['ended_s'] - last:.1f} s after the kill"
+    return "failed"

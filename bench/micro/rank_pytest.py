@@ -1,0 +1,38 @@
+"""One rank's pytest run under mpirun / horovodrun: each rank writes its own JSON
+(rank 0's is the result) and TensorFlow's collectives get a TF_CONFIG from the rank."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "HOROVOD_RANK")
+SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "HOROVOD_SIZE")
+
+
+def from_env(names: tuple[str, ...]) -> int:
+    return next(int(os.environ[n]) for n in names if n in os.environ)
+
+
+def main() -> int:
+    out, name, test_file = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    rank, size = from_env(RANK_VARIABLES), from_env(SIZE_VARIABLES)
+    ports = os.environ.get("DISTBENCH_MICRO_TF_PORTS")
+    if ports:
+        workers = [f"127.0.0.1:{p}" for p in ports.split(",")[:size]]
+        os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": workers},
+                                              "task": {"type": "worker", "index": rank}})
+    target = out / (f"{name}.json" if rank == 0 else f".{name}-rank{rank}.json")
+    args = [test_file, "-q", "-p", "no:cacheprovider", "-o", "addopts=", f"--benchmark-json={target}",
+            "--benchmark-sort=name"]
+    if rank != 0:
+        args.append("--benchmark-quiet")
+    return int(pytest.main(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

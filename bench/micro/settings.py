@@ -1,0 +1,27 @@
+"""What a micro-benchmark run measures, passed to its processes through the environment."""
+
+from __future__ import annotations
+
+import os
+
+from bench.micro.bandwidth import FAST_ROUNDS, FAST_SIZES, FULL_ROUNDS, FULL_SIZES
+
+
+def fast() -> bool:
+    return os.environ.get("DISTBENCH_MICRO_MODE", "fast") == "fast"
+
+
+def sizes() -> tuple[int, ...]:
+    return FAST_SIZES if fast() else FULL_SIZES
+
+
+def rounds() -> int:
+    return FAST_ROUNDS if fast() else FULL_ROUNDS
+
+
+def transport() -> str:
+    return os.environ.get("DISTBENCH_MICRO_TRANSPORT", "")
+
+
+def label(nbytes: int) -> str:
+    return f"{nbytes // 2**20}MB" if nbytes >= 2**20 else f"{nbytes // 1024}KB"

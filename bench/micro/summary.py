@@ -1,0 +1,59 @@
+"""One table from the JSON files of a micro-benchmark run: every measurement with its
+bus bandwidth and that bandwidth as a fraction of raw MPI's (mpi4py) at the same size
+and process count, measured in the same run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+SUMMARY_FILE = "micro-summary.csv"
+REFERENCE = "mpi4py"
+
+
+def summarize(folder: Path) -> pd.DataFrame:
+    rows = []
+    for path in sorted(folder.glob("*.json")):
+        for bench in json.loads(path.read_text()).get("benchmarks", []):
+            info = bench.get("extra_info", {})
+            if "busbw_bytes_per_s" not in info:
+                continue
+            rows.append({"transport": info["transport"], "kind": info["kind"], "processes": info["processes"],
+                         "bytes": info["bytes"], "median_s": bench["stats"]["median"],
+                         "algbw_gb_per_s": info["algbw_bytes_per_s"] / 1e9,
+                         "busbw_gb_per_s": info["busbw_bytes_per_s"] / 1e9})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    ref = table[table["transport"] == REFERENCE].set_index(["processes", "bytes"])["busbw_gb_per_s"]
+    ref_any = table[table["transport"] == REFERENCE].groupby("bytes")["busbw_gb_per_s"].max()
+
+    def fraction(row: pd.Series) -> float | None:
+        key = (row["processes"], row["bytes"])
+        if key in ref.index:
+            return row["busbw_gb_per_s"] / ref[key]
+        if row["bytes"] in ref_any.index:  # ps and copy have other process counts: best mpi4py figure
+            return row["busbw_gb_per_s"] / ref_any[row["bytes"]]
+        return None
+
+    table["fraction_of_mpi4py"] = table.apply(fraction, axis=1)
+    return table.sort_values(["kind", "transport", "processes", "bytes"]).reset_index(drop=True)
+
+
+def best_fractions(table: pd.DataFrame) -> pd.DataFrame:
+    """Each transport's best bus bandwidth, as a fraction of mpi4py's best in the same run."""
+    best = table.groupby(["transport", "processes"])["busbw_gb_per_s"].max().reset_index()
+    ref = best[best["transport"] == REFERENCE].set_index("processes")["busbw_gb_per_s"]
+    top = ref.max() if len(ref) else None
+    best["fraction_of_mpi4py_best"] = best.apply(
+        lambda r: r["busbw_gb_per_s"] / (ref[r["processes"]] if r["processes"] in ref.index else top)
+        if top else None, axis=1)
+    return best
+
+
+def write_summary(table: pd.DataFrame, folder: Path) -> Path:
+    path = folder / SUMMARY_FILE
+    table.to_csv(path, index=False)
+    return path

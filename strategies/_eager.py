@@ -1,0 +1,35 @@
+"""Base of the strategies whose training step is one tf.function call in eager TensorFlow
+(single, multi-tower, mirrored, allreduce, allreduce-tf): the step bookkeeping,
+evaluation and weights are the same for all of them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import tensorflow as tf
+
+from bench.data import Split
+from bench.models import Model
+from bench.training import evaluate_in_chunks
+from strategies.base import StepResult, Strategy
+
+
+class EagerStrategy(Strategy):
+    def use(self, model: Model, train_step: Callable[[], tf.Tensor]) -> None:
+        """Called at the end of setup with the model and the compiled step returning the loss."""
+        self.model = model
+        self._train_step = train_step
+        self._eval = tf.function(model.evaluate, reduce_retracing=True)
+        self._step = 0
+
+    def step(self) -> StepResult:
+        loss = self._train_step()
+        self._step += 1
+        return StepResult(float(loss), type(self).worker_batch(self.config), self._step)
+
+    def evaluate(self, split: Split) -> tuple[float, float]:
+        return evaluate_in_chunks(self._eval, split)
+
+    def weights(self) -> list[np.ndarray]:
+        return [v.numpy() for v in self.model.weights]
