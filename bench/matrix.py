@@ -25,6 +25,8 @@ DEFAULT_WORKERS = (1, 2, 4)
 DEFAULT_MODELS = ("mlp", "cnn")
 CONVERGENCE = {"model": "mlp", "data": "digits", "workers": 2, "eval_every": 25}
 ONE_WORKER_ONLY = {"single"}  # its worker count is 1 by definition
+# throughput steps per model: enough measured time for a small model's sub-millisecond steps
+DEFAULT_STEPS = {"mlp": 500, "cnn": 100, "resnet20": 40}
 
 
 @dataclass(frozen=True)
@@ -49,14 +51,15 @@ class Planned:
         return [*args, *extra]
 
 
-def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int], steps: int,
+def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int], steps: int | None,
          convergence_steps: int, repeats: int) -> list[Planned]:
     runs = []
     for _ in range(repeats):
         for model in models:
             for strategy in strategies:
                 counts = [1] if strategy in ONE_WORKER_ONLY else workers
-                runs += [Planned(strategy, model, "synthetic", n, steps, "throughput") for n in counts]
+                n_steps = steps or DEFAULT_STEPS.get(model, 100)
+                runs += [Planned(strategy, model, "synthetic", n, n_steps, "throughput") for n in counts]
     if convergence_steps:
         for strategy in strategies:
             n = 1 if strategy in ONE_WORKER_ONLY else CONVERGENCE["workers"]
@@ -76,7 +79,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=lambda t: [int(v) for v in _names(t)], default=list(DEFAULT_WORKERS),
                    help="comma-separated worker counts (default: 1,2,4)")
     p.add_argument("--models", type=_names, default=list(DEFAULT_MODELS), help="default: mlp,cnn")
-    p.add_argument("--steps", type=int, default=100, help="global steps of each throughput run (default: 100)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="global steps of each throughput run (default: mlp 500, cnn 100, resnet20 40)")
     p.add_argument("--convergence-steps", type=int, default=300,
                    help="steps of each convergence run on digits; 0 leaves them out (default: 300)")
     p.add_argument("--batch-size", type=int, default=64, help="per worker (default: 64)")
@@ -97,10 +101,10 @@ def validate(args: argparse.Namespace) -> None:
         models.get(name)
     if not args.workers or min(args.workers) < 1:
         raise UsageError("--workers: give positive worker counts, e.g. 1,2,4")
-    for flag, value in (("--steps", args.steps), ("--repeats", args.repeats), ("--batch-size", args.batch_size)):
+    for flag, value in (("--repeats", args.repeats), ("--batch-size", args.batch_size)):
         if value < 1:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
-    if args.steps < 5:
+    if args.steps is not None and args.steps < 5:
         raise UsageError("--steps: a throughput run needs at least 5 steps")
 
 

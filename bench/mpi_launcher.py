@@ -123,6 +123,8 @@ def run_rank(config: RunConfig) -> int:
     else:
         path, run_start = os.environ[RUN_DIR_VARIABLE], float(os.environ[RUN_START_VARIABLE])
     folder = RunFolder(Path(path))
+    if owner and config.option("timeline"):
+        hvd.start_timeline(str(folder.path / "horovod_timeline.json"))
     context = WorkerContext(rank=hvd.rank(), num_workers=hvd.size(), is_chief=hvd.rank() == 0,
                             run_start=run_start)
     report: dict = {"runtime": runtime}

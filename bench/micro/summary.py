@@ -15,7 +15,7 @@ REFERENCE = "mpi4py"
 
 def summarize(folder: Path) -> pd.DataFrame:
     rows = []
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted(p for p in folder.glob("*.json") if not p.name.startswith(".")):  # .rank<N>: not rank 0
         for bench in json.loads(path.read_text()).get("benchmarks", []):
             info = bench.get("extra_info", {})
             if "busbw_bytes_per_s" not in info:
