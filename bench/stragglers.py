@@ -32,22 +32,25 @@ def variants(workers: int) -> list[tuple[str, list[str]]]:
 
 
 def plan(workers: int, steps: int, convergence_steps: int) -> list[tuple[str, list[str]]]:
-    scenarios = {"clean": [], "straggler": ["--straggler", f"{STRAGGLER}:{FACTOR:g}"],
-                 "kill": ["--kill-worker", f"{STRAGGLER}@{steps // 2}"]}
     runs = []
     for label, args in variants(workers):
+        # halfway through the run: an asynchronous worker does about steps / workers steps of its own
+        halfway = steps // (2 * workers) if label == "ps-async" else steps // 2
+        scenarios = {"clean": [], "straggler": ["--straggler", f"{STRAGGLER}:{FACTOR:g}"],
+                     "kill": ["--kill-worker", f"{STRAGGLER}@{max(1, halfway)}"]}
         for scenario, extra in scenarios.items():
             name = f"stragglers-{scenario}-{label.replace(' ', '').replace('=', '')}"
             runs.append((f"{label} {scenario}", [*args, "--model", "cnn", "--data", "synthetic", "--workers",
                                                  str(workers), "--steps", str(steps), "--warmup-steps", "5",
                                                  "--eval-every", "0", "--run-name", name, *extra]))
+    convergence = {"clean": [], "straggler": ["--straggler", f"{STRAGGLER}:{FACTOR:g}"]}
     for label, args in variants(workers)[:2]:
         for scenario in ("clean", "straggler"):
             name = f"stragglers-convergence-{scenario}-{label.replace(' ', '').replace('=', '')}"
             runs.append((f"{label} convergence {scenario}",
                          [*args, "--model", "mlp", "--data", "digits", "--workers", "2", "--steps",
                           str(convergence_steps), "--eval-every", "25", "--run-name", name,
-                          *scenarios[scenario]]))
+                          *convergence[scenario]]))
     return runs
 
 

@@ -170,7 +170,9 @@ def kill_outcome(runs: pd.DataFrame, steps_of) -> str:
         return ""
     run = runs.iloc[0]
     if run["ok"]:
-        return f"finished without {run['lost_workers'] or 'it'}"
+        if not run["lost_workers"]:
+            return "finished: the worker ended before the step it was to die at"
+        return f"finished without {run['lost_workers']}"
     if "hung" in str(run["status"]):
         return "HUNG (ended by the stall detector)"
     steps = steps_of(run["path"])
