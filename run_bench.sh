@@ -89,10 +89,12 @@ for n in ("tensorflow-cpu", "tensorflow"):
     log "installing Horovod from $wheel_dir"
     pip_quiet --force-reinstall --no-deps "$wheel_dir"/horovod-*.whl
     pip_quiet cloudpickle psutil pyyaml packaging
-    "$VENV/bin/python" - <<'EOF' || die "Horovod was installed but does not import; delete the cache folder above and rerun ./run_bench.sh setup"
-import horovod.tensorflow as hvd
-assert hvd.mpi_built() and hvd.gloo_built(), "Horovod lacks MPI or Gloo"
-EOF
+    local check
+    check="$(TF_CPP_MIN_LOG_LEVEL=3 "$VENV/bin/python" -c 'import horovod.tensorflow as hvd
+assert hvd.mpi_built() and hvd.gloo_built(), "Horovod lacks MPI or Gloo"' 2>&1)" || {
+        echo "$check" | tail -5 >&2
+        die "Horovod was installed but does not import; delete $wheel_dir and rerun ./run_bench.sh setup"
+    }
     echo "$key" >"$stamp"
 }
 
