@@ -21,7 +21,8 @@ RUN_COLUMNS = [
 SUMMARY_COLUMNS = [c for c, *_ in RUN_COLUMNS] + [
     "purpose", "ps", "steps", "optimizer", "lr", "options", "step_time_p90_s", "best_accuracy",
     "target_accuracy", "time_to_target_s", "steps_to_target", "gradient_bytes_per_step", "staleness_mean_steps",
-    "gradients_dropped", "lost_workers", "startup_s", "started_at", "host", "suite_commit", "path"]
+    "gradients_dropped", "lost_workers", "scenario", "variant", "straggler", "kill_worker",
+    "startup_s", "started_at", "host", "suite_commit", "path"]
 
 
 def summary_frame(paths: Sequence[Path], baseline: Sequence[Path] | None = None) -> pd.DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import zlib
 from collections.abc import Callable
 
 import matplotlib
@@ -16,12 +17,15 @@ from bench.report.collect import evals_of, steps_of  # noqa: E402
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "distbench", "figure.dpi": 96,
                      "axes.grid": True, "grid.alpha": 0.3, "font.size": 9})
-STYLE = {}
+KNOWN = ("single", "multi-tower", "mirrored", "ps-async", "ps-sync", "allreduce", "allreduce-tf", "mpi4py",
+         "horovod-mpi", "horovod-gloo", "tf-collective", "ps-1ps", "ps-2ps")
 
 
-def _color(strategy: str) -> str:
+def _color(name: str) -> str:
+    """The same colour for a strategy in every plot and every report."""
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    return STYLE.setdefault(strategy, palette[len(STYLE) % len(palette)])
+    index = KNOWN.index(name) if name in KNOWN else zlib.crc32(name.encode())
+    return palette[index % len(palette)]
 
 
 def svg(fig: plt.Figure) -> str:
