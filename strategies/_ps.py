@@ -78,9 +78,15 @@ def atomic_increment(var: tf.Variable, name: str) -> tf.Tensor:
     can both read the later value. A CriticalSection on the variable's ps task makes the
     pair one step, so every caller gets its own number.
     """
+    def increment_and_read() -> tf.Tensor:
+        # the read must be an op made here, inside the section: assign_add's own return value
+        # is read lazily, after the lock is released
+        with tf.control_dependencies([var.assign_add(1, read_value=False)]):
+            return tf.identity(var.read_value())
+
     with tf.device(var.device):
         section = tf.CriticalSection(shared_name=f"distbench_{name}", name=f"{name}_section")
-        return section.execute(lambda: var.assign_add(1))
+        return section.execute(increment_and_read)
 
 
 class GreedyByBytes:
