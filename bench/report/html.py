@@ -18,26 +18,22 @@ figure{margin:.5em 0}svg{max-width:100%;height:auto}
 """
 
 
+FORMATS = {
+    "int": lambda v: f"{int(v):,}",
+    "rate": lambda v: f"{v:,.0f}",
+    "ratio": lambda v: f"{v:.2f}",
+    "pct": lambda v: f"{100 * v:.1f}%",
+    "ms": lambda v: f"{1000 * v:.2f}",
+    "s": lambda v: f"{v:.1f}",
+    "acc": lambda v: f"{v:.4f}",
+    "bytes": lambda v: f"{v / 2**20:.2f} MiB" if v >= 2**20 else f"{v / 1024:.1f} KiB",
+}
+
+
 def fmt(value, kind: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    if kind == "int":
-        return f"{int(value):,}"
-    if kind == "rate":
-        return f"{value:,.0f}"
-    if kind == "ratio":
-        return f"{value:.2f}"
-    if kind == "pct":
-        return f"{100 * value:.1f}%"
-    if kind == "ms":
-        return f"{1000 * value:.2f}"
-    if kind == "s":
-        return f"{value:.1f}"
-    if kind == "acc":
-        return f"{value:.4f}"
-    if kind == "bytes":
-        return f"{value / 2**20:.2f} MiB" if value >= 2**20 else f"{value / 1024:.1f} KiB"
-    return str(value)
+    return FORMATS.get(kind, str)(value)
 
 
 def table(frame: pd.DataFrame, columns: Sequence[tuple[str, str, str]], css_id: str = "") -> str:
