@@ -169,7 +169,11 @@ setup() {
 
 main() {
     local cmd="${1:-all}"
-    [[ $# -gt 0 ]] && shift
+    if [[ "$cmd" == -* && "$cmd" != "-h" && "$cmd" != "--help" ]]; then
+        cmd=all  # ./run_bench.sh --steps 60: flags of the default comparison
+    elif [[ $# -gt 0 ]]; then
+        shift
+    fi
     case "$cmd" in
         setup)
             setup "$@"
@@ -190,7 +194,6 @@ main() {
             exec "$VENV/bin/python" -m pytest -m "slow or not slow" "$@" ;;
         all|report|matrix|micro|stragglers|network|cluster)
             exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
-        -*) exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
         *) exec "$VENV/bin/python" -m bench --strategy "$cmd" "$@" ;;
     esac
 }
