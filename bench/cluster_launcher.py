@@ -40,6 +40,7 @@ def task_argv(folder: RunFolder, config: RunConfig, cluster: dict, role: str, in
 
 
 def steps_written(folder: RunFolder):
+    """Progress probe for the supervisor: the size of steps.csv grows with every step."""
     path = folder.path / STEPS_FILE
     return lambda: path.stat().st_size
 

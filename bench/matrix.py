@@ -144,10 +144,8 @@ def execute(argv: list[str], timeout_s: float, log: Path) -> int:
         except subprocess.TimeoutExpired:
             print(f"  run timed out after {timeout_s:.0f} s", file=sys.stderr)
             return 1
-    lines = done.stderr.decode(errors="replace").strip().splitlines()
-    out.close()
-    with open(log, "ab") as out:
         out.write(done.stderr)
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
     result = next((ln for ln in reversed(lines) if ": ok" in ln or ": failed" in ln or ": interrupted" in ln),
                   lines[-1] if lines else "")
     print(f"  {result}", file=sys.stderr, flush=True)

@@ -16,11 +16,12 @@ import sys
 import time
 from pathlib import Path
 
+from bench.cluster_launcher import steps_written
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.lifecycle import close_run, open_run
 from bench.processes import start
-from bench.records import STEPS_FILE, RunFolder
+from bench.records import RunFolder
 from bench.supervisor import supervise
 from bench.tools import find_tool
 from strategies import registry
@@ -71,8 +72,7 @@ def start_ranks(config: RunConfig) -> int:
     argv = [*launcher, sys.executable, "-m", "bench", *config_argv(config)]
     folder.update_run(launcher=" ".join(launcher))
     child = start("ranks", argv, folder.path / "logs" / "ranks.log", env=env, echo=True)
-    path = folder.path / STEPS_FILE
-    outcome = supervise([child], [], False, lambda: path.stat().st_size, config.stall_timeout_s)
+    outcome = supervise([child], [], False, steps_written(folder), config.stall_timeout_s)
     report = json.loads((folder.path / "workers" / "rank0.json").read_text()) \
         if (folder.path / "workers" / "rank0.json").exists() else {}
     status = outcome.status

@@ -23,12 +23,16 @@ def test_ps_sync_step_equals_one_single_step_of_the_whole_batch(results):
     assert_weights_close(ps_weights, single)
 
 
-def test_ps_async_counts_every_step_and_records_staleness(results):
-    done = bench("--strategy", "ps-async", "--workers", "2", "--steps", "300", "--eval-every", "100",
-                 "--output", str(results))
+def finished_run(results, *args):
+    """Run bench with `args`, require success, return (run.json, steps.csv)."""
+    done = bench(*args, "--output", str(results))
     assert done.returncode == 0, done.stderr[-2000:]
-    record = run_record(results)
-    steps = pd.read_csv(run_dir(results) / "steps.csv")
+    return run_record(results), pd.read_csv(run_dir(results) / "steps.csv")
+
+
+def test_ps_async_counts_every_step_and_records_staleness(results):
+    record, steps = finished_run(results, "--strategy", "ps-async", "--workers", "2", "--steps", "300",
+                                 "--eval-every", "100")
     # every worker step is one update of the global step
     assert steps["global_step"].max() == len(steps) >= 300
     assert sorted(steps["global_step"]) == list(range(1, len(steps) + 1))
@@ -38,11 +42,8 @@ def test_ps_async_counts_every_step_and_records_staleness(results):
 
 
 def test_ps_sync_backup_workers_aggregate_exactly_r_and_count_the_dropped(results):
-    done = bench("--strategy", "ps-sync", "--workers", "3", "--replicas-to-aggregate", "2", "--steps", "60",
-                 "--output", str(results))
-    assert done.returncode == 0, done.stderr[-2000:]
-    record = run_record(results)
-    steps = pd.read_csv(run_dir(results) / "steps.csv")
+    record, steps = finished_run(results, "--strategy", "ps-sync", "--workers", "3", "--replicas-to-aggregate",
+                                 "2", "--steps", "60")
     taken = steps[steps["global_step"] <= 60]
     assert (taken.groupby("global_step")["applied"].sum() == 2).all()
     assert len(taken.groupby("global_step")) == 60
