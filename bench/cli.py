@@ -16,7 +16,7 @@ from bench.errors import UsageError
 # Rank variables that mpirun / horovodrun set: under them the default strategy is allreduce.
 MPI_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "HOROVOD_RANK")
 MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "HOROVOD_SIZE")
-SUBCOMMANDS = ("report", "all", "stragglers", "micro", "worker")
+SUBCOMMANDS = ("report", "all", "stragglers", "micro", "cluster", "network", "worker")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -93,6 +93,9 @@ def run_parser() -> argparse.ArgumentParser:
     g.add_argument("--worker-hosts", type=_hosts, default=(), help="multi-host: host:port,host:port")
     g.add_argument("--job-name", default=None, help="multi-host: ps or worker")
     g.add_argument("--task-index", type=int, default=None, help="multi-host: index within --job-name")
+    g.add_argument("--emulated-cluster", nargs="?", const="bench", default=None, metavar="NAME",
+                   help="run each ps and worker on its own host of the emulated cluster NAME (default: bench; "
+                   "see ./run_bench.sh cluster up)")
     g = p.add_argument_group("strategy options")
     for opt in registry.all_options():
         g.add_argument(opt.flag, dest=opt.name, type=opt.type, default=opt.default, help=opt.help)
@@ -165,6 +168,14 @@ def _subcommand(name: str, argv: list[str]) -> int:
         from bench.stragglers import main as stragglers_main
 
         return stragglers_main(argv)
+    if name == "cluster":
+        from bench.emulated.cli import main as cluster_main
+
+        return cluster_main(argv)
+    if name == "network":
+        from bench.network_preset import main as network_main
+
+        return network_main(argv)
     from bench.worker_process import main as worker_main
 
     return worker_main(argv)

@@ -14,8 +14,10 @@ import time
 from pathlib import Path
 
 from bench.config import RunConfig
+from bench.emulated import session
+from bench.emulated.placement import enter
 from bench.errors import UsageError
-from bench.lifecycle import close_run, open_run
+from bench.lifecycle import close_run, join_environment, joined_run, open_run
 from bench.processes import free_ports, port_in_use, start
 from bench.records import STEPS_FILE, RunFolder
 from bench.supervisor import supervise
@@ -45,28 +47,45 @@ def steps_written(folder: RunFolder):
     return lambda: path.stat().st_size
 
 
+def emulated_argv(config: RunConfig, cluster: dict[str, list[str]], role: str, index: int) -> list[str]:
+    """The command a user runs on each host of a real cluster, with the hosts' addresses."""
+    task = config.replace(worker_hosts=tuple(cluster["worker"]), ps_hosts=tuple(cluster.get("ps", ())),
+                          job_name=role, task_index=index, emulated_cluster=None)
+    return [sys.executable, "-m", "bench", "--config-json", task.to_json()]
+
+
 def launch(config: RunConfig) -> int:
     if config.job_name is not None:
         return run_task(config)
-    cluster = local_cluster(config)
+    processes = {r: n for r, n in registry.get(config.strategy).processes(config).items() if n > 0}
+    placement = session.place(config, processes) if config.emulated_cluster else None
+    cluster = placement.tf_cluster() if placement else local_cluster(config)
     run_start = time.time()
     folder = open_run(config, run_start)
     folder.update_run(cluster=cluster)
-    children = {
-        role: [start(f"{role} {i}", task_argv(folder, config, cluster, role, i, run_start),
-                     folder.path / "logs" / f"{role}{i}.log", env={"TF_CONFIG": tf_config(cluster, role, i)},
-                     echo=(role, i) == ("worker", 0))
-               for i in range(len(hosts))]
-        for role, hosts in cluster.items()
-    }
-    workers = children.pop("worker")
-    helpers = [c for group in children.values() for c in group]
-    outcome = supervise(workers, helpers, registry.get(config.strategy).tolerates_worker_loss(config),
-                        steps_written(folder), config.stall_timeout_s)
+
+    def command(role: str, i: int) -> list[str]:
+        if placement:
+            return enter(placement.roles[role][i], emulated_argv(config, cluster, role, i))
+        return task_argv(folder, config, cluster, role, i, run_start)
+
+    with session.metered(placement, folder.path, run_start):
+        children = {
+            role: [start(f"{role} {i}", command(role, i), folder.path / "logs" / f"{role}{i}.log",
+                         env={"TF_CONFIG": tf_config(cluster, role, i), **join_environment(folder, run_start)},
+                         echo=(role, i) == ("worker", 0))
+                   for i in range(len(hosts))]
+            for role, hosts in cluster.items()
+        }
+        workers = children.pop("worker")
+        helpers = [c for group in children.values() for c in group]
+        outcome = supervise(workers, helpers, registry.get(config.strategy).tolerates_worker_loss(config),
+                            steps_written(folder), config.stall_timeout_s)
     reports = worker_reports(folder)
     chief = reports.get(0, {})
     records = registry.get(config.strategy).finalize_records(folder.path, config)
-    close_run(folder, config, outcome.status, lost_workers=outcome.lost_workers, records=records,
+    extra = {"network": session.network_record(placement, folder, config, processes)} if placement else {}
+    close_run(folder, config, outcome.status, lost_workers=outcome.lost_workers, records=records, **extra,
               ended_after_failure_s=outcome.ended_after_failure_s, startup_s=chief.get("startup_s"),
               runtime=chief.get("runtime"), strategy_info=chief.get("strategy_info"), workers=reports)
     return 0 if outcome.status == "ok" else (130 if outcome.status.startswith("interrupted") else 1)
@@ -90,11 +109,14 @@ def run_task(config: RunConfig) -> int:
     port = int(me.rpartition(":")[2])
     if port_in_use(port):
         raise UsageError(f"port {port} of {config.job_name} {config.task_index} ({me}) is in use")
-    folder_path = Path(config.output) / (config.run_name or f"{config.strategy}-{config.model}-cluster")
-    folder_path.mkdir(parents=True, exist_ok=True)
-    folder = RunFolder(folder_path)
-    is_chief = config.job_name == "worker" and config.task_index == 0
-    run_start = time.time()
+    joined = joined_run()  # started by a launcher (the emulated cluster's): its folder, its clock
+    if joined:
+        folder, run_start = joined
+    else:
+        folder_path = Path(config.output) / (config.run_name or f"{config.strategy}-{config.model}-cluster")
+        folder_path.mkdir(parents=True, exist_ok=True)
+        folder, run_start = RunFolder(folder_path), time.time()
+    is_chief = config.job_name == "worker" and config.task_index == 0 and not joined
     if is_chief:
         folder = open_run(config, run_start, folder=folder)
         folder.update_run(cluster=cluster)

@@ -47,6 +47,8 @@ class RunConfig:
     worker_hosts: tuple[str, ...] = ()
     job_name: str | None = None
     task_index: int | None = None
+    # name of an emulated cluster (bench.emulated): each process in a network namespace of its own
+    emulated_cluster: str | None = None
     # options declared by the chosen strategy (see strategies.base.Strategy.options)
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -103,8 +105,11 @@ def validate(config: RunConfig) -> RunConfig:
     """Check every value; raise UsageError naming the first problem found."""
     from bench import data, models
     from strategies import registry
+    from strategies.base import IN_PROCESS
 
     strategy_cls = registry.get(config.strategy)
+    if config.emulated_cluster is not None and strategy_cls.launch == IN_PROCESS:
+        raise UsageError(f"--emulated-cluster: {config.strategy} runs in one process; use a ps or allreduce strategy")
     models.get(config.model)
     _check_numbers(config)
     if config.optimizer not in OPTIMIZERS:
@@ -144,6 +149,8 @@ def _check_topology(config: RunConfig) -> None:
             name, _, port = host.rpartition(":")
             if not name or not port.isdigit() or not 0 < int(port) < 65536:
                 raise UsageError(f"{flag}: {host!r} is not host:port")
+    if config.emulated_cluster is not None and (config.worker_hosts or config.job_name):
+        raise UsageError("--emulated-cluster places the processes itself: drop --worker-hosts/--job-name/TF_CONFIG")
     if config.job_name is None:
         return
     if config.job_name not in ("ps", "worker"):

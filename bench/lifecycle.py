@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sys
 import time
 from typing import Any
@@ -12,6 +13,21 @@ from bench.config import RunConfig
 from bench.records import RunFolder
 from bench.summary import summarize
 from strategies import registry
+
+# Set by a launcher for the processes it starts: they join its run folder instead of opening one.
+RUN_DIR_VARIABLE = "DISTBENCH_RUN_DIR"
+RUN_START_VARIABLE = "DISTBENCH_RUN_START"
+
+
+def joined_run() -> tuple[RunFolder, float] | None:
+    """The launcher's run folder and start time, when this process was started by one."""
+    if RUN_DIR_VARIABLE not in os.environ:
+        return None
+    return RunFolder(os.environ[RUN_DIR_VARIABLE]), float(os.environ[RUN_START_VARIABLE])
+
+
+def join_environment(folder: RunFolder, run_start: float) -> dict[str, str]:
+    return {RUN_DIR_VARIABLE: str(folder.path), RUN_START_VARIABLE: repr(run_start)}
 
 
 def _now() -> str:

@@ -18,17 +18,16 @@ from pathlib import Path
 
 from bench.cluster_launcher import steps_written
 from bench.config import RunConfig
+from bench.emulated import session
+from bench.emulated.placement import Placement, agent_environment, enter, mpirun_host_args
 from bench.errors import UsageError
-from bench.lifecycle import close_run, open_run
+from bench.lifecycle import close_run, join_environment, joined_run, open_run
 from bench.processes import start
 from bench.records import RunFolder
 from bench.supervisor import supervise
 from bench.tools import find_tool
 from strategies import registry
 from strategies.base import WorkerContext
-
-RUN_DIR_VARIABLE = "DISTBENCH_RUN_DIR"
-RUN_START_VARIABLE = "DISTBENCH_RUN_START"
 
 
 def launch(config: RunConfig) -> int:
@@ -39,48 +38,62 @@ def launch(config: RunConfig) -> int:
     return start_ranks(config)
 
 
-def mpirun_command(np: int) -> list[str]:
+def mpirun_command(np: int, placement: Placement | None = None) -> list[str]:
+    """mpirun for `np` ranks: on this machine, or one rank per host of an emulated cluster."""
     mpirun = find_tool("mpirun")
     if mpirun is None:
         raise UsageError("mpirun not found: run ./run_bench.sh setup (or install an MPI)")
     out = os.popen(f"{mpirun} --version 2>/dev/null").read()
     cmd = [mpirun, "-np", str(np), "--bind-to", "none"]
+    spread = "node" if placement else ""  # one rank per host, in host order
     if "Open MPI" in out or "OpenRTE" in out:
         # more ranks than cores is normal on a laptop run; root is normal in containers
-        cmd += ["--oversubscribe"] if " 4." in out or " 3." in out else ["--map-by", ":OVERSUBSCRIBE"]
+        cmd += ["--oversubscribe"] if " 4." in out or " 3." in out else ["--map-by", f"{spread}:OVERSUBSCRIBE"]
         if os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
-    return cmd
+    elif spread:
+        cmd += ["--map-by", spread]
+    return cmd + (mpirun_host_args(placement) if placement else [])
 
 
-def rank_command(config: RunConfig) -> list[str]:
+def rank_command(config: RunConfig, placement: Placement | None = None) -> list[str]:
     if config.option("hvd_controller") == "gloo":
         horovodrun = find_tool("horovodrun")
         if horovodrun is None:
             raise UsageError("horovodrun not found: run ./run_bench.sh setup")
-        return [horovodrun, "--gloo", "-np", str(config.workers), "-H", f"localhost:{config.workers}"]
-    return mpirun_command(config.workers)
+        hosts = ",".join(f"{h.address}:1" for h in placement.roles["worker"]) if placement \
+            else f"localhost:{config.workers}"
+        # remote hosts: horovodrun reaches them with `ssh`, which is the namespace agent on PATH
+        nic = ["--network-interface", "eth0"] if placement else []
+        return [horovodrun, "--gloo", "-np", str(config.workers), "-H", hosts, *nic]
+    return mpirun_command(config.workers, placement)
 
 
 def start_ranks(config: RunConfig) -> int:
-    launcher = rank_command(config)
+    processes = {"worker": config.workers}
+    placement = session.place(config, processes) if config.emulated_cluster else None
+    launcher = rank_command(config, placement)
     run_start = time.time()
     folder = open_run(config, run_start)
     strategy_cls = registry.get(config.strategy)
-    env = {RUN_DIR_VARIABLE: str(folder.path), RUN_START_VARIABLE: repr(run_start),
-           **strategy_cls.horovod_environment(config, str(folder.path))}
-    argv = [*launcher, sys.executable, "-m", "bench", *config_argv(config)]
+    env = {**join_environment(folder, run_start), **strategy_cls.horovod_environment(config, str(folder.path))}
+    argv = [*launcher, sys.executable, "-m", "bench", *config_argv(config.replace(emulated_cluster=None))]
+    if placement:
+        env.update(agent_environment(placement, folder.path / "bin"))
+        argv = enter(placement.roles["worker"][0], argv)  # the launcher runs on the first host, as rank 0
     folder.update_run(launcher=" ".join(launcher))
-    child = start("ranks", argv, folder.path / "logs" / "ranks.log", env=env, echo=True)
-    outcome = supervise([child], [], False, steps_written(folder), config.stall_timeout_s)
+    with session.metered(placement, folder.path, run_start):
+        child = start("ranks", argv, folder.path / "logs" / "ranks.log", env=env, echo=True)
+        outcome = supervise([child], [], False, steps_written(folder), config.stall_timeout_s)
     report = json.loads((folder.path / "workers" / "rank0.json").read_text()) \
         if (folder.path / "workers" / "rank0.json").exists() else {}
     status = outcome.status
     if status.startswith("failed"):
         status = f"failed: {which_rank_failed(child.log) or status.removeprefix('failed: ')}"
+    extra = {"network": session.network_record(placement, folder, config, processes)} if placement else {}
     close_run(folder, config, status, ended_after_failure_s=outcome.ended_after_failure_s,
               startup_s=report.get("startup_s"), runtime=report.get("runtime"),
-              strategy_info=report.get("strategy_info"))
+              strategy_info=report.get("strategy_info"), **extra)
     return 0 if outcome.status == "ok" else 1
 
 
@@ -115,14 +128,15 @@ def run_rank(config: RunConfig) -> int:
 
     runtime = prepare_process(config)
     hvd.init()
-    owner = RUN_DIR_VARIABLE not in os.environ  # started by the user's mpirun: rank 0 owns run.json
+    joined = joined_run()
+    owner = joined is None  # started by the user's mpirun: rank 0 owns run.json
     if owner:
         run_start = time.time()
         path = str(open_run(config, run_start).path) if hvd.rank() == 0 else None
         path, run_start = hvd.broadcast_object((path, run_start), root_rank=0)
+        folder = RunFolder(Path(path))
     else:
-        path, run_start = os.environ[RUN_DIR_VARIABLE], float(os.environ[RUN_START_VARIABLE])
-    folder = RunFolder(Path(path))
+        folder, run_start = joined
     if owner and config.option("timeline"):
         hvd.start_timeline(str(folder.path / "horovod_timeline.json"))
     context = WorkerContext(rank=hvd.rank(), num_workers=hvd.size(), is_chief=hvd.rank() == 0,

@@ -41,6 +41,8 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 
 def port_in_use(port: int, host: str = "") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # as a server binds: a listener makes the port taken, a closed connection's TIME_WAIT does not
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:

@@ -1,0 +1,1 @@
+"""The emulated cluster: network namespaces with shaped links, and runs placed in them."""

@@ -1,0 +1,55 @@
+"""`python -m bench cluster up|down|status`: the emulated cluster's command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from bench.cli import OneLineParser
+from bench.emulated import network
+from bench.errors import UsageError
+
+
+def parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m bench cluster",
+                      description="Hosts in network namespaces on this machine, links capped with tc (root only).")
+    sub = p.add_subparsers(dest="action", required=True, parser_class=OneLineParser)
+    up = sub.add_parser("up", help="create the hosts, or re-cap the links of a cluster that is up")
+    up.add_argument("--hosts", type=int, required=True, help="number of hosts (namespaces NAME-h0...)")
+    up.add_argument("--link-mbit", type=float, required=True, help="each host's link, each way, in Mbit/s")
+    for action in ("down", "status"):
+        sub.add_parser(action, help={"down": "end its processes and remove every namespace and link",
+                                     "status": "hosts, addresses, link caps, bytes and processes"}[action])
+    for s in sub.choices.values():
+        s.add_argument("--name", default=network.DEFAULT_NAME, help="cluster name (default: %(default)s)")
+    return p
+
+
+def describe(cluster: network.Cluster) -> str:
+    traffic = network.counters(cluster)
+    rate = f"{cluster.link_mbit:g} Mbit/s each way" if cluster.link_mbit else "not capped"
+    lines = [f"cluster {cluster.name}: {len(cluster.hosts)} hosts on {cluster.subnet}, links {rate}",
+             f"{'namespace':<14} {'address':<15} {'sent':>12} {'received':>12}  processes"]
+    for host in cluster.hosts:
+        sent, received = traffic.get(host.index, (0, 0))
+        lines.append(f"{host.namespace:<14} {host.address:<15} {sent:>12,} {received:>12,}  "
+                     f"{len(network.processes_in(host.namespace))}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
+    try:
+        if args.action == "up":
+            print(describe(network.up(args.hosts, args.link_mbit, args.name)))
+        elif args.action == "down":
+            removed = network.down(args.name)
+            print(f"removed {len(removed)} namespaces" + (f": {', '.join(removed)}" if removed else ""))
+        else:
+            cluster = network.find(args.name)
+            print(describe(cluster) if cluster else f"cluster {args.name}: not up")
+    except UsageError as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,57 @@
+"""One run on the emulated cluster: choose its hosts, meter their links while it
+trains, and make sure nothing of it is left on the hosts afterwards."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from bench.config import RunConfig
+from bench.emulated import network
+from bench.emulated.meter import Meter, bytes_per_step
+from bench.emulated.placement import Placement
+from bench.errors import UsageError
+from bench.records import RunFolder
+from bench.traffic import predicted_per_step
+
+
+def place(config: RunConfig, processes: dict[str, int]) -> Placement:
+    """Hosts for every process of the run; a missing cluster or a busy host is a usage error."""
+    needed = sum(processes.values())
+    cluster = network.get(config.emulated_cluster, min_hosts=needed)
+    placement = Placement.for_processes(cluster, processes)
+    for index in placement.labels():
+        host = cluster.hosts[index]
+        busy = network.processes_in(host.namespace)
+        if busy:
+            raise UsageError(f"host {host.namespace} of the emulated cluster is busy ({len(busy)} processes, "
+                             f"another run?): wait for it, or ./run_bench.sh cluster down")
+    return placement
+
+
+@contextmanager
+def metered(placement: Placement | None, run_dir: Path, run_start: float) -> Iterator[None]:
+    """Meter the run's links while it trains; whatever happens, end every process left on its hosts."""
+    if placement is None:
+        yield
+        return
+    namespaces = [placement.cluster.hosts[i].namespace for i in placement.labels()]
+    try:
+        with Meter(placement.cluster, sorted(placement.labels()), run_dir, run_start):
+            yield
+    finally:
+        network.end_processes(namespaces)
+
+
+def network_record(placement: Placement, folder: RunFolder, config: RunConfig, processes: dict[str, int]) -> dict:
+    """run.json's "network": the hosts, the link cap, and bytes per step against the formulas."""
+    gradient_bytes = folder.read_run()["model"]["gradient_bytes_per_step"]
+    run_dir = folder.path
+    predicted = predicted_per_step(processes, gradient_bytes, bool(config.options.get("fp16_allreduce")))
+    try:
+        per_host = bytes_per_step(run_dir, placement.labels(), config.warmup_steps, placement.cluster.link_mbit,
+                                  predicted)
+    except (OSError, ValueError, KeyError) as exc:
+        per_host = {"error": f"bytes per step could not be computed: {exc}"}
+    return {**placement.describe(), "gradient_bytes_per_step": gradient_bytes, "per_host": per_host}
