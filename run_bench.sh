@@ -5,6 +5,9 @@
 #   ./run_bench.sh setup [--gpu]   create .venv, install TensorFlow, MPI, Horovod
 #   ./run_bench.sh STRATEGY [flags]     one run: python -m bench --strategy STRATEGY [flags]
 #   ./run_bench.sh report [dirs]   python -m bench report [dirs]
+#   ./run_bench.sh cluster up --hosts H --link-mbit M | down | status | check
+#                                  hosts in network namespaces, links capped (root)
+#   ./run_bench.sh network [--steps N]  ps vs allreduce on the emulated cluster (root)
 # Every other argument is passed to `python -m bench`. Setup runs on first use
 # and is a no-op once everything is installed.
 set -euo pipefail
@@ -137,6 +140,16 @@ ensure_browser() {
     fi
 }
 
+# The emulated cluster (./run_bench.sh cluster, network) needs ip and tc from iproute2.
+ensure_netns_tools() {
+    command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 && return
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        log "installing iproute2 for the emulated cluster"
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2; } \
+            >/dev/null 2>&1 || log "iproute2 could not be installed: the emulated cluster is not available"
+    fi
+}
+
 # mpirun refuses to run as root and to place more ranks than cores unless told.
 mpi_env() {
     if [[ "$(id -u)" == 0 ]]; then
@@ -164,6 +177,7 @@ setup() {
     ensure_mpi
     ensure_package "$flavor"
     ensure_horovod
+    ensure_netns_tools
     patch_activate
 }
 
@@ -180,7 +194,7 @@ main() {
             log "ready: source .venv/bin/activate"
             return ;;
         -h|--help|help)
-            sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
             return ;;
     esac
     local flavor_flag=""

@@ -21,12 +21,25 @@ from tests.conftest import ROOT
     (["--run-name", "a/b"], "--run-name"),
     (["--job-name", "chief", "--worker-hosts", "a:1"], "--job-name"),
     (["--worker-hosts", "nohostport"], "host:port"),
+    (["--strategy", "single", "--emulated-cluster"], "--emulated-cluster"),
+    (["--strategy", "ps-sync", "--workers", "2", "--emulated-cluster", "nosuchcluster"], "emulated cluster"),
 ])
 def test_bad_values_are_one_line_and_exit_2(argv, fragment, capsys, results):
     assert main([*argv, "--output", str(results)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and fragment in err
     assert list(results.iterdir()) == []  # nothing was started
+
+
+@pytest.mark.parametrize("argv", [["up", "--hosts", "1", "--link-mbit", "100"], ["up", "--hosts", "2"],
+                                  ["up", "--hosts", "2", "--link-mbit", "0"], ["sideways"]])
+def test_bad_cluster_commands_are_one_line_and_exit_2(argv, capsys):
+    try:
+        code = main(["cluster", *argv, "--name", "dbclitest"])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
 def test_malformed_flag_exits_2_with_one_line(capsys):

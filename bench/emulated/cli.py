@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from bench.cli import OneLineParser
-from bench.emulated import network
+from bench.emulated import linkcheck, network
 from bench.errors import UsageError
 
 
@@ -21,6 +21,8 @@ def parser() -> argparse.ArgumentParser:
     for action in ("down", "status"):
         sub.add_parser(action, help={"down": "end its processes and remove every namespace and link",
                                      "status": "hosts, addresses, link caps, bytes and processes"}[action])
+    check = sub.add_parser("check", help="measure one TCP stream from host 0 to host 1 against the cap")
+    check.add_argument("--seconds", type=float, default=2.0, help="length of the transfer (default: %(default)s)")
     for s in sub.choices.values():
         s.add_argument("--name", default=network.DEFAULT_NAME, help="cluster name (default: %(default)s)")
     return p
@@ -46,6 +48,12 @@ def main(argv: Sequence[str]) -> int:
         elif args.action == "down":
             removed = network.down(args.name)
             print(f"removed {len(removed)} namespaces" + (f": {', '.join(removed)}" if removed else ""))
+        elif args.action == "check":
+            cluster = network.get(args.name, min_hosts=2)
+            rate = linkcheck.measure(cluster, 0, 1, args.seconds)
+            cap = (f" of the {cluster.link_mbit:g} Mbit/s cap ({rate / cluster.link_mbit:.0%})"
+                   if cluster.link_mbit else "")
+            print(f"{cluster.hosts[0].namespace} -> {cluster.hosts[1].namespace}: {rate:,.1f} Mbit/s{cap}")
         else:
             cluster = network.find(args.name)
             print(describe(cluster) if cluster else f"cluster {args.name}: not up")

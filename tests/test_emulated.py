@@ -1,0 +1,168 @@
+"""The emulated cluster: namespaces, shaped links, and runs placed on them (root only)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import psutil
+import pytest
+
+from tests.conftest import ROOT
+from tests.processes import bench, leftover_processes, run_record
+
+pytestmark = pytest.mark.slow
+NAME = "dbtest"  # not the user's default cluster name: tests never touch a cluster of theirs
+
+
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces and tc)"
+    for tool in ("ip", "tc", "unshare"):
+        if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
+            return f"needs {tool} (iproute2 / util-linux)"
+    probe = subprocess.run(["ip", "netns", "add", f"{NAME}-probe"], capture_output=True, text=True)
+    if probe.returncode:
+        return f"this machine refuses network namespaces: {probe.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", f"{NAME}-probe"], capture_output=True)
+    return None
+
+
+WHY_NOT = _why_not()
+if WHY_NOT:
+    pytestmark = [pytest.mark.slow, pytest.mark.skip(reason=WHY_NOT)]
+
+
+def cluster(*args: str) -> subprocess.CompletedProcess:
+    done = bench("cluster", *args, "--name", NAME, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    from bench.emulated import network
+
+    cluster("up", "--hosts", "3", "--link-mbit", "100")
+    yield network.get(NAME)
+    cluster("down")
+
+
+def on_cluster(results: Path, *args: str) -> tuple[dict, Path]:
+    done = bench(*args, "--emulated-cluster", NAME, "--output", str(results), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    folder = next(p for p in results.iterdir() if p.is_dir())
+    return run_record(results), folder
+
+
+def test_a_100_mbit_link_carries_about_100_mbit(hosts):
+    from bench.emulated import linkcheck
+
+    rate = linkcheck.measure(hosts, 0, 1, seconds=2.0)
+    assert 70 <= rate <= 105, rate
+
+
+def test_links_are_capped_both_ways_and_the_machine_has_nothing_new(hosts):
+    from bench.emulated import network
+
+    shaped = subprocess.run(["tc", "-n", f"{NAME}-sw", "qdisc", "show", "dev", "h1"], capture_output=True,
+                            text=True).stdout
+    assert "tbf" in shaped and "100Mbit" in shaped
+    assert network.link_rate_mbit(hosts.hosts[1].namespace) == 100
+    own = subprocess.run(["ip", "-br", "addr"], capture_output=True, text=True).stdout
+    assert hosts.subnet.rsplit(".", 1)[0] not in own  # no address of the cluster in the machine's namespace
+
+
+def test_ps_sync_across_three_hosts_trains_mlp_on_digits(hosts, results):
+    record, _ = on_cluster(results, "--strategy", "ps-sync", "--ps", "1", "--workers", "2", "--model", "mlp",
+                           "--data", "digits", "--steps", "300", "--eval-every", "100")
+    assert record["status"] == "ok" and record["summary"]["best_accuracy"] >= 0.90
+    addresses = {h.address for h in hosts.hosts}
+    assert {a.rpartition(":")[0] for role in record["cluster"].values() for a in role} == addresses
+    # each process talked over its own host's link
+    per_host = record["network"]["per_host"]
+    assert set(per_host) == {"ps 0", "worker 0", "worker 1"}
+    assert all(h["sent_per_step"] > 0.5 * record["network"]["gradient_bytes_per_step"] for h in per_host.values())
+
+
+def test_horovod_across_two_hosts_ends_with_the_same_weights_on_both(hosts, results):
+    record, folder = on_cluster(results, "--strategy", "allreduce", "--workers", "2", "--model", "cnn", "--data",
+                                "synthetic", "--steps", "30", "--batch-size", "8", "--optimizer", "momentum",
+                                "--save-weights")
+    assert record["status"] == "ok"
+    assert "-H" in record["launcher"] and hosts.hosts[1].address in record["launcher"]
+    rank0, rank1 = ([np.load(folder / f"weights-worker{r}.npz")[k] for k in sorted(
+        np.load(folder / f"weights-worker{r}.npz").files, key=lambda k: int(k.split("_")[1]))] for r in (0, 1))
+    assert len(rank0) == len(rank1) > 0
+    for a, b in zip(rank0, rank1, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert record["network"]["per_host"]["worker 1"]["received_per_step"] > 0
+
+
+@pytest.mark.parametrize("strategy", ["ps-sync", "allreduce"])
+def test_bytes_per_step_match_the_formulas_within_25_percent(hosts, results, strategy):
+    record, _ = on_cluster(results, "--strategy", strategy, "--workers", "2", "--model", "mlp", "--data",
+                           "synthetic", "--steps", "80", "--eval-every", "0")
+    gradient = record["network"]["gradient_bytes_per_step"]
+    worker = record["network"]["per_host"]["worker 1"]
+    # ps: a worker sends its gradients (S) and fetches the parameters (S); ring of 2: 2(n-1)/n x S = S
+    assert worker["predicted_sent_per_step"] == worker["predicted_received_per_step"] == gradient
+    for direction in ("sent", "received"):
+        measured = worker[f"{direction}_per_step"]
+        assert abs(measured / gradient - 1) < 0.25, (direction, measured, gradient)
+
+
+def start_long_run(results: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "bench", "--strategy", "ps-sync", "--workers", "2", "--steps",
+                             "5000", "--eval-every", "0", "--emulated-cluster", NAME, "--output", str(results)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+
+
+def wait_for_steps(results: Path, worker: int, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for steps in results.glob("*/steps.csv"):
+            if (pd.read_csv(steps)["worker"] == worker).sum() >= 5:
+                return
+        time.sleep(0.5)
+    raise AssertionError(f"worker {worker} recorded no steps in {timeout_s:.0f} s")
+
+
+def training_pid(namespace: str) -> int:
+    from bench.emulated import network
+
+    return next(p for p in network.processes_in(namespace) if "bench" in " ".join(psutil.Process(p).cmdline()))
+
+
+def assert_nothing_left(results: Path, links_before: str) -> None:
+    from bench.emulated import network
+
+    assert not [ns for ns in network.namespaces() if ns.startswith(f"{NAME}-")]
+    assert not list(Path("/etc/netns").glob(f"{NAME}-*"))
+    assert subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout == links_before
+    assert not leftover_processes(str(results))
+
+
+@pytest.mark.parametrize("victim", ["worker", "launcher"])
+def test_cluster_down_after_a_kill_leaves_nothing(results, victim):
+    links_before = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+    cluster("up", "--hosts", "3", "--link-mbit", "1000")
+    run = start_long_run(results)
+    try:
+        wait_for_steps(results, worker=1)
+        os.kill(training_pid(f"{NAME}-h1") if victim == "worker" else run.pid, signal.SIGKILL)
+        run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        cluster("down")
+    if victim == "worker":
+        record = run_record(results)
+        assert record["status"].startswith("failed:") and "worker 1" in record["status"], record["status"]
+    assert_nothing_left(results, links_before)
