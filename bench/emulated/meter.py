@@ -72,8 +72,10 @@ def bytes_per_step(run_dir: Path, labels: dict[int, str], warmup_steps: int, lin
     if measured.empty or net.empty:
         return {}
     start, end = measured["t_start_s"].min(), measured["t_end_s"].max()
-    global_steps = max(measured["global_step"].nunique(), 1)
-    worker_steps_per_global = len(measured) / global_steps
+    # a ps serves every step finished in the window, warm-up steps of slower workers included
+    served = steps[(steps["t_end_s"] > start) & (steps["t_end_s"] <= end)]
+    global_steps = max(served["global_step"].nunique(), 1)
+    worker_steps_per_global = len(served) / global_steps
     out = {}
     for host, label in labels.items():
         samples = net[net["host"] == host].sort_values("t_s")
@@ -84,7 +86,6 @@ def bytes_per_step(run_dir: Path, labels: dict[int, str], warmup_steps: int, lin
                 continue
             lo, hi, n = mine["t_start_s"].min(), mine["t_end_s"].max(), len(mine)
         else:
-            # a ps serves every worker: its bytes per global step, against the workers' steps it saw
             lo, hi, n = start, end, global_steps
         sent = _bytes_between(samples, "sent_bytes", lo, hi)
         received = _bytes_between(samples, "received_bytes", lo, hi)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from bench.records import EVALS_FILE, RUN_FILE, STEPS_FILE
 
-GROUP_KEY = ["purpose", "strategy", "model", "data", "workers", "ps", "batch_size", "options"]
+GROUP_KEY = ["purpose", "strategy", "model", "data", "workers", "ps", "batch_size", "options", "link_mbit"]
 
 
 def find_runs(paths: Iterable[Path]) -> list[Path]:
@@ -52,6 +52,23 @@ def variant_of(config: dict[str, Any]) -> str:
     return strategy
 
 
+def network_columns(network: dict[str, Any] | None) -> dict[str, Any]:
+    """Emulated-cluster runs: the link cap and, per role, the mean bytes per step measured on the
+    hosts' links against the formulas, and the busiest link's utilisation."""
+    network = network or {}
+    out: dict[str, Any] = {"link_mbit": network.get("link_mbit")}
+    hosts = [h for h in (network.get("per_host") or {}).values() if isinstance(h, dict)]
+    for role in ("worker", "ps"):
+        mine = [h for h in hosts if h.get("role", "").startswith(f"{role} ")]
+        for field in ("sent_per_step", "received_per_step", "predicted_sent_per_step",
+                      "predicted_received_per_step"):
+            values = [h[field] for h in mine if h.get(field) is not None]
+            out[f"net_{role}_{field}"] = sum(values) / len(values) if values else None
+        use = [h["link_utilisation"] for h in mine if h.get("link_utilisation") is not None]
+        out[f"net_{role}_link_utilisation"] = max(use) if use else None
+    return out
+
+
 def run_row(run_dir: Path) -> dict[str, Any]:
     record = json.loads((run_dir / RUN_FILE).read_text())
     config, summary = record.get("config", {}), record.get("summary") or {}
@@ -89,6 +106,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "gpus": ", ".join(env.get("gpus") or []), "python": env.get("python"),
         "tensorflow": env.get("tensorflow"), "horovod": env.get("horovod"), "mpi": env.get("mpi"),
         "suite_commit": env.get("suite_commit"),
+        **network_columns(record.get("network")),
     }
 
 

@@ -174,3 +174,34 @@ def bandwidth_vs_size(table: pd.DataFrame) -> str:
         ax.set_title(f"allreduce at {n} processes; ps and copy as measured")
         ax.legend(fontsize=7)
     return svg(fig)
+
+
+def throughput_vs_link(table: pd.DataFrame) -> str:
+    def draw(ax: plt.Axes, model: str) -> None:
+        for variant, group in table[table["model"] == model].groupby("variant"):
+            group = group.sort_values("link_mbit")
+            ax.errorbar(group["link_mbit"], group["throughput_examples_per_s"],
+                        yerr=group["throughput_ci95_examples_per_s"].fillna(0), marker="o", capsize=3,
+                        label=variant, color=_color(variant),
+                        linestyle="--" if variant.endswith("2 ps") else "-")
+        ax.set_xscale("log")
+        ax.set_xlabel("link Mbit/s (each host, each way)")
+        ax.set_ylabel("examples/s (95% CI)")
+
+    return per_model(sorted(table["model"].unique()), draw)
+
+
+def ps_link_utilisation(table: pd.DataFrame) -> str:
+    ps = table[table["net_ps_link_utilisation"].notna()]
+
+    def draw(ax: plt.Axes, model: str) -> None:
+        for variant, group in ps[ps["model"] == model].groupby("variant"):
+            group = group.sort_values("link_mbit")
+            ax.plot(group["link_mbit"], 100 * group["net_ps_link_utilisation"], marker="o", label=variant,
+                    color=_color(variant))
+        ax.set_xscale("log")
+        ax.set_ylim(0, 105)
+        ax.set_xlabel("link Mbit/s")
+        ax.set_ylabel("ps link utilisation %")
+
+    return per_model(sorted(ps["model"].unique()) or sorted(table["model"].unique()), draw)

@@ -35,19 +35,27 @@ def micro_sections(paths) -> list[str]:
 
 
 def all_sections(runs: pd.DataFrame) -> list[str]:
-    ok = runs[runs["ok"]]
-    settings = aggregate.settings(runs)
+    from bench.report.network import network_section
+
+    emulated = runs["link_mbit"].notna() if "link_mbit" in runs else pd.Series(False, index=runs.index)
+    plain = runs[~emulated]
+    ok = plain[plain["ok"]]
+    settings = aggregate.settings(plain)
     convergence = ok[ok["purpose"] == "convergence"]
-    return [
+    on_one_machine = [
         headline(settings),
         throughput(settings),
         efficiency(settings),
         run_table(runs),
         convergence_section(convergence),
         time_to_accuracy(convergence),
-        step_times(runs),
+        step_times(plain),
         staleness(ok[ok["strategy"] == "ps-async"]),
-        *([stragglers(runs)] if (runs["scenario"] != "clean").any() else []),
+        *([stragglers(plain)] if (plain["scenario"] != "clean").any() else []),
+    ] if len(plain) else [run_table(runs)]
+    return [
+        *on_one_machine,
+        *([network_section(runs[emulated])] if emulated.any() else []),
         failures(runs[~runs["ok"]]),
         environment(runs),
     ]

@@ -1,0 +1,119 @@
+"""`python -m bench network`: parameter servers against allreduce across link bandwidths.
+
+On an emulated cluster (network namespaces, each host's link capped with tc): at 4
+workers, on cnn and resnet20 with synthetic data, for link caps of 100, 1000 and
+10000 Mbit/s: ps-sync with 1 and with 2 ps tasks, ps-async, allreduce (Horovod over
+mpirun, and over Gloo) and allreduce-tf. Each worker and each ps runs on a host of its own. Then the
+report, which gains the section "Network". The cluster is made for the preset and
+removed at its end, whatever happens (root only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.cli import OneLineParser
+from bench.emulated import network
+from bench.errors import UsageError
+from bench.matrix import DEFAULT_STEPS, execute
+
+CLUSTER = "benchnet"  # its own name: the preset never takes over a cluster the user brought up
+LINKS = (100.0, 1000.0, 10000.0)
+MODELS = ("cnn", "resnet20")
+VARIANTS = (("ps-sync-1ps", ["--strategy", "ps-sync", "--ps", "1"]),
+            # variables split by bytes, the large ones partitioned: else one ps gets cnn's dense kernel
+            ("ps-sync-2ps", ["--strategy", "ps-sync", "--ps", "2", "--ps-placement", "balanced",
+                             "--ps-partition-mb", "1"]),
+            ("ps-async", ["--strategy", "ps-async", "--ps", "1"]),
+            ("allreduce", ["--strategy", "allreduce"]),
+            # the same Horovod allreduce with Gloo's TCP transport instead of Open MPI's
+            ("allreduce-gloo", ["--strategy", "allreduce", "--hvd-controller", "gloo"]),
+            ("allreduce-tf", ["--strategy", "allreduce-tf"]))
+MAX_PS = 2
+
+
+def _floats(text: str) -> list[float]:
+    return [float(v) for v in text.split(",") if v]
+
+
+def plan(workers: int, links: Sequence[float], models: Sequence[str], steps: int | None,
+         batch_size: int) -> list[tuple[float, str, list[str]]]:
+    runs = []
+    for link in links:
+        for model in models:
+            n_steps = steps or DEFAULT_STEPS.get(model, 100)
+            for label, args in VARIANTS:
+                name = f"network-{link:g}mbit-{model}-{label}"
+                runs.append((link, f"{link:g} Mbit/s {model} {label}", [
+                    *args, "--model", model, "--data", "synthetic", "--workers", str(workers), "--steps",
+                    str(n_steps), "--warmup-steps", str(min(10, n_steps // 5)), "--batch-size", str(batch_size),
+                    "--eval-every", "0", "--run-name", name, "--emulated-cluster", CLUSTER]))
+    return runs
+
+
+def parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m bench network", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workers", type=int, default=4, help="(default: 4)")
+    p.add_argument("--links", type=_floats, default=list(LINKS), help="link caps in Mbit/s (default: 100,1000,10000)")
+    p.add_argument("--models", type=lambda t: [m for m in t.split(",") if m], default=list(MODELS),
+                   help="(default: cnn,resnet20)")
+    p.add_argument("--steps", type=int, default=None, help="global steps of each run (default: cnn 100, resnet20 40)")
+    p.add_argument("--batch-size", type=int, default=64, help="per worker (default: 64)")
+    p.add_argument("--output", default="results")
+    p.add_argument("--timeout-s", type=float, default=900, help="longest a single run may take (default: 900)")
+    return p
+
+
+def _end_on_sigterm(signum, frame):
+    raise SystemExit(143)
+
+
+def main(argv: Sequence[str]) -> int:
+    args, extra = parser().parse_known_args(list(argv))
+    try:
+        from bench import models
+
+        for model in args.models:
+            models.get(model)
+        if args.workers < 2 or (args.steps is not None and args.steps < 10) or not args.links \
+                or min(args.links) <= 0:
+            raise UsageError("--workers must be >= 2, --steps >= 10 and every link cap > 0")
+        network.require_tools()
+        network.up(args.workers + MAX_PS, args.links[0], CLUSTER)
+    except UsageError as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 2
+    previous = signal.signal(signal.SIGTERM, _end_on_sigterm)
+    folder = Path(args.output) / f"network-{time.strftime('%Y%m%d-%H%M%S')}"
+    folder.mkdir(parents=True, exist_ok=True)
+    runs = plan(args.workers, args.links, args.models, args.steps, args.batch_size)
+    started = time.monotonic()
+    try:
+        shaped = None
+        for i, (link, label, run_args) in enumerate(runs, 1):
+            if link != shaped:
+                cluster = network.up(args.workers + MAX_PS, link, CLUSTER)
+                print(f"links capped at {link:g} Mbit/s on {len(cluster.hosts)} hosts ({cluster.subnet})",
+                      file=sys.stderr, flush=True)
+                shaped = link
+            print(f"[{i}/{len(runs)}] {label}", file=sys.stderr, flush=True)
+            execute([*run_args, "--output", str(folder), *extra], args.timeout_s, folder / "matrix.log")
+    finally:
+        network.down(CLUSTER)
+        signal.signal(signal.SIGTERM, previous)
+    from bench.report.build import write_report
+
+    elapsed = time.monotonic() - started
+    html = write_report([folder], folder, remark=f"Network preset: {len(runs)} runs in {elapsed / 60:.1f} min.")
+    shutil.copy(html, Path(args.output) / "report.html")
+    shutil.copy(folder / "summary.csv", Path(args.output) / "summary.csv")
+    print(f"{len(runs)} runs in {elapsed / 60:.1f} min", file=sys.stderr)
+    print(f"report: {(Path(args.output) / 'report.html').resolve()}")
+    return 0

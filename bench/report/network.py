@@ -1,0 +1,88 @@
+"""The report's "Network" section: runs on the emulated cluster, across link caps."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.report import aggregate, plots
+from bench.report.html import figure, note, section, table
+
+ALLREDUCE = ("allreduce", "allreduce-tf")
+
+
+def network_variant(row: pd.Series) -> str:
+    """ps-sync with 1 and 2 ps tasks are two lines; the others are their strategy."""
+    if str(row["strategy"]).startswith("ps-"):
+        return f"{row['strategy']} {int(row['ps'])} ps"
+    if '"hvd_controller": "gloo"' in str(row.get("options", "")):
+        return f"{row['strategy']} (gloo)"
+    return str(row["strategy"])
+
+
+def settings(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, link, variant): throughput folded over repeats, traffic means."""
+    ok = runs[runs["ok"]].copy()
+    if ok.empty:
+        return ok
+    ok["variant"] = ok.apply(network_variant, axis=1)
+    folded = aggregate.settings(ok)
+    folded["variant"] = folded.apply(network_variant, axis=1)
+    traffic = [c for c in ok if c.startswith("net_")]
+    means = ok.groupby(["model", "link_mbit", "variant"])[traffic].mean().reset_index()
+    return folded.merge(means, on=["model", "link_mbit", "variant"], how="left")
+
+
+def verdicts(table_: pd.DataFrame) -> pd.DataFrame:
+    """Per model and link: the best ps variant against the best allreduce variant."""
+    rows = []
+    for (model, link), group in table_.groupby(["model", "link_mbit"]):
+        ps = group[group["variant"].str.startswith("ps-")]
+        ar = group[group["strategy"].isin(ALLREDUCE)]
+        if ps.empty or ar.empty:
+            continue
+        best_ps = ps.loc[ps["throughput_examples_per_s"].idxmax()]
+        best_ar = ar.loc[ar["throughput_examples_per_s"].idxmax()]
+        rows.append({"model": model, "link_mbit": link, "best_ps": best_ps["variant"],
+                     "ps_examples_per_s": best_ps["throughput_examples_per_s"], "best_allreduce": best_ar["variant"],
+                     "allreduce_examples_per_s": best_ar["throughput_examples_per_s"],
+                     "ps_over_allreduce": best_ps["throughput_examples_per_s"] / best_ar["throughput_examples_per_s"]})
+    return pd.DataFrame(rows)
+
+
+def network_section(runs: pd.DataFrame) -> str:
+    table_ = settings(runs)
+    if table_.empty:
+        return section("network", "Network", note("No emulated-cluster run finished."))
+    for role in ("worker", "ps"):
+        table_[f"{role}_sent_vs_formula"] = (table_[f"net_{role}_sent_per_step"]
+                                             / table_[f"net_{role}_predicted_sent_per_step"])
+    table_ = table_.sort_values(["model", "link_mbit", "variant"])
+    workers = ", ".join(str(int(w)) for w in sorted(table_["workers"].unique()))
+    return section(
+        "network", "Network",
+        note(f"Each worker and each ps on its own emulated host (a network namespace), every host's link capped "
+             f"each way with tc tbf; {workers} workers. Bytes are read from the hosts' interface counters over "
+             f"the measured (post-warm-up) steps, TCP/IP headers and control traffic included."),
+        figure(plots.throughput_vs_link(table_),
+               "Throughput against each host's link bandwidth (log scale); error bars: 95% CI."),
+        table(verdicts(table_), [
+            ("model", "model", "text"), ("link_mbit", "link Mbit/s", "int"), ("best_ps", "best ps", "text"),
+            ("ps_examples_per_s", "examples/s", "rate"), ("best_allreduce", "best allreduce", "text"),
+            ("allreduce_examples_per_s", "examples/s", "rate"),
+            ("ps_over_allreduce", "ps / allreduce", "ratio")], "network-verdict-table"),
+        figure(plots.ps_link_utilisation(table_),
+               "The busiest ps host's link: bytes in its busier direction per second / the cap."),
+        table(table_, [
+            ("model", "model", "text"), ("link_mbit", "link Mbit/s", "int"), ("variant", "strategy", "text"),
+            ("throughput_examples_per_s", "examples/s", "rate"), ("throughput_ci95_examples_per_s", "± 95% CI", "rate"),
+            ("net_worker_sent_per_step", "worker sent/step", "bytes"),
+            ("net_worker_predicted_sent_per_step", "formula", "bytes"),
+            ("worker_sent_vs_formula", "measured / formula", "ratio"),
+            ("net_worker_received_per_step", "worker received/step", "bytes"),
+            ("net_ps_received_per_step", "ps received/step", "bytes"),
+            ("net_ps_predicted_received_per_step", "formula", "bytes"),
+            ("net_ps_link_utilisation", "ps link use", "pct"),
+            ("net_worker_link_utilisation", "worker link use", "pct")], "network-table"),
+        note("Formulas (bench/traffic.py), S = gradient bytes: a ps worker sends S and receives S per step; a "
+             "ps task receives (worker steps per global step) x S / ps tasks; ring allreduce sends and receives "
+             "2(n-1)/n x S per rank."))
