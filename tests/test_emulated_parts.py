@@ -1,0 +1,131 @@
+"""The emulated cluster's parts that need no root: subnet choice, placement, the ssh
+stand-in, bytes per step from counters, and the report's Network section."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.emulated import network
+from bench.emulated.meter import NETWORK_FILE, bytes_per_step
+from bench.emulated.network import Cluster, Host
+from bench.emulated.placement import AGENT, Placement, mpirun_host_args
+from bench.traffic import predicted_per_step
+
+
+def a_cluster(hosts: int = 6, link: float | None = 100.0) -> Cluster:
+    return Cluster("t", tuple(Host(k, f"t-h{k}", f"10.213.0.{k + 1}") for k in range(hosts)), "10.213.0.0/24", link)
+
+
+def test_the_subnet_overlaps_nothing_the_machine_has():
+    first = ipaddress.ip_network(network.CANDIDATE_NETS[0])
+    second = ipaddress.ip_network(network.CANDIDATE_NETS[1])
+    assert network.choose_subnet([ipaddress.ip_network("192.0.2.0/24")]) == first
+    assert network.choose_subnet([ipaddress.ip_network("10.213.0.0/16")]) not in (first, second)
+    assert network.choose_subnet([ipaddress.ip_network("10.213.0.5/32")]) == second
+
+
+def test_the_token_bucket_holds_a_gso_packet_and_4_ms_of_a_fast_link():
+    slow, fast = network.tbf_args(100), network.tbf_args(10000)
+    assert slow[:3] == ["tbf", "rate", "100mbit"] and int(slow[4]) == 96 * 1024
+    assert int(fast[4]) == int(10000e6 / 8 * network.BURST_S)
+
+
+def test_workers_take_the_first_hosts_and_ps_tasks_the_next():
+    placement = Placement.for_processes(a_cluster(), {"ps": 2, "worker": 3})
+    assert placement.tf_cluster() == {"worker": ["10.213.0.1:2222", "10.213.0.2:2222", "10.213.0.3:2222"],
+                                      "ps": ["10.213.0.4:2222", "10.213.0.5:2222"]}
+    assert placement.labels() == {0: "worker 0", 1: "worker 1", 2: "worker 2", 3: "ps 0", 4: "ps 1"}
+    args = mpirun_host_args(Placement.for_processes(a_cluster(), {"worker": 2}))
+    assert args[:2] == ["-H", "10.213.0.1:1,10.213.0.2:1"] and str(AGENT) in args
+    assert args[args.index("btl_tcp_if_include") + 1] == "10.213.0.0/24"
+
+
+@pytest.mark.parametrize("argv", [
+    ["10.213.0.2", "echo hi; echo there"],  # mpirun's agent call
+    ["-o", "PasswordAuthentication=no", "-o", "StrictHostKeyChecking=no", "10.213.0.2",
+     "-o", "ConnectTimeout=10", "echo hi; echo there"],  # horovodrun's ssh call
+])
+def test_the_ssh_stand_in_enters_the_namespace_of_the_address(tmp_path, argv):
+    fake_ip = tmp_path / "ip"
+    fake_ip.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake_ip.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}",
+           "DISTBENCH_NETNS_HOSTS": "10.213.0.1=t-h0 10.213.0.2=t-h1"}
+    done = subprocess.run([str(AGENT), *argv], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    args = done.stdout.splitlines()
+    assert args[:5] == ["netns", "exec", "t-h1", "unshare", "--uts"] and args[-1] == "echo hi; echo there"
+    unknown = subprocess.run([str(AGENT), "10.9.9.9", "true"], capture_output=True, text=True, env=env)
+    assert unknown.returncode == 255 and "not a host" in unknown.stderr
+
+
+def test_formulas_per_role():
+    assert predicted_per_step({"worker": 4, "ps": 2}, 1000) == {"worker": (1000, 1000), "ps": (500, 500)}
+    assert predicted_per_step({"worker": 4}, 1000) == {"worker": (1500, 1500)}
+    assert predicted_per_step({"worker": 4}, 1000, fp16=True) == {"worker": (750, 750)}
+
+
+def write_run(folder: Path, steps: list[tuple], counters: list[tuple]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    header = "run_id,worker,local_step,global_step,t_start_s,t_end_s,examples,loss\n"
+    (folder / "steps.csv").write_text(header + "".join(
+        f"r,{w},{ls},{gs},{t0},{t1},8,1.0\n" for w, ls, gs, t0, t1 in steps))
+    (folder / NETWORK_FILE).write_text("t_s,host,sent_bytes,received_bytes\n" + "".join(
+        f"{t},{h},{s},{r}\n" for t, h, s, r in counters))
+
+
+def test_bytes_per_step_interpolate_the_counters_over_the_measured_steps(tmp_path):
+    # two synchronous workers, one step per second from t=0; warm-up = 2 steps; each worker
+    # sends 1000 B/s and receives 500 B/s; the ps receives both workers' 1000 B/s
+    steps = [(w, k, k, k - 1, k) for k in range(1, 11) for w in (0, 1)]
+    counters = [(t / 2, h, int(rate_s * t / 2), int(rate_r * t / 2)) for t in range(0, 23)
+                for h, rate_s, rate_r in ((0, 1000, 500), (1, 1000, 500), (2, 1000, 2000))]
+    write_run(tmp_path, steps, counters)
+    out = bytes_per_step(tmp_path, {0: "worker 0", 1: "worker 1", 2: "ps 0"}, warmup_steps=2, link_mbit=0.008,
+                         predicted={"worker": (1000, 500), "ps": (1000, 1000)})
+    worker = out["worker 0"]
+    assert worker["steps"] == 8 and worker["sent_per_step"] == pytest.approx(1000)
+    assert worker["received_per_step"] == pytest.approx(500)
+    assert worker["link_utilisation"] == pytest.approx(1000 * 8 / 8000)
+    ps = out["ps 0"]
+    # ps: per global step, against 2 worker steps per global step
+    assert ps["received_per_step"] == pytest.approx(2000) and ps["predicted_received_per_step"] == 2000
+
+
+def fake_run(root: Path, name: str, strategy: str, ps: int, link: float, rate: float, ps_use: float | None) -> None:
+    folder = root / name
+    folder.mkdir(parents=True)
+    per_host = {"worker 0": {"role": "worker 0", "sent_per_step": 1.1e6, "received_per_step": 1.0e6,
+                             "predicted_sent_per_step": 1.0e6, "predicted_received_per_step": 1.0e6,
+                             "link_utilisation": 0.5}}
+    if ps_use is not None:
+        per_host["ps 0"] = {"role": "ps 0", "sent_per_step": 4e6, "received_per_step": 4e6,
+                            "predicted_sent_per_step": 4e6, "predicted_received_per_step": 4e6,
+                            "link_utilisation": ps_use}
+    (folder / "run.json").write_text(json.dumps({
+        "run_id": name, "status": "ok",
+        "config": {"strategy": strategy, "model": "cnn", "data": "synthetic", "workers": 4, "ps": ps,
+                   "batch_size": 64, "steps": 100, "options": {}},
+        "summary": {"throughput_examples_per_s": rate, "throughput_ci95_examples_per_s": rate / 10},
+        "network": {"link_mbit": link, "per_host": per_host}}))
+
+
+def test_the_report_compares_ps_with_allreduce_per_link(tmp_path):
+    from bench.report.build import write_report
+
+    for link, ps_rate, ar_rate in ((100, 120, 480), (10000, 2000, 1500)):
+        fake_run(tmp_path, f"ps-{link}", "ps-sync", 1, link, ps_rate, 0.9)
+        fake_run(tmp_path, f"ar-{link}", "allreduce-tf", 0, link, ar_rate, None)
+    html = write_report([tmp_path], tmp_path / "out").read_text()
+    assert 'id="network"' in html and 'id="throughput"' not in html  # no one-machine plots of these runs
+    verdict = html[html.index('id="network-verdict-table"'):]
+    verdict = verdict[:verdict.index("</table>")]
+    assert 'data-col="ps_over_allreduce" data-value="0.25"' in verdict
+    assert 'data-col="ps_over_allreduce" data-value="1.3333333333333333"' in verdict
+    assert 'data-col="best_ps" data-value="ps-sync 1 ps"' in verdict
