@@ -19,6 +19,7 @@ from tests.processes import bench, leftover_processes, run_record
 
 pytestmark = pytest.mark.slow
 NAME = "dbtest"  # not the user's default cluster name: tests never touch a cluster of theirs
+DOOMED = "dbkill"  # the cluster the kill tests take down
 
 
 def _why_not() -> str | None:
@@ -27,10 +28,6 @@ def _why_not() -> str | None:
     for tool in ("ip", "tc", "unshare"):
         if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
             return f"needs {tool} (iproute2 / util-linux)"
-    probe = subprocess.run(["ip", "netns", "add", f"{NAME}-probe"], capture_output=True, text=True)
-    if probe.returncode:
-        return f"this machine refuses network namespaces: {probe.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", f"{NAME}-probe"], capture_output=True)
     return None
 
 
@@ -39,8 +36,16 @@ if WHY_NOT:
     pytestmark = [pytest.mark.slow, pytest.mark.skip(reason=WHY_NOT)]
 
 
-def cluster(*args: str) -> subprocess.CompletedProcess:
-    done = bench("cluster", *args, "--name", NAME, timeout=120)
+@pytest.fixture(scope="module", autouse=True)
+def namespaces_allowed():
+    probe = subprocess.run(["ip", "netns", "add", f"{NAME}-probe"], capture_output=True, text=True)
+    if probe.returncode:
+        pytest.skip(f"this machine refuses network namespaces: {probe.stderr.strip()}")
+    subprocess.run(["ip", "netns", "del", f"{NAME}-probe"], capture_output=True)
+
+
+def cluster(*args: str, name: str = NAME) -> subprocess.CompletedProcess:
+    done = bench("cluster", *args, "--name", name, timeout=120)
     assert done.returncode == 0, done.stderr
     return done
 
@@ -120,7 +125,7 @@ def test_bytes_per_step_match_the_formulas_within_25_percent(hosts, results, str
 
 def start_long_run(results: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "bench", "--strategy", "ps-sync", "--workers", "2", "--steps",
-                             "5000", "--eval-every", "0", "--emulated-cluster", NAME, "--output", str(results)],
+                             "5000", "--eval-every", "0", "--emulated-cluster", DOOMED, "--output", str(results)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
 
 
@@ -143,8 +148,8 @@ def training_pid(namespace: str) -> int:
 def assert_nothing_left(results: Path, links_before: str) -> None:
     from bench.emulated import network
 
-    assert not [ns for ns in network.namespaces() if ns.startswith(f"{NAME}-")]
-    assert not list(Path("/etc/netns").glob(f"{NAME}-*"))
+    assert not [ns for ns in network.namespaces() if ns.startswith(f"{DOOMED}-")]
+    assert not list(Path("/etc/netns").glob(f"{DOOMED}-*"))
     assert subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout == links_before
     assert not leftover_processes(str(results))
 
@@ -152,16 +157,16 @@ def assert_nothing_left(results: Path, links_before: str) -> None:
 @pytest.mark.parametrize("victim", ["worker", "launcher"])
 def test_cluster_down_after_a_kill_leaves_nothing(results, victim):
     links_before = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
-    cluster("up", "--hosts", "3", "--link-mbit", "1000")
+    cluster("up", "--hosts", "3", "--link-mbit", "1000", name=DOOMED)
     run = start_long_run(results)
     try:
         wait_for_steps(results, worker=1)
-        os.kill(training_pid(f"{NAME}-h1") if victim == "worker" else run.pid, signal.SIGKILL)
+        os.kill(training_pid(f"{DOOMED}-h1") if victim == "worker" else run.pid, signal.SIGKILL)
         run.wait(timeout=60)
     finally:
         if run.poll() is None:
             run.kill()
-        cluster("down")
+        cluster("down", name=DOOMED)
     if victim == "worker":
         record = run_record(results)
         assert record["status"].startswith("failed:") and "worker 1" in record["status"], record["status"]
