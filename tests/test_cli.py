@@ -70,3 +70,18 @@ def test_help_and_real_exit_status():
     assert bad.returncode == 2
     assert [line for line in bad.stderr.splitlines() if line.startswith("bench:")] == [
         "bench: error: --model: unknown model 'vgg'; choose from mlp, cnn, resnet20"]
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(capsys, results):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["--strategy", "ps-sync", "--ps-hosts", f"127.0.0.1:{port}", "--worker-hosts", "127.0.0.1:1",
+                     "--job-name", "ps", "--task-index", "0", "--output", str(results)])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"port {port}" in err and "in use" in err
+    assert list(results.iterdir()) == []
