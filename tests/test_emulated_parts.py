@@ -9,6 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from bench.emulated import network
@@ -129,3 +130,6 @@ def test_the_report_compares_ps_with_allreduce_per_link(tmp_path):
     assert 'data-col="ps_over_allreduce" data-value="0.25"' in verdict
     assert 'data-col="ps_over_allreduce" data-value="1.3333333333333333"' in verdict
     assert 'data-col="best_ps" data-value="ps-sync 1 ps"' in verdict
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv")
+    assert sorted(summary["link_mbit"]) == [100, 100, 10000, 10000]
+    assert set(summary["net_ps_link_utilisation"].dropna()) == {0.9}

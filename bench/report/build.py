@@ -23,6 +23,11 @@ SUMMARY_COLUMNS = [c for c, *_ in RUN_COLUMNS] + [
     "target_accuracy", "time_to_target_s", "steps_to_target", "gradient_bytes_per_step", "staleness_mean_steps",
     "gradients_dropped", "lost_workers", "scenario", "variant", "straggler", "kill_worker",
     "startup_s", "started_at", "host", "suite_commit", "path"]
+# runs on the emulated cluster (bench.emulated) add these
+NETWORK_COLUMNS = [
+    "link_mbit", "net_worker_sent_per_step", "net_worker_predicted_sent_per_step", "net_worker_received_per_step",
+    "net_worker_predicted_received_per_step", "net_ps_sent_per_step", "net_ps_received_per_step",
+    "net_ps_predicted_received_per_step", "net_ps_link_utilisation", "net_worker_link_utilisation"]
 
 
 def summary_frame(paths: Sequence[Path], baseline: Sequence[Path] | None = None) -> pd.DataFrame:
@@ -39,7 +44,8 @@ def write_report(paths: Sequence[Path], out_dir: Path, baseline: Sequence[Path] 
                  remark: str = "") -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = summary_frame(paths, baseline)
-    columns = [c for c in SUMMARY_COLUMNS if c in runs] + \
+    emulated = "link_mbit" in runs and runs["link_mbit"].notna().any()
+    columns = [c for c in SUMMARY_COLUMNS + (NETWORK_COLUMNS if emulated else []) if c in runs] + \
         (["throughput_vs_baseline"] if "throughput_vs_baseline" in runs else [])
     runs[columns].to_csv(out_dir / "summary.csv", index=False) if not runs.empty else \
         pd.DataFrame(columns=SUMMARY_COLUMNS).to_csv(out_dir / "summary.csv", index=False)
