@@ -43,12 +43,14 @@ def _floats(text: str) -> list[float]:
 
 
 def plan(workers: int, links: Sequence[float], models: Sequence[str], steps: int | None,
-         batch_size: int) -> list[tuple[float, str, list[str]]]:
+         batch_size: int, variants: Sequence[str] | None = None) -> list[tuple[float, str, list[str]]]:
     runs = []
     for link in links:
         for model in models:
             n_steps = steps or DEFAULT_STEPS.get(model, 100)
             for label, args in VARIANTS:
+                if variants and label not in variants:
+                    continue
                 name = f"network-{link:g}mbit-{model}-{label}"
                 runs.append((link, f"{link:g} Mbit/s {model} {label}", [
                     *args, "--model", model, "--data", "synthetic", "--workers", str(workers), "--steps",
@@ -64,6 +66,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--links", type=_floats, default=list(LINKS), help="link caps in Mbit/s (default: 100,1000,10000)")
     p.add_argument("--models", type=lambda t: [m for m in t.split(",") if m], default=list(MODELS),
                    help="(default: cnn,resnet20)")
+    p.add_argument("--variants", type=lambda t: [v for v in t.split(",") if v], default=None,
+                   help=f"a subset of {','.join(label for label, _ in VARIANTS)} (default: all)")
     p.add_argument("--steps", type=int, default=None, help="global steps of each run (default: cnn 100, resnet20 40)")
     p.add_argument("--batch-size", type=int, default=64, help="per worker (default: 64)")
     p.add_argument("--output", default="results")
@@ -82,6 +86,9 @@ def main(argv: Sequence[str]) -> int:
 
         for model in args.models:
             models.get(model)
+        unknown = set(args.variants or ()) - {label for label, _ in VARIANTS}
+        if unknown:
+            raise UsageError(f"--variants: unknown {', '.join(sorted(unknown))}")
         if args.workers < 2 or (args.steps is not None and args.steps < 10) or not args.links \
                 or min(args.links) <= 0:
             raise UsageError("--workers must be >= 2, --steps >= 10 and every link cap > 0")
@@ -93,7 +100,7 @@ def main(argv: Sequence[str]) -> int:
     previous = signal.signal(signal.SIGTERM, _end_on_sigterm)
     folder = Path(args.output) / f"network-{time.strftime('%Y%m%d-%H%M%S')}"
     folder.mkdir(parents=True, exist_ok=True)
-    runs = plan(args.workers, args.links, args.models, args.steps, args.batch_size)
+    runs = plan(args.workers, args.links, args.models, args.steps, args.batch_size, args.variants)
     started = time.monotonic()
     try:
         shaped = None

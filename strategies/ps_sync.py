@@ -71,8 +71,11 @@ class PSSync(ParameterServerStrategy):
             ticket = atomic_increment(arrivals, "gradient_arrivals")
         with tf.control_dependencies([at_arrival, ticket]):
             grads = [tf.identity(g) for g in raw]
-        with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
-            train = self.sync.apply_gradients(zip(grads, variables), global_step=self.global_step)
+        train = self.sync.apply_gradients(zip(grads, variables), global_step=self.global_step)
+        # Batch-norm moving averages go with this worker's step, not around apply_gradients: there
+        # they would also gate the chief's queue runner, which then re-ran the forward pass (and
+        # read every parameter again) once per step, as the link counters showed on resnet20.
+        train = tf.group(train, *tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS))
         with tf.control_dependencies([train]):
             after = self.global_step.read_value()
             next_token = self.sync._local_step.read_value()
