@@ -24,8 +24,7 @@ from bench.supervisor import supervise
 from strategies import registry
 
 
-def local_cluster(config: RunConfig) -> dict[str, list[str]]:
-    roles = {role: n for role, n in registry.get(config.strategy).processes(config).items() if n > 0}
+def local_cluster(roles: dict[str, int]) -> dict[str, list[str]]:
     ports = iter(free_ports(sum(roles.values())))
     return {role: [f"127.0.0.1:{next(ports)}" for _ in range(n)] for role, n in roles.items()}
 
@@ -59,7 +58,7 @@ def launch(config: RunConfig) -> int:
         return run_task(config)
     processes = {r: n for r, n in registry.get(config.strategy).processes(config).items() if n > 0}
     placement = session.place(config, processes) if config.emulated_cluster else None
-    cluster = placement.tf_cluster() if placement else local_cluster(config)
+    cluster = placement.tf_cluster() if placement else local_cluster(processes)
     run_start = time.time()
     folder = open_run(config, run_start)
     folder.update_run(cluster=cluster)

@@ -42,3 +42,9 @@ def assert_weights_close(actual: list[np.ndarray], expected: list[np.ndarray], r
     for a, e in zip(actual, expected, strict=True):
         scale = max(np.abs(e).max(), 1e-12)
         assert np.abs(a - e).max() <= rtol * scale, f"max relative difference {np.abs(a - e).max() / scale:.2e}"
+
+
+def load_weights(path) -> list[np.ndarray]:
+    """The arrays of a weights.npz written by --save-weights, in variable order."""
+    with np.load(path) as f:
+        return [f[f"arr_{i}"] for i in range(len(f.files))]

@@ -7,15 +7,10 @@ import pytest
 from bench.cli import main
 from bench.tools import find_tool
 from tests.conftest import ROOT
-from tests.equivalence import assert_weights_close, config_for, train_in_process
+from tests.equivalence import assert_weights_close, config_for, load_weights, train_in_process
 from tests.processes import bench, leftover_processes, run_record, seconds_from_kill_to_end
 
 B = 16
-
-
-def load_weights(path):
-    with np.load(path) as f:
-        return [f[f"arr_{i}"] for i in range(len(f.files))]
 
 
 def run_dir(results):

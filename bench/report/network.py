@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.report import aggregate, plots
+from bench.report.collect import GROUP_KEY
 from bench.report.html import figure, note, section, table
 
 ALLREDUCE = ("allreduce", "allreduce-tf")
@@ -21,15 +22,15 @@ def network_variant(row: pd.Series) -> str:
 
 def settings(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (model, link, variant): throughput folded over repeats, traffic means."""
-    ok = runs[runs["ok"]].copy()
+    ok = runs[runs["ok"]]
     if ok.empty:
         return ok
-    ok["variant"] = ok.apply(network_variant, axis=1)
     folded = aggregate.settings(ok)
-    folded["variant"] = folded.apply(network_variant, axis=1)
     traffic = [c for c in ok if c.startswith("net_")]
-    means = ok.groupby(["model", "link_mbit", "variant"])[traffic].mean().reset_index()
-    return folded.merge(means, on=["model", "link_mbit", "variant"], how="left")
+    means = ok.groupby(GROUP_KEY, dropna=False)[traffic].mean().reset_index()
+    folded = folded.merge(means, on=GROUP_KEY, how="left")
+    folded["variant"] = folded.apply(network_variant, axis=1)
+    return folded
 
 
 def verdicts(table_: pd.DataFrame) -> pd.DataFrame:
