@@ -2,10 +2,6 @@
 
 import sys
 
-from bench.quiet_tf import import_tensorflow_quietly
-
-import_tensorflow_quietly()
-
-from bench.cli import main  # noqa: E402
+from bench.cli import main
 
 sys.exit(main())

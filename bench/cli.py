@@ -17,6 +17,8 @@ from bench.errors import UsageError
 MPI_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "HOROVOD_RANK")
 MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "HOROVOD_SIZE")
 SUBCOMMANDS = ("report", "all", "stragglers", "micro", "cluster", "network", "worker")
+# Subcommands that only read files or drive `ip`: they never import TensorFlow (seconds saved).
+WITHOUT_TENSORFLOW = ("report", "cluster")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -61,8 +63,8 @@ def run_parser() -> argparse.ArgumentParser:
     g.add_argument("--data-dir", default=None, help="folder with mnist.npz / IDX files or cifar-10-batches-py")
     g.add_argument("--batch-size", type=int, default=d.batch_size, help="per worker (default: %(default)s)")
     g.add_argument("--steps", type=int, default=d.steps, help="global steps (default: %(default)s)")
-    g.add_argument("--warmup-steps", type=int, default=d.warmup_steps,
-                   help="steps per worker left out of throughput (default: %(default)s)")
+    g.add_argument("--warmup-steps", type=int, default=None,
+                   help="steps per worker left out of throughput (default: 10, at most a fifth of --steps)")
     g.add_argument("--optimizer", default=d.optimizer, help=f"{', '.join(OPTIMIZERS)} (default: %(default)s)")
     g.add_argument("--lr", type=float, default=d.lr, help="learning rate (default: %(default)s)")
     g.add_argument("--seed", type=int, default=d.seed, help="(default: %(default)s)")
@@ -98,7 +100,9 @@ def run_parser() -> argparse.ArgumentParser:
                    "see ./run_bench.sh cluster up)")
     g = p.add_argument_group("strategy options")
     for opt in registry.all_options():
-        g.add_argument(opt.flag, dest=opt.name, type=opt.type, default=opt.default, help=opt.help)
+        # no default here: what was not typed is absent, so a flag of another strategy can be told apart
+        g.add_argument(opt.flag, dest=opt.name, type=opt.type, default=argparse.SUPPRESS,
+                       help=f"{opt.help} [default: {opt.default}]")
     return p
 
 
@@ -112,6 +116,20 @@ def topology_from_tf_config(text: str) -> dict:
                 "task_index": task.get("index")}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UsageError(f"TF_CONFIG is not valid cluster JSON: {exc}") from None
+
+
+def strategy_options(strategy_cls, args: dict) -> dict:
+    """The chosen strategy's options (typed or default); a typed option of another strategy is an error."""
+    from strategies import registry
+
+    mine = {opt.name for opt in strategy_cls.options}
+    for opt in registry.all_options():
+        if opt.name in args and opt.name not in mine:
+            takers = sorted(name for name, cls in registry.all_strategies().items()
+                            if any(o.name == opt.name for o in cls.options))
+            raise UsageError(f"{opt.flag} is an option of {', '.join(takers)}; --strategy {strategy_cls.name} "
+                             "does not take it")
+    return {opt.name: args.get(opt.name, opt.default) for opt in strategy_cls.options}
 
 
 def config_from_args(argv: Sequence[str]) -> RunConfig:
@@ -129,12 +147,16 @@ def config_from_args(argv: Sequence[str]) -> RunConfig:
     if under_mpi() and "--workers" not in argv:
         args["workers"] = world_size() or args["workers"]
     strategy_cls = registry.get(args["strategy"])
-    args["options"] = {opt.name: args[opt.name] for opt in strategy_cls.options}
+    args["options"] = strategy_options(strategy_cls, args)
     return validate(RunConfig.from_dict(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not (argv and argv[0] in WITHOUT_TENSORFLOW):
+        from bench.quiet_tf import import_tensorflow_quietly
+
+        import_tensorflow_quietly()  # before anything else imports it, so its start-up lines stay hidden
     try:
         if argv and argv[0] in SUBCOMMANDS:
             return _subcommand(argv[0], argv[1:])

@@ -17,9 +17,9 @@ from bench.config import RunConfig
 from bench.emulated import session
 from bench.emulated.placement import enter
 from bench.errors import UsageError
-from bench.lifecycle import close_run, join_environment, joined_run, open_run
+from bench.lifecycle import close_run, exit_status, join_environment, joined_run, open_run
 from bench.processes import free_ports, port_in_use, start
-from bench.records import STEPS_FILE, RunFolder
+from bench.records import RUN_FILE, STEPS_FILE, RunFolder
 from bench.supervisor import supervise
 from strategies import registry
 
@@ -85,9 +85,10 @@ def launch(config: RunConfig) -> int:
     records = registry.get(config.strategy).finalize_records(folder.path, config)
     extra = {"network": session.network_record(placement, folder, config, processes)} if placement else {}
     close_run(folder, config, outcome.status, lost_workers=outcome.lost_workers, records=records, **extra,
-              ended_after_failure_s=outcome.ended_after_failure_s, startup_s=chief.get("startup_s"),
+              ended_after_failure_s=outcome.ended_after_failure_s, failure_consequences=outcome.consequences,
+              startup_s=chief.get("startup_s"),
               runtime=chief.get("runtime"), strategy_info=chief.get("strategy_info"), workers=reports)
-    return 0 if outcome.status == "ok" else (130 if outcome.status.startswith("interrupted") else 1)
+    return exit_status(outcome.status)
 
 
 def worker_reports(folder: RunFolder) -> dict[int, dict]:
@@ -95,6 +96,27 @@ def worker_reports(folder: RunFolder) -> dict[int, dict]:
     for path in sorted((folder.path / "workers").glob("worker*.json")):
         out[int(path.stem.removeprefix("worker"))] = json.loads(path.read_text())
     return out
+
+
+def hand_started_folder(config: RunConfig) -> RunFolder:
+    """The run folder of a task started by hand: every task of one run on one file system shares
+    `--output/--run-name`; a folder that already holds this task (or, for the chief, a run) is an
+    earlier run's, and is refused rather than appended to."""
+    path = Path(config.output) / (config.run_name or f"{config.strategy}-{config.model}-cluster")
+    me = f"{config.job_name} {config.task_index}"
+    taken = UsageError(f"{path} already holds {me} of an earlier run: choose another --run-name (or --output)")
+    is_chief = config.job_name == "worker" and config.task_index == 0
+    if (path / "workers" / f"{config.job_name}{config.task_index}.claim").exists() or \
+            (is_chief and (path / RUN_FILE).exists()):
+        raise taken
+    path.mkdir(parents=True, exist_ok=True)
+    folder = RunFolder(path)
+    try:
+        folder.claim(config.job_name, config.task_index)
+    except FileExistsError:
+        raise taken from None
+    folder.ensure_files()
+    return folder
 
 
 def run_task(config: RunConfig) -> int:
@@ -112,9 +134,7 @@ def run_task(config: RunConfig) -> int:
     if joined:
         folder, run_start = joined
     else:
-        folder_path = Path(config.output) / (config.run_name or f"{config.strategy}-{config.model}-cluster")
-        folder_path.mkdir(parents=True, exist_ok=True)
-        folder, run_start = RunFolder(folder_path), time.time()
+        folder, run_start = hand_started_folder(config), time.time()
     is_chief = config.job_name == "worker" and config.task_index == 0 and not joined
     if is_chief:
         folder = open_run(config, run_start, folder=folder)

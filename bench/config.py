@@ -11,6 +11,12 @@ from typing import Any
 from bench.errors import UsageError
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
+DEFAULT_WARMUP_STEPS = 10
+
+
+def default_warmup(steps: int) -> int:
+    """Warm-up when none is asked for: 10 steps, but never more than a fifth of a short run."""
+    return max(0, min(DEFAULT_WARMUP_STEPS, steps // 5))
 
 
 @dataclass(frozen=True)
@@ -23,7 +29,8 @@ class RunConfig:
     data_dir: str | None = None
     batch_size: int = 64
     steps: int = 300
-    warmup_steps: int = 10
+    # None: default_warmup(steps), resolved when the config is made (run.json records the number used)
+    warmup_steps: int | None = None
     workers: int = 1
     ps: int = 1
     optimizer: str = "sgd"
@@ -51,6 +58,10 @@ class RunConfig:
     emulated_cluster: str | None = None
     # options declared by the chosen strategy (see strategies.base.Strategy.options)
     options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.warmup_steps is None:
+            object.__setattr__(self, "warmup_steps", default_warmup(self.steps))
 
     def option(self, name: str) -> Any:
         return self.options[name]
@@ -112,6 +123,7 @@ def validate(config: RunConfig) -> RunConfig:
         raise UsageError(f"--emulated-cluster: {config.strategy} runs in one process; use a ps or allreduce strategy")
     models.get(config.model)
     _check_numbers(config)
+    _check_workers(config, strategy_cls)
     if config.optimizer not in OPTIMIZERS:
         raise UsageError(f"--optimizer: {config.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
     data.check(config.data, config.data_dir)
@@ -120,7 +132,33 @@ def validate(config: RunConfig) -> RunConfig:
     for opt in strategy_cls.options:
         opt.validate(config.options.get(opt.name, opt.default))
     strategy_cls.validate(config)
+    check_output(config.output)
     return config
+
+
+def _check_workers(config: RunConfig, strategy_cls) -> None:
+    low, high = strategy_cls.worker_range
+    if config.workers < low or (high is not None and config.workers > high):
+        allowed = f"exactly {low}" if low == high else (f"{low} to {high}" if high else f"{low} or more")
+        raise UsageError(f"--workers {config.workers}: {config.strategy} runs with {allowed} worker(s)")
+
+
+def check_output(output: str) -> None:
+    """The results folder exists or can be made, and a file can be written in it."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    path = Path(output)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise UsageError(f"--output {output}: cannot write there ({reason})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"--output {output}: cannot write there (permission denied)")
 
 
 def _check_numbers(config: RunConfig) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,12 +68,17 @@ def load_data(config: RunConfig, rank: int) -> data_sources.Dataset:
     return data_sources.load(config.data, shape, batch, config.seed + rank, config.data_dir)
 
 
+def run_clock(run_start: float) -> Callable[[], float]:
+    """Seconds since the run's start (epoch seconds, shared by every process): the epoch is read
+    once to align this process with the others, durations come from the monotonic clock."""
+    offset = time.time() - time.monotonic()
+    return lambda: time.monotonic() + offset - run_start
+
+
 def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
                show_progress: bool = True) -> WorkerOutcome:
     """Train this worker until the strategy says the run is done; write its records."""
-
-    def clock() -> float:
-        return time.time() - context.run_start
+    clock = run_clock(context.run_start)
 
     strategy = registry.get(config.strategy)(config, context)
     data = load_data(config, context.rank)

@@ -10,6 +10,7 @@ from typing import Any
 
 from bench import environment
 from bench.config import RunConfig
+from bench.owner import describe_owner
 from bench.records import RunFolder
 from bench.summary import summarize
 from strategies import registry
@@ -44,7 +45,8 @@ def open_run(config: RunConfig, run_start: float, folder: RunFolder | None = Non
     folder = folder or RunFolder.create(config.output, run_label(config))
     strategy_cls = registry.get(config.strategy)
     folder.update_run(
-        run_id=folder.run_id, status="running", started_at=_now(), run_start_epoch_s=run_start,
+        run_id=folder.run_id, status="running", owner=describe_owner(), started_at=_now(),
+        run_start_epoch_s=run_start,
         config=config.to_dict(), strategy_description=strategy_cls.description,
         environment=environment.describe(),
         model={"name": config.model, **model_facts(config.model)},
@@ -71,6 +73,14 @@ def close_run(folder: RunFolder, config: RunConfig, status: str, **fields: Any) 
     record = folder.update_run(status=status, ended_at=_now(), ended_s=ended_s, summary=summary, **fields)
     print(one_line(record), file=sys.stderr, flush=True)
     return record
+
+
+def exit_status(status: str) -> int:
+    """The launcher's exit status for a run's final status: 0 ok, 130 interrupted (as a shell
+    reports Ctrl-C), 1 failed."""
+    if status == "ok":
+        return 0
+    return 130 if status.startswith("interrupted") else 1
 
 
 def one_line(record: dict[str, Any]) -> str:

@@ -21,7 +21,7 @@ from bench.config import RunConfig
 from bench.emulated import session
 from bench.emulated.placement import Placement, agent_environment, enter, mpirun_host_args
 from bench.errors import UsageError
-from bench.lifecycle import close_run, join_environment, joined_run, open_run
+from bench.lifecycle import close_run, exit_status, join_environment, joined_run, open_run
 from bench.processes import start
 from bench.records import RunFolder
 from bench.supervisor import supervise
@@ -94,7 +94,7 @@ def start_ranks(config: RunConfig) -> int:
     close_run(folder, config, status, ended_after_failure_s=outcome.ended_after_failure_s,
               startup_s=report.get("startup_s"), runtime=report.get("runtime"),
               strategy_info=report.get("strategy_info"), **extra)
-    return 0 if outcome.status == "ok" else 1
+    return exit_status(outcome.status)
 
 
 def which_rank_failed(log: Path) -> str | None:

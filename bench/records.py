@@ -44,6 +44,21 @@ class CsvAppender:
             self._fd = -1
 
 
+def ensure_csv(path: Path, columns: tuple[str, ...]) -> None:
+    """Create `path` with its header row unless it exists. The header is written to a temporary
+    file that is then linked into place, so a concurrent appender never sees a file without it."""
+    if path.exists():
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(2)}.tmp")
+    tmp.write_text(",".join(columns) + "\n")
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+
+
 class RunFolder:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
@@ -63,9 +78,18 @@ class RunFolder:
             except FileExistsError:
                 continue
         folder = cls(path)
-        (path / STEPS_FILE).write_text(",".join(STEP_COLUMNS) + "\n")
-        (path / EVALS_FILE).write_text(",".join(EVAL_COLUMNS) + "\n")
+        folder.ensure_files()
         return folder
+
+    def ensure_files(self) -> None:
+        """The CSV files with their headers (a task started by hand may be the first to arrive)."""
+        ensure_csv(self.path / STEPS_FILE, STEP_COLUMNS)
+        ensure_csv(self.path / EVALS_FILE, EVAL_COLUMNS)
+
+    def claim(self, role: str, index: int) -> None:
+        """Mark this folder as holding task `role` `index`; fails if an earlier run's task already did."""
+        (self.path / "workers").mkdir(parents=True, exist_ok=True)
+        os.close(os.open(self.path / "workers" / f"{role}{index}.claim", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
 
     def steps_writer(self) -> CsvAppender:
         return CsvAppender(self.path / STEPS_FILE, STEP_COLUMNS)

@@ -8,6 +8,7 @@ every process is ended before this returns.
 
 from __future__ import annotations
 
+import math
 import signal
 import time
 from collections.abc import Callable
@@ -17,6 +18,9 @@ from bench.processes import Child, end_all
 
 POLL_S = 0.1
 HELPERS_EXIT_GRACE_S = 5.0
+# One death brings others down (a ring or a sync barrier breaks): processes that end within this
+# long of the first are weighed together to name the cause.
+CAUSE_GRACE_S = 1.0
 
 
 @dataclass
@@ -24,6 +28,28 @@ class Outcome:
     status: str
     lost_workers: list[str] = field(default_factory=list)
     ended_after_failure_s: float | None = None
+    consequences: list[str] = field(default_factory=list)  # other failures the cause brought about
+
+
+class ExitLog:
+    """When each child was first seen to have exited (polled, so to within POLL_S)."""
+
+    def __init__(self, children: list[Child]) -> None:
+        self.children = children
+        self.seen: dict[str, float] = {}
+
+    def observe(self) -> None:
+        now = time.monotonic()
+        for child in self.children:
+            if child.name not in self.seen and child.exited:
+                self.seen[child.name] = now
+
+    def cause_and_consequences(self, failed: list[Child]) -> tuple[Child, list[Child]]:
+        """The cause among `failed`: a death by signal before an exit with an error status (a
+        process that exits by itself usually does so because another died), then the earliest."""
+        self.observe()
+        ranked = sorted(failed, key=lambda c: (c.process.returncode >= 0, self.seen.get(c.name, math.inf)))
+        return ranked[0], ranked[1:]
 
 
 class Interrupted(Exception):
@@ -39,13 +65,15 @@ def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
     """`workers[0]` is the chief; `helpers` (ps tasks) are expected to exit after the workers."""
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     everyone = workers + helpers
+    exits = ExitLog(everyone)
     lost: list[str] = []
     last_progress, last_change = progress(), time.monotonic()
     try:
         while True:
+            exits.observe()
             failure = _failure(workers, helpers, tolerate_loss, lost)
             if failure:
-                return _fail(failure, everyone, lost)
+                return _fail_with_cause(failure, exits, workers, lost)
             if all(w.exited for w in workers):
                 _wait_helpers(helpers)
                 end_all(helpers)
@@ -76,6 +104,25 @@ def _failure(workers: list[Child], helpers: list[Child], tolerate_loss: bool, lo
         if helper.exited and helper.process.returncode != 0 and not all(w.exited for w in workers):
             return f"{helper.describe_exit()} while workers were still training"
     return None
+
+
+def _fail_with_cause(first_seen: str, exits: ExitLog, workers: list[Child], lost: list[str]) -> Outcome:
+    """Wait CAUSE_GRACE_S for the failure's consequences to show, name the cause, end everyone."""
+    started = time.monotonic()
+    while time.monotonic() - started < CAUSE_GRACE_S:
+        exits.observe()
+        time.sleep(POLL_S)
+    training = not all(w.exited and w.process.returncode == 0 for w in workers)
+    failed = [c for c in exits.children if c.exited and c.process.returncode != 0 and c.name not in lost
+              and (c in workers or training)]
+    if not failed:
+        end_all(exits.children)
+        return Outcome(f"failed: {first_seen}", lost, ended_after_failure_s=time.monotonic() - started)
+    cause, consequences = exits.cause_and_consequences(failed)
+    reason = cause.describe_exit() + ("" if cause in workers else " while workers were still training")
+    end_all(exits.children)
+    return Outcome(f"failed: {reason}", lost, ended_after_failure_s=time.monotonic() - started,
+                   consequences=[c.describe_exit() for c in consequences])
 
 
 def _fail(reason: str, everyone: list[Child], lost: list[str]) -> Outcome:

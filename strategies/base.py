@@ -52,6 +52,7 @@ class Strategy(ABC):
     name: ClassVar[str]
     launch: ClassVar[str] = IN_PROCESS
     options: ClassVar[tuple[Option, ...]] = ()
+    worker_range: ClassVar[tuple[int, int | None]] = (1, None)  # worker counts it runs with (None: no limit)
     description: ClassVar[str] = ""
 
     def __init__(self, config: RunConfig, context: WorkerContext) -> None:

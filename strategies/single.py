@@ -14,6 +14,7 @@ from strategies._eager import EagerStrategy
 class Single(EagerStrategy):
     name = "single"
     description = "one process, one device: the baseline"
+    worker_range = (1, 1)
 
     def setup(self, data: Dataset) -> None:
         model = models.build(self.config.model, self.config.seed)

@@ -82,9 +82,9 @@ def write_run(folder: Path, steps: list[tuple], counters: list[tuple]) -> None:
 
 
 def test_bytes_per_step_interpolate_the_counters_over_the_measured_steps(tmp_path):
-    # two synchronous workers, one step per second from t=0; warm-up = 2 steps; each worker
-    # sends 1000 B/s and receives 500 B/s; the ps receives both workers' 1000 B/s
-    steps = [(w, k, k, k - 1, k) for k in range(1, 11) for w in (0, 1)]
+    # two synchronous workers, one step per second from t=0 (local steps count from 0); warm-up = 2
+    # steps; each worker sends 1000 B/s and receives 500 B/s; the ps receives both workers' 1000 B/s
+    steps = [(w, k - 1, k, k - 1, k) for k in range(1, 11) for w in (0, 1)]
     counters = [(t / 2, h, int(rate_s * t / 2), int(rate_r * t / 2)) for t in range(0, 23)
                 for h, rate_s, rate_r in ((0, 1000, 500), (1, 1000, 500), (2, 1000, 2000))]
     write_run(tmp_path, steps, counters)

@@ -17,16 +17,62 @@ def steps_frame(durations, workers=1, examples=10):
     return pd.DataFrame(rows)
 
 
+def throughput(frame):
+    return summary.throughput(frame, summary.applied_examples(frame))
+
+
 def test_constant_rate_has_a_zero_width_interval():
-    frame = steps_frame([0.01] * 100)
-    mean, half = summary.mean_and_ci95(summary.window_throughputs(frame))
+    mean, half = throughput(steps_frame([0.01] * 100))
     assert math.isclose(mean, 1000.0, rel_tol=1e-6) and half < 1e-6
 
 
 def test_two_workers_double_the_throughput():
-    one = summary.mean_and_ci95(summary.window_throughputs(steps_frame([0.01] * 100)))[0]
-    two = summary.mean_and_ci95(summary.window_throughputs(steps_frame([0.01] * 100, workers=2)))[0]
+    one = throughput(steps_frame([0.01] * 100))[0]
+    two = throughput(steps_frame([0.01] * 100, workers=2))[0]
     assert math.isclose(two, 2 * one, rel_tol=1e-6)
+
+
+def test_interval_reflects_step_time_variation_not_binning():
+    # cnn single on main: 100 steps of 24.5-28.2 ms gave "± 0" because every equal time window
+    # held the same whole number of steps; the batch-means interval must see the spread
+    rng = np.random.default_rng(1)
+    durations = rng.uniform(0.0245, 0.0282, 100)
+    mean, half = throughput(steps_frame(list(durations)))
+    rate = 10 / durations.mean()
+    # delta method: sd of the rate estimate = rate * sd(d) / (mean(d) sqrt(n))
+    expected = 1.96 * rate * durations.std(ddof=1) / (durations.mean() * math.sqrt(len(durations)))
+    assert math.isclose(mean, rate, rel_tol=1e-9)
+    assert 0.4 * expected < half < 2.5 * expected
+
+
+def test_interval_covers_the_true_rate_about_95_percent_of_the_time():
+    # step times with a known distribution (mean 10 ms, sd 3 ms): the true rate is 10 / 0.010
+    true_rate, covered, trials = 10 / 0.010, 0, 300
+    for seed in range(trials):
+        durations = np.random.default_rng(seed).normal(0.010, 0.003, 200).clip(0.001)
+        mean, half = throughput(steps_frame(list(durations)))
+        covered += abs(mean - true_rate) <= half
+    assert 0.88 <= covered / trials <= 0.99
+
+
+def test_dropped_gradients_do_not_count_as_throughput():
+    frame = steps_frame([0.01] * 100, workers=3)
+    frame["applied"] = np.where(frame["worker"] == 2, 0, 1)  # backup worker: its gradients are dropped
+    applied = throughput(frame)[0]
+    computed = summary.throughput(frame, frame["examples"].to_numpy(dtype=float))[0]
+    assert math.isclose(applied, 2000.0, rel_tol=1e-6) and math.isclose(computed, 3000.0, rel_tol=1e-6)
+
+
+def test_time_to_target_is_measured_from_the_first_training_step(tmp_path):
+    frame = steps_frame([0.01] * 50)
+    frame["t_start_s"] += 8.0  # 8 s of start-up before the first step
+    frame["t_end_s"] += 8.0
+    frame.to_csv(tmp_path / "steps.csv", index=False)
+    pd.DataFrame({"global_step": [20, 40], "wall_s": [8.2, 8.4], "split": "val", "loss": [1.0, 0.5],
+                  "accuracy": [0.5, 0.95]}).to_csv(tmp_path / "evals.csv", index=False)
+    out = summary.summarize(tmp_path, warmup_steps=5, target_accuracy=0.9)
+    assert math.isclose(out["startup_s"], 8.0) and math.isclose(out["time_to_target_s"], 0.4)
+    assert out["steps_to_target"] == 40 and out["warmup_steps"] == 5
 
 
 def test_warmup_rows_are_left_out():

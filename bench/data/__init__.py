@@ -20,8 +20,9 @@ def check(name: str, data_dir: str | None) -> None:
 
 def load(name: str, shape: tuple[int, int, int], batch_size: int, seed: int,
          data_dir: str | None = None) -> Dataset:
-    """The whole data set, images converted to `shape`."""
-    check(name, data_dir)
+    """The whole data set, images converted to `shape` (its files are validated as they are read)."""
+    if name not in SOURCES:
+        raise UsageError(f"--data: unknown data {name!r}; choose from {', '.join(SOURCES)}")
     if name == "synthetic":
         return synthetic.load(shape, batch_size, seed)
     raw = {"digits": digits.load, "mnist": lambda: mnist.load(data_dir),

@@ -17,6 +17,7 @@ import pandas as pd
 
 from bench.emulated.network import Cluster, counters
 from bench.records import CsvAppender
+from bench.summary import measured_steps
 
 NETWORK_FILE = "network.csv"
 NETWORK_COLUMNS = ("t_s", "host", "sent_bytes", "received_bytes")
@@ -68,7 +69,7 @@ def bytes_per_step(run_dir: Path, labels: dict[int, str], warmup_steps: int, lin
     (`predicted[role] = (sent, received)` per step) and the link's busiest-direction utilisation."""
     net = pd.read_csv(run_dir / NETWORK_FILE)
     steps = pd.read_csv(run_dir / "steps.csv")
-    measured = steps[steps["local_step"] > warmup_steps]
+    measured = measured_steps(steps, warmup_steps)
     if measured.empty or net.empty:
         return {}
     start, end = measured["t_start_s"].min(), measured["t_end_s"].max()

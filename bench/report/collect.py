@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench.owner import owner_state, settle_if_abandoned
 from bench.records import EVALS_FILE, RUN_FILE, STEPS_FILE
 
 GROUP_KEY = ["purpose", "strategy", "model", "data", "workers", "ps", "batch_size", "options", "link_mbit"]
@@ -70,28 +71,31 @@ def network_columns(network: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def run_row(run_dir: Path) -> dict[str, Any]:
-    record = json.loads((run_dir / RUN_FILE).read_text())
+    record = settle_if_abandoned(run_dir, json.loads((run_dir / RUN_FILE).read_text()))
     config, summary = record.get("config", {}), record.get("summary") or {}
     info, env = record.get("strategy_info") or {}, record.get("environment") or {}
     status = record.get("status", "unknown")
-    if status == "running":
-        status = "failed: no end was recorded (the run was killed or is still going)"
+    if status == "running" and owner_state(record.get("owner")) == "unknown":
+        status = "failed: no end was recorded (the run was killed or is still going on another host)"
     return {
         "run_id": record.get("run_id", run_dir.name), "path": str(run_dir), "status": status,
         "ok": status == "ok", "purpose": purpose_of(config), "strategy": config.get("strategy"),
         "model": config.get("model"), "data": config.get("data"), "workers": config.get("workers"),
         "ps": config.get("ps") if config.get("strategy", "").startswith("ps-") else 0,
         "batch_size": config.get("batch_size"), "steps": config.get("steps"),
+        "warmup_steps": summary.get("warmup_steps", config.get("warmup_steps")),
         "optimizer": config.get("optimizer"), "lr": config.get("lr"),
         "options": json.dumps(config.get("options", {}), sort_keys=True),
         "started_at": record.get("started_at"),
         "throughput_examples_per_s": summary.get("throughput_examples_per_s"),
         "throughput_ci95_examples_per_s": summary.get("throughput_ci95_examples_per_s"),
+        "computed_throughput_examples_per_s": summary.get("computed_throughput_examples_per_s"),
         "step_time_p50_s": summary.get("step_time_p50_s"), "step_time_p90_s": summary.get("step_time_p90_s"),
         "step_time_p99_s": summary.get("step_time_p99_s"),
         "final_accuracy": summary.get("final_accuracy"), "best_accuracy": summary.get("best_accuracy"),
         "target_accuracy": summary.get("target_accuracy"), "time_to_target_s": summary.get("time_to_target_s"),
-        "steps_to_target": summary.get("steps_to_target"), "startup_s": record.get("startup_s"),
+        "steps_to_target": summary.get("steps_to_target"),
+        "startup_s": summary.get("startup_s", record.get("startup_s")),
         "gradient_bytes_per_step": (record.get("model") or {}).get("gradient_bytes_per_step"),
         "bytes_sent_per_worker_per_step": info.get("bytes_sent_per_rank_per_step",
                                                    info.get("bytes_sent_per_worker_per_step")),
@@ -101,7 +105,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "scenario": scenario_of(config), "variant": variant_of(config), "kill_worker": config.get("kill_worker"),
         "straggler": config.get("straggler") or (f"random x{config['straggler_random']:g}"
                                                  if config.get("straggler_random") else None),
-        "ended_s": record.get("ended_s"),
+        "ended_s": record.get("ended_s"), "last_step": record.get("last_step"),
         "host": env.get("host"), "cpu_model": env.get("cpu_model"), "cpu_count": env.get("cpu_count"),
         "gpus": ", ".join(env.get("gpus") or []), "python": env.get("python"),
         "tensorflow": env.get("tensorflow"), "horovod": env.get("horovod"), "mpi": env.get("mpi"),

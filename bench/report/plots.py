@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bench.report.collect import evals_of, steps_of  # noqa: E402
+from bench.summary import measured_steps  # noqa: E402
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "distbench", "figure.dpi": 96,
                      "axes.grid": True, "grid.alpha": 0.3, "font.size": 9})
@@ -94,9 +95,10 @@ def loss_curves(runs: pd.DataFrame) -> str:
         curve = steps.groupby("global_step").agg(loss=("loss", "mean"), t=("t_end_s", "max"))
         smooth = curve["loss"].rolling(10, min_periods=1).mean()
         by_step.plot(curve.index, smooth, label=run["strategy"], color=_color(run["strategy"]))
-        by_time.plot(curve["t"], smooth, label=run["strategy"], color=_color(run["strategy"]))
+        by_time.plot(curve["t"] - (run.get("startup_s") or 0.0), smooth, label=run["strategy"],
+                     color=_color(run["strategy"]))
     by_step.set_xlabel("global step")
-    by_time.set_xlabel("wall time since run start (s)")
+    by_time.set_xlabel("seconds since the first training step")
     for ax in (by_step, by_time):
         ax.set_ylabel("training loss (10-step mean)")
     by_time.legend(fontsize=7)
@@ -109,11 +111,11 @@ def accuracy_vs_time(runs: pd.DataFrame, target: float | None) -> str:
         evals = evals_of(run["path"])
         if evals.empty:
             continue
-        ax.plot(evals["wall_s"], evals["accuracy"], marker=".", label=run["strategy"],
+        ax.plot(evals["wall_s"] - (run.get("startup_s") or 0.0), evals["accuracy"], marker=".", label=run["strategy"],
                 color=_color(run["strategy"]))
     if target:
         ax.axhline(target, color="k", linestyle="--", linewidth=1, label=f"target {target:g}")
-    ax.set_xlabel("wall time since run start (s)")
+    ax.set_xlabel("seconds since the first training step")
     ax.set_ylabel("validation accuracy")
     ax.legend(fontsize=7)
     return svg(fig)
@@ -129,8 +131,7 @@ def step_time_boxes(runs: pd.DataFrame) -> str:
         for strategy, group in rows.groupby("strategy"):
             run = group.sort_values("workers").iloc[-1]
             steps = steps_of(run["path"])
-            warm = int(min(10, run["steps"] // 5))
-            steps = steps[steps["local_step"] >= warm]
+            steps = measured_steps(steps, int(run["warmup_steps"]))
             if steps.empty:
                 continue
             data.append((steps["t_end_s"] - steps["t_start_s"]).to_numpy() * 1000)

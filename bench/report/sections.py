@@ -64,10 +64,11 @@ def all_sections(runs: pd.DataFrame) -> list[str]:
 def headline(settings: pd.DataFrame) -> str:
     best = aggregate.headline(settings) if len(settings) else pd.DataFrame()
     return section("headline", "Fastest strategy per model and worker count", table(best, [
-        ("model", "model", "text"), ("workers", "workers", "int"), ("best_strategy", "fastest", "text"),
+        ("model", "model", "text"), ("workers", "workers", "int"), ("fastest", "fastest", "text"),
         ("throughput_examples_per_s", "examples/s", "rate"), ("throughput_ci95_examples_per_s", "± 95% CI", "rate"),
         ("runner_up", "runner-up", "text"), ("lead", "lead over runner-up", "ratio")], "headline-table"),
-        note("Synthetic data, same model, optimizer and per-worker batch for every strategy."))
+        note("Synthetic data, same model, optimizer and per-worker batch for every strategy. "
+             "\"tie\": the runners-up's 95% intervals overlap the fastest one's, so the data cannot rank them."))
 
 
 def throughput(settings: pd.DataFrame) -> str:
@@ -101,16 +102,19 @@ def convergence_section(runs: pd.DataFrame) -> str:
     target = runs["target_accuracy"].dropna().iloc[0] if runs["target_accuracy"].notna().any() else None
     return section("convergence", "Convergence",
                    figure(plots.loss_curves(runs), "Training loss (mean over the workers' batches of a step)."),
-                   figure(plots.accuracy_vs_time(runs, target), "Validation accuracy against wall time."))
+                   figure(plots.accuracy_vs_time(runs, target),
+                          "Validation accuracy against seconds since each run's first training step; "
+                          "start-up (process start, imports, setup) is left out and listed in the next table."))
 
 
 def time_to_accuracy(runs: pd.DataFrame) -> str:
     return section("time-to-accuracy", "Time to target accuracy", table(runs, [
         ("run_id", "run", "text"), ("strategy", "strategy", "text"), ("workers", "workers", "int"),
         ("target_accuracy", "target", "acc"), ("time_to_target_s", "seconds", "s"),
-        ("steps_to_target", "global steps", "int"), ("best_accuracy", "best acc.", "acc"),
-        ("final_accuracy", "final acc.", "acc")], "tta-table"),
-        note("Seconds since the run's common start, start-up included; – : never reached."))
+        ("steps_to_target", "global steps", "int"), ("startup_s", "start-up s", "s"),
+        ("best_accuracy", "best acc.", "acc"), ("final_accuracy", "final acc.", "acc")], "tta-table"),
+        note("Seconds from the run's first training step; start-up (from the launcher's start to that step) "
+             "is its own column. – : never reached."))
 
 
 def step_times(runs: pd.DataFrame) -> str:
