@@ -35,8 +35,15 @@ class CsvAppender:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def write(self, **row: Any) -> None:
-        line = ",".join(_format(row.get(c)) for c in self.columns) + "\n"
-        os.write(self._fd, line.encode())
+        data = (",".join(_format(row.get(c)) for c in self.columns) + "\n").encode()
+        written = os.write(self._fd, data)
+        if written < len(data):
+            try:
+                os.write(self._fd, data[written:])  # raises the reason: no space left, file too large
+            except OSError:
+                # take the partial row back, so the file still ends on a whole row
+                os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
+                raise
 
     def close(self) -> None:
         if self._fd >= 0:

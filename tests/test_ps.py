@@ -50,6 +50,10 @@ def test_ps_sync_backup_workers_aggregate_exactly_r_and_count_the_dropped(result
     dropped = int((steps["applied"] == 0).sum())
     assert dropped > 0 and record["records"]["gradients_dropped"] == dropped
     assert record["records"]["gradients_applied"] == 2 * 60
+    # throughput counts the examples whose gradients reached the model, not the dropped ones
+    summary = record["summary"]
+    assert summary["examples_applied"] == 2 * 60 * record["config"]["batch_size"] < summary["examples"]
+    assert summary["throughput_examples_per_s"] < summary["computed_throughput_examples_per_s"]
     # cross-check with the global step each gradient met on arrival: any that arrived after
     # its step had been taken must be among the dropped
     assert (steps.loc[steps["staleness_steps"] > 0, "applied"] == 0).all()

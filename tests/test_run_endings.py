@@ -1,0 +1,147 @@
+"""How runs end when something outside them goes wrong: a killed worker, a killed launcher,
+Ctrl-C, a disk that stops taking writes; and the README's hand-started multi-host run."""
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from bench.owner import OWNER_GONE
+from bench.processes import free_ports
+from tests.conftest import ROOT
+from tests.processes import bench, leftover_processes, run_record
+
+pytestmark = pytest.mark.slow
+# Each trial is a full multi-process run (~15 s here); the cause is also checked deterministically,
+# with a forced order of deaths, in test_supervisor.py. DISTBENCH_KILL_TRIALS=10 for the full sweep.
+KILL_TRIALS = int(os.environ.get("DISTBENCH_KILL_TRIALS", "3"))
+FAST = ["--model", "mlp", "--data", "synthetic", "--batch-size", "32"]
+
+
+def popen_bench(*args: str, **kwargs) -> subprocess.Popen:
+    """`python -m bench ARGS` in a process group of its own, as a terminal starts it."""
+    return subprocess.Popen([sys.executable, "-m", "bench", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True, **kwargs)
+
+
+def complete_step_rows(run_dir) -> int:
+    """Steps recorded so far, counting only complete rows (the file is still being appended to)."""
+    try:
+        text = (run_dir / "steps.csv").read_text()
+    except OSError:
+        return 0
+    return max(0, text.count("\n") - 1)
+
+
+def wait_for_training(results, process: subprocess.Popen, rows: int = 3, timeout: float = 120):
+    """The run folder once it holds `rows` complete step rows; fails if the run ended before."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stdout.read().decode()[-2000:]
+        runs = [p for p in results.iterdir() if p.is_dir()]
+        if runs and complete_step_rows(runs[0]) >= rows:
+            return runs[0]
+        time.sleep(0.1)
+    raise AssertionError("training did not start")
+
+
+@pytest.mark.parametrize("strategy", ["allreduce-tf", "ps-sync"])
+def test_the_killed_worker_is_named_as_the_cause(strategy, tmp_path):
+    for trial in range(KILL_TRIALS):
+        out = tmp_path / f"trial{trial}"
+        done = bench("--strategy", strategy, "--workers", "2", "--steps", "100", "--kill-worker", "1@3", *FAST,
+                     "--output", str(out))
+        assert done.returncode == 1
+        record = run_record(out)
+        assert record["status"] == "failed: worker 1 was killed by SIGKILL", (trial, record["status"])
+        assert all(c.startswith("worker 0") for c in record["failure_consequences"])
+
+
+@pytest.mark.parametrize("strategy", ["ps-async", "allreduce", "single"])
+def test_ctrl_c_ends_the_run_with_130_and_records_it(strategy, results):
+    workers = [] if strategy == "single" else ["--workers", "2"]
+    launcher = popen_bench("--strategy", strategy, *workers, "--steps", "100000", *FAST, "--output", str(results))
+    run_dir = wait_for_training(results, launcher)
+    os.killpg(launcher.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole process group
+    assert launcher.wait(timeout=60) == 130
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"].startswith("interrupted")
+    assert not leftover_processes(str(results))
+
+
+def test_a_killed_launcher_is_reported_as_gone_with_its_last_step(results, tmp_path):
+    launcher = popen_bench("--strategy", "ps-sync", "--workers", "2", "--steps", "100000", *FAST,
+                           "--output", str(results))
+    run_dir = wait_for_training(results, launcher, rows=6)
+    launcher.kill()
+    launcher.wait(timeout=30)
+    assert not leftover_processes(str(results))
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "running"  # nobody closed it
+    done = bench("report", str(results), "--output", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert summary["status"].tolist() == [OWNER_GONE]
+    record = json.loads((run_dir / "run.json").read_text())
+    steps = pd.read_csv(run_dir / "steps.csv")
+    assert record["status"] == OWNER_GONE and record["last_step"] == steps["global_step"].max() >= 6
+    assert OWNER_GONE in (tmp_path / "report.html").read_text()
+
+
+def test_a_live_run_is_not_reported_as_failed(results, tmp_path):
+    launcher = popen_bench("--strategy", "single", "--steps", "100000", *FAST, "--output", str(results))
+    try:
+        run_dir = wait_for_training(results, launcher)
+        assert bench("report", str(results), "--output", str(tmp_path)).returncode == 0
+        assert pd.read_csv(tmp_path / "summary.csv")["status"].tolist() == ["running"]
+        assert json.loads((run_dir / "run.json").read_text())["status"] == "running"
+    finally:
+        os.killpg(launcher.pid, signal.SIGINT)
+        launcher.wait(timeout=60)
+
+
+def limit_file_size():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (24_000, 24_000))  # steps.csv outgrows this mid-run
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past it fails with EFBIG instead of killing us
+
+
+def test_a_write_that_fails_mid_run_fails_the_run_and_keeps_what_was_written(results):
+    launcher = subprocess.run([sys.executable, "-m", "bench", "--steps", "5000", *FAST, "--eval-every", "0",
+                               "--output", str(results)], cwd=ROOT, capture_output=True, text=True,
+                              preexec_fn=limit_file_size, timeout=300)
+    assert launcher.returncode == 1
+    record = run_record(results)
+    assert record["status"] == "failed: OSError: [Errno 27] File too large"
+    steps = pd.read_csv(next(p for p in results.iterdir() if p.is_dir()) / "steps.csv")
+    assert len(steps) > 100 and list(steps["local_step"]) == list(range(len(steps)))
+
+
+def test_the_readme_several_hosts_example_on_loopback(results, tmp_path):
+    ps, w0, w1 = (f"127.0.0.1:{p}" for p in free_ports(3))
+    common = ["--strategy", "ps-sync", "--ps-hosts", ps, "--worker-hosts", f"{w0},{w1}", "--run-name", "cluster1",
+              "--steps", "40", "--eval-every", "20", "--output", str(results)]
+    tasks = [popen_bench(*common, "--job-name", "ps", "--task-index", "0"),
+             popen_bench(*common, "--job-name", "worker", "--task-index", "1")]
+    chief = popen_bench(*common, "--job-name", "worker", "--task-index", "0")
+    assert chief.wait(timeout=180) == 0, chief.stdout.read().decode()[-2000:]
+    for task in tasks:
+        assert task.wait(timeout=60) == 0
+    run_dir = results / "cluster1"
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "ok" and record["summary"]["throughput_examples_per_s"] > 0
+    steps = pd.read_csv(run_dir / "steps.csv")
+    assert set(steps["worker"]) == {0, 1} and steps["global_step"].max() >= 40
+    assert pd.read_csv(run_dir / "evals.csv")["accuracy"].notna().all()
+    done = bench("report", str(results), "--output", str(tmp_path))
+    assert done.returncode == 0 and pd.read_csv(tmp_path / "summary.csv")["status"].tolist() == ["ok"]
+    # the same command again would append to the first run: refused, nothing written
+    again = bench(*common, "--job-name", "worker", "--task-index", "0")
+    assert again.returncode == 2
+    assert again.stderr.strip().endswith("already holds worker 0 of an earlier run: choose another --run-name "
+                                         "(or --output)")
+    assert json.loads((run_dir / "run.json").read_text()) == record

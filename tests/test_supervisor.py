@@ -1,0 +1,50 @@
+"""How a multi-process run ends: which process is named as the cause when several die."""
+
+import time
+
+import pytest
+
+from bench import harness
+from bench.processes import start
+from bench.supervisor import supervise
+
+
+def child(tmp_path, name, script):
+    return start(name, ["sh", "-c", script], tmp_path / f"{name.replace(' ', '')}.log")
+
+
+def test_a_death_by_signal_is_the_cause_even_when_another_exits_first(tmp_path):
+    # worker 0 notices the broken ring and exits with an error a moment before worker 1's
+    # SIGKILL is seen: the kill is the cause, worker 0's exit its consequence
+    workers = [child(tmp_path, "worker 0", "echo 'CollectiveReduceV2 failed' >&2; sleep 0.2; exit 1"),
+               child(tmp_path, "worker 1", "sleep 0.5; kill -9 $$")]
+    outcome = supervise(workers, [], False, lambda: 0, 60)
+    assert outcome.status == "failed: worker 1 was killed by SIGKILL"
+    assert outcome.consequences == ["worker 0 exited with status 1: CollectiveReduceV2 failed"]
+
+
+def test_of_two_error_exits_the_earlier_is_the_cause(tmp_path):
+    workers = [child(tmp_path, "worker 0", "sleep 0.6; echo late >&2; exit 1"),
+               child(tmp_path, "worker 1", "echo first >&2; exit 3")]
+    outcome = supervise(workers, [], False, lambda: 0, 60)
+    assert outcome.status == "failed: worker 1 exited with status 3: first"
+    assert outcome.consequences == ["worker 0 exited with status 1: late"]
+
+
+def test_a_killed_ps_is_named_while_workers_train(tmp_path):
+    workers = [child(tmp_path, "worker 0", "sleep 30")]
+    ps = [child(tmp_path, "ps 0", "sleep 0.2; kill -9 $$")]
+    started = time.monotonic()
+    outcome = supervise(workers, ps, False, lambda: 0, 60)
+    assert outcome.status == "failed: ps 0 was killed by SIGKILL while workers were still training"
+    assert time.monotonic() - started < 10 and all(c.exited for c in workers + ps)
+
+
+def test_the_step_clock_is_monotonic_when_the_wall_clock_jumps_back(monkeypatch):
+    wall = iter([1000.0, 10.0, 5.0])  # the epoch is read once; later reads would go backwards
+    monkeypatch.setattr(harness.time, "time", lambda: next(wall))
+    clock = harness.run_clock(run_start=999.0)
+    first = clock()
+    time.sleep(0.01)
+    second = clock()
+    assert first == pytest.approx(1.0, abs=0.05) and second > first
