@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.cli import OneLineParser
+from bench.config import default_warmup
 from bench.errors import UsageError
 from strategies import registry
 
 DEFAULT_WORKERS = (1, 2, 4)
 DEFAULT_MODELS = ("mlp", "cnn")
 CONVERGENCE = {"model": "mlp", "data": "digits", "workers": 2, "eval_every": 25}
-ONE_WORKER_ONLY = {"single"}  # its worker count is 1 by definition
 # throughput steps per model: enough measured time for a small model's sub-millisecond steps
 DEFAULT_STEPS = {"mlp": 500, "cnn": 100, "resnet20": 40}
 
@@ -39,16 +39,38 @@ class Planned:
     purpose: str  # "throughput" or "convergence"
 
     def argv(self, output: Path, batch_size: int, extra: Sequence[str]) -> list[str]:
-        warmup = min(10, self.steps // 5)
         args = ["--strategy", self.strategy, "--model", self.model, "--data", self.data,
-                "--workers", str(self.workers), "--steps", str(self.steps), "--warmup-steps", str(warmup),
+                "--workers", str(self.workers), "--steps", str(self.steps),
+                "--warmup-steps", str(default_warmup(self.steps)),
                 "--batch-size", str(batch_size), "--output", str(output),
                 "--run-name", f"{self.purpose}-{self.strategy}-{self.model}-w{self.workers}"]
         if self.purpose == "convergence":
             args += ["--eval-every", str(CONVERGENCE["eval_every"])]
         else:
             args += ["--eval-every", "0"]
-        return [*args, *extra]
+        return [*args, *own_flags(self.strategy, extra)]
+
+
+def own_flags(strategy: str, extra: Sequence[str]) -> list[str]:
+    """The extra flags, less the options of other strategies (a run would refuse them): each
+    option takes one value, as `--flag V` or `--flag=V`."""
+    mine = {opt.flag for opt in registry.get(strategy).options}
+    foreign = {opt.flag for opt in registry.all_options()} - mine
+    out, tokens = [], iter(extra)
+    for token in tokens:
+        if token.split("=", 1)[0] in foreign:
+            if "=" not in token:
+                next(tokens, None)
+            continue
+        out.append(token)
+    return out
+
+
+def worker_counts(strategy: str, wanted: Sequence[int]) -> list[int]:
+    """The wanted counts the strategy runs with; a strategy that runs with none of them (single
+    takes 1) runs at its smallest count, as the baseline."""
+    low, high = registry.get(strategy).worker_range
+    return [n for n in wanted if low <= n and (high is None or n <= high)] or [low]
 
 
 def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int], steps: int | None,
@@ -57,12 +79,12 @@ def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int
     for _ in range(repeats):
         for model in models:
             for strategy in strategies:
-                counts = [1] if strategy in ONE_WORKER_ONLY else workers
+                counts = worker_counts(strategy, workers)
                 n_steps = steps or DEFAULT_STEPS.get(model, 100)
                 runs += [Planned(strategy, model, "synthetic", n, n_steps, "throughput") for n in counts]
     if convergence_steps:
         for strategy in strategies:
-            n = 1 if strategy in ONE_WORKER_ONLY else CONVERGENCE["workers"]
+            n = worker_counts(strategy, [CONVERGENCE["workers"]])[0]
             runs.append(Planned(strategy, CONVERGENCE["model"], CONVERGENCE["data"], n, convergence_steps,
                                 "convergence"))
     return runs

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.cli import OneLineParser
+from bench.config import default_warmup
 from bench.emulated import network
 from bench.errors import UsageError
 from bench.matrix import DEFAULT_STEPS, execute
@@ -54,7 +55,7 @@ def plan(workers: int, links: Sequence[float], models: Sequence[str], steps: int
                 name = f"network-{link:g}mbit-{model}-{label}"
                 runs.append((link, f"{link:g} Mbit/s {model} {label}", [
                     *args, "--model", model, "--data", "synthetic", "--workers", str(workers), "--steps",
-                    str(n_steps), "--warmup-steps", str(min(10, n_steps // 5)), "--batch-size", str(batch_size),
+                    str(n_steps), "--warmup-steps", str(default_warmup(n_steps)), "--batch-size", str(batch_size),
                     "--eval-every", "0", "--run-name", name, "--emulated-cluster", CLUSTER]))
     return runs
 

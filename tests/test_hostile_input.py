@@ -143,3 +143,13 @@ def test_report_and_cluster_status_do_not_import_tensorflow(tmp_path):
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_default_comparison_gives_each_run_only_its_own_strategy_flags():
+    from bench.matrix import own_flags, worker_counts
+
+    extra = ["--hvd-fusion-threshold-mb", "8", "--replicas-to-aggregate=2", "--lr", "0.05"]
+    assert own_flags("allreduce", extra) == ["--hvd-fusion-threshold-mb", "8", "--lr", "0.05"]
+    assert own_flags("ps-sync", extra) == ["--replicas-to-aggregate=2", "--lr", "0.05"]
+    assert worker_counts("single", [1, 2, 4]) == [1] and worker_counts("single", [2, 4]) == [1]
+    assert worker_counts("ps-async", [1, 2, 4]) == [1, 2, 4]

@@ -67,8 +67,8 @@ def test_ps_sync_r_greater_than_n_lets_workers_contribute_several_times(results)
     assert (steps[steps["global_step"] <= 20].groupby("global_step")["applied"].sum() == 4).all()
 
 
+# ps-sync with R = N, which cannot finish without worker 1: tests/test_run_endings.py
 @pytest.mark.parametrize("strategy, extra, finishes", [
-    ("ps-sync", [], False),
     ("ps-sync", ["--workers", "3", "--replicas-to-aggregate", "2"], True),
     ("ps-async", [], True),
 ])
@@ -123,28 +123,3 @@ def test_large_variables_can_be_partitioned_over_ps_tasks(results):
     tasks = record["strategy_info"]["variable_ps_task"]
     assert {tasks["hid_w/part_0"], tasks["hid_w/part_1"]} == {0, 1}
     assert record["summary"]["best_accuracy"] >= 0.85
-
-
-def test_ctrl_c_ends_every_process_and_records_the_interruption(results):
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    from tests.conftest import ROOT
-
-    launcher = subprocess.Popen([sys.executable, "-m", "bench", "--strategy", "ps-sync", "--workers", "2",
-                                 "--steps", "100000", "--output", str(results)], cwd=ROOT,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        runs = [p for p in results.iterdir() if p.is_dir()]
-        if runs and len((runs[0] / "steps.csv").read_text().splitlines()) > 20:
-            break
-        time.sleep(0.5)
-    launcher.send_signal(signal.SIGINT)
-    sent = time.monotonic()
-    assert launcher.wait(timeout=30) == 130
-    assert time.monotonic() - sent < 10
-    assert run_record(results)["status"] == "interrupted (SIGINT)"
-    assert not leftover_processes(str(results))

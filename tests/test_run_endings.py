@@ -15,12 +15,12 @@ import pytest
 from bench.owner import OWNER_GONE
 from bench.processes import free_ports
 from tests.conftest import ROOT
-from tests.processes import bench, leftover_processes, run_record
+from tests.processes import bench, leftover_processes, run_record, seconds_from_kill_to_end
 
 pytestmark = pytest.mark.slow
 # Each trial is a full multi-process run (~15 s here); the cause is also checked deterministically,
 # with a forced order of deaths, in test_supervisor.py. DISTBENCH_KILL_TRIALS=10 for the full sweep.
-KILL_TRIALS = int(os.environ.get("DISTBENCH_KILL_TRIALS", "3"))
+KILL_TRIALS = int(os.environ.get("DISTBENCH_KILL_TRIALS", "2"))
 FAST = ["--model", "mlp", "--data", "synthetic", "--batch-size", "32"]
 
 
@@ -61,17 +61,21 @@ def test_the_killed_worker_is_named_as_the_cause(strategy, tmp_path):
         record = run_record(out)
         assert record["status"] == "failed: worker 1 was killed by SIGKILL", (trial, record["status"])
         assert all(c.startswith("worker 0") for c in record["failure_consequences"])
+        assert seconds_from_kill_to_end(next(out.iterdir()), record, worker=1) < 30
+        assert not leftover_processes(str(out))
 
 
-@pytest.mark.parametrize("strategy", ["ps-async", "allreduce", "single"])
+@pytest.mark.parametrize("strategy", ["single", "ps-sync", "allreduce", "allreduce-tf"])
 def test_ctrl_c_ends_the_run_with_130_and_records_it(strategy, results):
     workers = [] if strategy == "single" else ["--workers", "2"]
     launcher = popen_bench("--strategy", strategy, *workers, "--steps", "100000", *FAST, "--output", str(results))
     run_dir = wait_for_training(results, launcher)
     os.killpg(launcher.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole process group
+    sent = time.monotonic()
     assert launcher.wait(timeout=60) == 130
+    assert time.monotonic() - sent < 10
     record = json.loads((run_dir / "run.json").read_text())
-    assert record["status"].startswith("interrupted")
+    assert record["status"] in ("interrupted", "interrupted (SIGINT)")
     assert not leftover_processes(str(results))
 
 
@@ -89,7 +93,7 @@ def test_a_killed_launcher_is_reported_as_gone_with_its_last_step(results, tmp_p
     assert summary["status"].tolist() == [OWNER_GONE]
     record = json.loads((run_dir / "run.json").read_text())
     steps = pd.read_csv(run_dir / "steps.csv")
-    assert record["status"] == OWNER_GONE and record["last_step"] == steps["global_step"].max() >= 6
+    assert record["status"] == OWNER_GONE and record["last_step"] == steps["global_step"].max() >= 3
     assert OWNER_GONE in (tmp_path / "report.html").read_text()
 
 

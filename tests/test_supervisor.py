@@ -13,22 +13,19 @@ def child(tmp_path, name, script):
     return start(name, ["sh", "-c", script], tmp_path / f"{name.replace(' ', '')}.log")
 
 
-def test_a_death_by_signal_is_the_cause_even_when_another_exits_first(tmp_path):
-    # worker 0 notices the broken ring and exits with an error a moment before worker 1's
-    # SIGKILL is seen: the kill is the cause, worker 0's exit its consequence
-    workers = [child(tmp_path, "worker 0", "echo 'CollectiveReduceV2 failed' >&2; sleep 0.2; exit 1"),
-               child(tmp_path, "worker 1", "sleep 0.5; kill -9 $$")]
+@pytest.mark.parametrize("scripts, cause, consequence", [
+    # worker 0 notices the broken ring and exits with an error a moment before worker 1's SIGKILL
+    # is seen: the kill is the cause, worker 0's exit its consequence
+    (["echo 'CollectiveReduceV2 failed' >&2; sleep 0.2; exit 1", "sleep 0.5; kill -9 $$"],
+     "worker 1 was killed by SIGKILL", "worker 0 exited with status 1: CollectiveReduceV2 failed"),
+    # of two exits with an error status, the earlier is the cause
+    (["sleep 0.6; echo late >&2; exit 1", "echo first >&2; exit 3"],
+     "worker 1 exited with status 3: first", "worker 0 exited with status 1: late"),
+])
+def test_the_cause_is_the_death_by_signal_then_the_earliest(scripts, cause, consequence, tmp_path):
+    workers = [child(tmp_path, f"worker {i}", script) for i, script in enumerate(scripts)]
     outcome = supervise(workers, [], False, lambda: 0, 60)
-    assert outcome.status == "failed: worker 1 was killed by SIGKILL"
-    assert outcome.consequences == ["worker 0 exited with status 1: CollectiveReduceV2 failed"]
-
-
-def test_of_two_error_exits_the_earlier_is_the_cause(tmp_path):
-    workers = [child(tmp_path, "worker 0", "sleep 0.6; echo late >&2; exit 1"),
-               child(tmp_path, "worker 1", "echo first >&2; exit 3")]
-    outcome = supervise(workers, [], False, lambda: 0, 60)
-    assert outcome.status == "failed: worker 1 exited with status 3: first"
-    assert outcome.consequences == ["worker 0 exited with status 1: late"]
+    assert outcome.status == f"failed: {cause}" and outcome.consequences == [consequence]
 
 
 def test_a_killed_ps_is_named_while_workers_train(tmp_path):

@@ -76,7 +76,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
     info, env = record.get("strategy_info") or {}, record.get("environment") or {}
     status = record.get("status", "unknown")
     if status == "running" and owner_state(record.get("owner")) == "unknown":
-        status = "failed: no end was recorded (the run was killed or is still going on another host)"
+        status = "failed: no end was recorded, and its owner cannot be checked from this host"
     return {
         "run_id": record.get("run_id", run_dir.name), "path": str(run_dir), "status": status,
         "ok": status == "ok", "purpose": purpose_of(config), "strategy": config.get("strategy"),
