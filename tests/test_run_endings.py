@@ -20,7 +20,7 @@ from tests.processes import bench, leftover_processes, run_record, seconds_from_
 pytestmark = pytest.mark.slow
 # Each trial is a full multi-process run (~15 s here); the cause is also checked deterministically,
 # with a forced order of deaths, in test_supervisor.py. DISTBENCH_KILL_TRIALS=10 for the full sweep.
-KILL_TRIALS = int(os.environ.get("DISTBENCH_KILL_TRIALS", "2"))
+KILL_TRIALS = int(os.environ.get("DISTBENCH_KILL_TRIALS", "1"))
 FAST = ["--model", "mlp", "--data", "synthetic", "--batch-size", "32"]
 
 
