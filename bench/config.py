@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bench.errors import UsageError
@@ -145,10 +148,6 @@ def _check_workers(config: RunConfig, strategy_cls) -> None:
 
 def check_output(output: str) -> None:
     """The results folder exists or can be made, and a file can be written in it."""
-    import os
-    import tempfile
-    from pathlib import Path
-
     path = Path(output)
     try:
         path.mkdir(parents=True, exist_ok=True)
