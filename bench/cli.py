@@ -122,13 +122,10 @@ def strategy_options(strategy_cls, args: dict) -> dict:
     """The chosen strategy's options (typed or default); a typed option of another strategy is an error."""
     from strategies import registry
 
-    mine = {opt.name for opt in strategy_cls.options}
-    for opt in registry.all_options():
-        if opt.name in args and opt.name not in mine:
-            takers = sorted(name for name, cls in registry.all_strategies().items()
-                            if any(o.name == opt.name for o in cls.options))
-            raise UsageError(f"{opt.flag} is an option of {', '.join(takers)}; --strategy {strategy_cls.name} "
-                             "does not take it")
+    for opt in registry.others_options(strategy_cls.name):
+        if opt.name in args:
+            raise UsageError(f"{opt.flag} is an option of {', '.join(registry.strategies_taking(opt))}; "
+                             f"--strategy {strategy_cls.name} does not take it")
     return {opt.name: args.get(opt.name, opt.default) for opt in strategy_cls.options}
 
 

@@ -98,21 +98,22 @@ def worker_reports(folder: RunFolder) -> dict[int, dict]:
     return out
 
 
+def is_chief_task(config: RunConfig) -> bool:
+    return config.job_name == "worker" and config.task_index == 0
+
+
 def hand_started_folder(config: RunConfig) -> RunFolder:
     """The run folder of a task started by hand: every task of one run on one file system shares
     `--output/--run-name`; a folder that already holds this task (or, for the chief, a run) is an
     earlier run's, and is refused rather than appended to."""
     path = Path(config.output) / (config.run_name or f"{config.strategy}-{config.model}-cluster")
-    me = f"{config.job_name} {config.task_index}"
-    taken = UsageError(f"{path} already holds {me} of an earlier run: choose another --run-name (or --output)")
-    is_chief = config.job_name == "worker" and config.task_index == 0
-    if (path / "workers" / f"{config.job_name}{config.task_index}.claim").exists() or \
-            (is_chief and (path / RUN_FILE).exists()):
+    taken = UsageError(f"{path} already holds {config.job_name} {config.task_index} of an earlier run: "
+                       "choose another --run-name (or --output)")
+    if is_chief_task(config) and (path / RUN_FILE).exists():
         raise taken
-    path.mkdir(parents=True, exist_ok=True)
     folder = RunFolder(path)
     try:
-        folder.claim(config.job_name, config.task_index)
+        folder.claim(config.job_name, config.task_index)  # atomic: of two tasks claiming one slot, one fails
     except FileExistsError:
         raise taken from None
     folder.ensure_files()
@@ -135,7 +136,7 @@ def run_task(config: RunConfig) -> int:
         folder, run_start = joined
     else:
         folder, run_start = hand_started_folder(config), time.time()
-    is_chief = config.job_name == "worker" and config.task_index == 0 and not joined
+    is_chief = is_chief_task(config) and not joined
     if is_chief:
         folder = open_run(config, run_start, folder=folder)
         folder.update_run(cluster=cluster)

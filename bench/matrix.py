@@ -54,8 +54,7 @@ class Planned:
 def own_flags(strategy: str, extra: Sequence[str]) -> list[str]:
     """The extra flags, less the options of other strategies (a run would refuse them): each
     option takes one value, as `--flag V` or `--flag=V`."""
-    mine = {opt.flag for opt in registry.get(strategy).options}
-    foreign = {opt.flag for opt in registry.all_options()} - mine
+    foreign = {opt.flag for opt in registry.others_options(strategy)}
     out, tokens = [], iter(extra)
     for token in tokens:
         if token.split("=", 1)[0] in foreign:

@@ -29,9 +29,9 @@ def boot_id() -> str | None:
         return None
 
 
-def describe_owner(pid: int | None = None) -> dict[str, Any]:
-    """This process (or `pid`) as the owner of a run."""
-    process = psutil.Process(pid or os.getpid())
+def describe_owner() -> dict[str, Any]:
+    """This process, as the owner of a run."""
+    process = psutil.Process(os.getpid())
     return {"host": socket.gethostname(), "boot_id": boot_id(), "pid": process.pid,
             "process_started_epoch_s": process.create_time()}
 

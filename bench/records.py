@@ -95,7 +95,7 @@ class RunFolder:
 
     def claim(self, role: str, index: int) -> None:
         """Mark this folder as holding task `role` `index`; fails if an earlier run's task already did."""
-        (self.path / "workers").mkdir(parents=True, exist_ok=True)
+        (self.path / "workers").mkdir(parents=True, exist_ok=True)  # the run folder too
         os.close(os.open(self.path / "workers" / f"{role}{index}.claim", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
 
     def steps_writer(self) -> CsvAppender:

@@ -49,3 +49,13 @@ def all_options() -> list[Option]:
         for opt in cls.options:
             seen.setdefault(opt.name, opt)
     return list(seen.values())
+
+
+def others_options(name: str) -> list[Option]:
+    """Options that other strategies declare and strategy `name` does not take."""
+    mine = {opt.name for opt in get(name).options}
+    return [opt for opt in all_options() if opt.name not in mine]
+
+
+def strategies_taking(option: Option) -> list[str]:
+    return sorted(n for n, cls in all_strategies().items() if any(o.name == option.name for o in cls.options))
