@@ -130,6 +130,8 @@ for n in ("tensorflow-cpu", "tensorflow"):
         fi
         step "building Horovod $HOROVOD_VERSION against this TensorFlow and MPI (about 3 min, once)" \
             build_horovod "$wheel_dir"
+        # the first-run path has just been taken: tests/test_first_run.py need not take it again
+        export DISTBENCH_SETUP_BUILT_HOROVOD=1
     fi
     step "Horovod from the cached wheel" install_horovod "$wheel_dir"
     step "checking that Horovod imports with MPI and Gloo" check_horovod "$wheel_dir"

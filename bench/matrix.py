@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from pathlib import Path
 from bench.cli import OneLineParser
 from bench.config import default_warmup
 from bench.errors import UsageError
+from bench.preset_run import execute
 from strategies import registry
 
 DEFAULT_WORKERS = (1, 2, 4)
@@ -143,7 +143,7 @@ def main(argv: Sequence[str]) -> int:
     for i, run in enumerate(runs, 1):
         print(f"[{i}/{len(runs)}] {run.purpose}: {run.strategy} {run.model} x{run.workers}", file=sys.stderr,
               flush=True)
-        execute(run.argv(folder, args.batch_size, extra), args.timeout_s, folder / "matrix.log")
+        execute(run.argv(folder, args.batch_size, extra), args.timeout_s, folder, folder / "matrix.log")
     elapsed = time.monotonic() - started
     from bench.report.build import write_report
 
@@ -154,20 +154,3 @@ def main(argv: Sequence[str]) -> int:
     print(f"{len(runs)} runs in {elapsed / 60:.1f} min", file=sys.stderr)
     print(f"report: {(latest / 'report.html').resolve()}")
     return 0
-
-
-def execute(argv: list[str], timeout_s: float, log: Path) -> int:
-    """One run in its own process; its one-line result is shown, everything else logged."""
-    with open(log, "ab") as out:
-        try:
-            done = subprocess.run([sys.executable, "-m", "bench", *argv], stdout=out, stderr=subprocess.PIPE,
-                                  timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            print(f"  run timed out after {timeout_s:.0f} s", file=sys.stderr)
-            return 1
-        out.write(done.stderr)
-    lines = done.stderr.decode(errors="replace").strip().splitlines()
-    result = next((ln for ln in reversed(lines) if ": ok" in ln or ": failed" in ln or ": interrupted" in ln),
-                  lines[-1] if lines else "")
-    print(f"  {result}", file=sys.stderr, flush=True)
-    return done.returncode

@@ -22,7 +22,8 @@ from bench.cli import OneLineParser
 from bench.config import default_warmup
 from bench.emulated import network
 from bench.errors import UsageError
-from bench.matrix import DEFAULT_STEPS, execute
+from bench.matrix import DEFAULT_STEPS
+from bench.preset_run import execute
 
 CLUSTER = "benchnet"  # its own name: the preset never takes over a cluster the user brought up
 LINKS = (100.0, 1000.0, 10000.0)
@@ -112,7 +113,7 @@ def main(argv: Sequence[str]) -> int:
                       file=sys.stderr, flush=True)
                 shaped = link
             print(f"[{i}/{len(runs)}] {label}", file=sys.stderr, flush=True)
-            execute([*run_args, "--output", str(folder), *extra], args.timeout_s, folder / "matrix.log")
+            execute([*run_args, "--output", str(folder), *extra], args.timeout_s, folder, folder / "matrix.log")
     finally:
         network.down(CLUSTER)
         signal.signal(signal.SIGTERM, previous)

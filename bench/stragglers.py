@@ -16,11 +16,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench import models
 from bench.cli import OneLineParser
-from bench.matrix import execute
+from bench.errors import UsageError
+from bench.preset_run import execute
 
 FACTOR = 3.0
 STRAGGLER = 1  # never the chief: the chief also evaluates and writes run.json
+CONVERGENCE_VARIANTS = ("ps-async", "ps-sync R=N")
 
 
 def variants(workers: int) -> list[tuple[str, list[str]]]:
@@ -31,20 +34,24 @@ def variants(workers: int) -> list[tuple[str, list[str]]]:
             ("allreduce-tf", ["--strategy", "allreduce-tf"])]
 
 
-def plan(workers: int, steps: int, convergence_steps: int) -> list[tuple[str, list[str]]]:
+def plan(workers: int, steps: int, convergence_steps: int, model: str = "cnn",
+         chosen: Sequence[str] | None = None) -> list[tuple[str, list[str]]]:
     runs = []
-    for label, args in variants(workers):
+    picked = [(label, args) for label, args in variants(workers) if chosen is None or label in chosen]
+    for label, args in picked:
         # halfway through the run: an asynchronous worker does about steps / workers steps of its own
         halfway = steps // (2 * workers) if label == "ps-async" else steps // 2
         scenarios = {"clean": [], "straggler": ["--straggler", f"{STRAGGLER}:{FACTOR:g}"],
                      "kill": ["--kill-worker", f"{STRAGGLER}@{max(1, halfway)}"]}
         for scenario, extra in scenarios.items():
             name = f"stragglers-{scenario}-{label.replace(' ', '').replace('=', '')}"
-            runs.append((f"{label} {scenario}", [*args, "--model", "cnn", "--data", "synthetic", "--workers",
+            runs.append((f"{label} {scenario}", [*args, "--model", model, "--data", "synthetic", "--workers",
                                                  str(workers), "--steps", str(steps), "--warmup-steps", "5",
                                                  "--eval-every", "0", "--run-name", name, *extra]))
     convergence = {"clean": [], "straggler": ["--straggler", f"{STRAGGLER}:{FACTOR:g}"]}
-    for label, args in variants(workers)[:2]:
+    for label, args in picked if convergence_steps else []:
+        if label not in CONVERGENCE_VARIANTS:
+            continue
         for scenario in ("clean", "straggler"):
             name = f"stragglers-convergence-{scenario}-{label.replace(' ', '').replace('=', '')}"
             runs.append((f"{label} convergence {scenario}",
@@ -58,21 +65,34 @@ def main(argv: Sequence[str]) -> int:
     p = OneLineParser(prog="python -m bench stragglers", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--steps", type=int, default=100, help="global steps of each cnn run (default: 100)")
-    p.add_argument("--convergence-steps", type=int, default=300)
+    p.add_argument("--steps", type=int, default=100, help="global steps of each throughput run (default: 100)")
+    p.add_argument("--model", default="cnn", help="model of the throughput runs (default: cnn)")
+    p.add_argument("--variants", type=lambda t: [v for v in t.split(",") if v], default=None,
+                   help=f"comma-separated, of: {', '.join(label for label, _ in variants(4))} (default: all)")
+    p.add_argument("--convergence-steps", type=int, default=300,
+                   help="steps of each convergence run on digits; 0 leaves them out (default: 300)")
     p.add_argument("--output", default="results")
     p.add_argument("--timeout-s", type=float, default=600)
     args, extra = p.parse_known_args(list(argv))
-    if args.workers < 2 or args.steps < 10:
-        print("bench: error: --workers must be >= 2 and --steps >= 10", file=sys.stderr)
+    known = [label for label, _ in variants(args.workers)]
+    problem = ("--workers must be >= 2 and --steps >= 10" if args.workers < 2 or args.steps < 10 else
+               f"--variants: choose from {', '.join(known)}" if args.variants and set(args.variants) - set(known)
+               else None)
+    if problem is None:
+        try:
+            models.get(args.model)
+        except UsageError as exc:
+            problem = str(exc)
+    if problem:
+        print(f"bench: error: {problem}", file=sys.stderr)
         return 2
     folder = Path(args.output) / f"stragglers-{time.strftime('%Y%m%d-%H%M%S')}"
     folder.mkdir(parents=True, exist_ok=True)
-    runs = plan(args.workers, args.steps, args.convergence_steps)
+    runs = plan(args.workers, args.steps, args.convergence_steps, args.model, args.variants)
     started = time.monotonic()
     for i, (label, run_args) in enumerate(runs, 1):
         print(f"[{i}/{len(runs)}] {label}", file=sys.stderr, flush=True)
-        execute([*run_args, "--output", str(folder), *extra], args.timeout_s, folder / "matrix.log")
+        execute([*run_args, "--output", str(folder), *extra], args.timeout_s, folder, folder / "matrix.log")
     from bench.report.build import write_report
 
     html = write_report([folder], folder, remark=f"Stragglers preset: {time.monotonic() - started:.0f} s.")

@@ -101,7 +101,9 @@ class Allreduce(EagerStrategy):
     def info(self) -> dict[str, Any]:
         size = self.hvd.size()
         gradient_bytes = self.model.gradient_bytes // (2 if self.config.option("fp16_allreduce") else 1)
-        return {"ranks": size, "controller": self.config.option("hvd_controller"),
+        # the controller Horovod runs with, asked of Horovod rather than read back from the flag
+        controller = "gloo" if self.hvd.gloo_enabled() else "mpi" if self.hvd.mpi_enabled() else "none"
+        return {"ranks": size, "controller": controller,
                 "gradient_bytes_per_step": gradient_bytes,
                 "bytes_sent_per_rank_per_step": ring_allreduce_bytes(gradient_bytes, size),
                 "horovod_environment": {k: v for k, v in os.environ.items() if k.startswith("HOROVOD_")}}

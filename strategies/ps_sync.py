@@ -16,7 +16,7 @@ import tensorflow as tf
 from bench.config import RunConfig
 from bench.options import Option, positive
 from bench.records import STEPS_FILE
-from strategies._ps import PS_OPTIONS, ParameterServerStrategy, atomic_increment
+from strategies._ps import PS_OPTIONS, ParameterServerStrategy
 from strategies.base import StepResult
 
 REPLICAS_TO_AGGREGATE = Option("replicas_to_aggregate", int, None,
@@ -62,16 +62,36 @@ class PSSync(ParameterServerStrategy):
         x, y = feed.batch()
         loss = self.model.loss(x, y)
         raw = tf.gradients(loss, variables)
-        # A ticket from a counter on the ps, taken just before the gradients are handed in:
-        # the accumulators average the first R gradients of a step and drop later ones as
-        # stale, so ranking the tickets of a step tells which gradients were aggregated.
+        # Which gradients a step averaged is the order in which they reach the accumulators, so
+        # the ticket that records the order and the hand-in to every accumulator happen under
+        # one lock on ps 0. The gradients are first copied to their variables' ps tasks, so
+        # the lock is never held while they cross the network; taking a ticket in a separate
+        # round trip before handing in let another worker slip in between.
+        staged = []
+        for grad, var in zip(raw, variables, strict=True):
+            with tf.device(var.device):
+                staged.append(tf.identity(grad))
         arrivals = tf.compat.v1.Variable(0, dtype=tf.int64, trainable=False, name="gradient_arrivals")
-        with tf.control_dependencies(raw):
-            at_arrival = self.global_step.read_value()
-            ticket = atomic_increment(arrivals, "gradient_arrivals")
-        with tf.control_dependencies([at_arrival, ticket]):
-            grads = [tf.identity(g) for g in raw]
+        with tf.device(self.global_step.device):
+            mutex = tf.raw_ops.MutexV2(shared_name="distbench_gradient_hand_in")
+            with tf.control_dependencies(staged):
+                lock = tf.raw_ops.MutexLock(mutex=mutex)
+            with tf.control_dependencies([lock]):
+                at_arrival = self.global_step.read_value()
+                # one worker at a time holds the lock, so a plain increment and read is indivisible
+                with tf.control_dependencies([at_arrival, arrivals.assign_add(1, read_value=False)]):
+                    ticket = tf.identity(arrivals.read_value())
+        grads = []
+        for grad, var in zip(staged, variables, strict=True):
+            with tf.device(var.device), tf.control_dependencies([ticket]):
+                grads.append(tf.identity(grad))
+        before = set(tf.compat.v1.get_default_graph().get_operations())
         train = self.sync.apply_gradients(zip(grads, variables), global_step=self.global_step)
+        hand_in = [op for op in tf.compat.v1.get_default_graph().get_operations()
+                   if op not in before and op.type in ("AccumulatorApplyGradient", "SparseAccumulatorApplyGradient")]
+        with tf.device(self.global_step.device), tf.control_dependencies(hand_in):
+            unlocked = tf.raw_ops.ConsumeMutexLock(mutex_lock=lock)
+        train = tf.group(train, unlocked)
         # Batch-norm moving averages go with this worker's step, not around apply_gradients: there
         # they would also gate the chief's queue runner, which then re-ran the forward pass (and
         # read every parameter again) once per step, as the link counters showed on resnet20.

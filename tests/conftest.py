@@ -35,3 +35,20 @@ def only_run(results: Path) -> Path:
     runs = [p for p in results.iterdir() if p.is_dir()]
     assert len(runs) == 1, runs
     return runs[0]
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """A skip is never silent: the last lines name every skipped test and why."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    deselected = len(terminalreporter.stats.get("deselected", []))
+    if deselected:
+        terminalreporter.write_line(f"distbench: {deselected} slow tests not run (./run_bench.sh test runs them)",
+                                    yellow=True, bold=True)
+    if not skipped:
+        terminalreporter.write_line("distbench: no test was skipped", green=True, bold=True)
+        return
+    terminalreporter.write_sep("!", f"distbench: {len(skipped)} tests SKIPPED", red=True, bold=True)
+    for report in skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        terminalreporter.write_line(f"SKIPPED {report.nodeid}: {reason.removeprefix('Skipped: ')}",
+                                    red=True, bold=True)

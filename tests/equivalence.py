@@ -48,3 +48,30 @@ def load_weights(path) -> list[np.ndarray]:
     """The arrays of a weights.npz written by --save-weights, in variable order."""
     with np.load(path) as f:
         return [f[f"arr_{i}"] for i in range(len(f.files))]
+
+
+def sgd_step_on(config: RunConfig, x: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
+    """The weights after one plain SGD step, from the seeded initial weights, on exactly (x, y)."""
+    import tensorflow as tf
+
+    model = models.build(config.model, config.seed)
+    with tf.GradientTape() as tape:
+        loss = model.loss(tf.constant(x), tf.constant(y))
+    grads = tape.gradient(loss, model.trainables)
+    for var, grad in zip(model.trainables, grads, strict=True):
+        var.assign_sub(config.lr * grad)
+    return [v.numpy() for v in model.weights]
+
+
+def batches_of(config: RunConfig, picks: list[tuple[int, int]], count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Unshuffled batches, concatenated: pick (k, j) is worker k's (of `count`) batch j, from 0."""
+    from bench.training import worker_split
+
+    data = data_sources.load(config.data, models.get(config.model).input_shape, config.batch_size, config.seed,
+                             config.data_dir)
+    b, xs, ys = config.batch_size, [], []
+    for worker, j in picks:
+        split = worker_split(data, worker, count)
+        xs.append(split.x[j * b:(j + 1) * b])
+        ys.append(split.y[j * b:(j + 1) * b])
+    return np.concatenate(xs), np.concatenate(ys)

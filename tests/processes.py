@@ -47,3 +47,21 @@ def seconds_from_kill_to_end(run_dir: Path, record: dict, worker: int) -> float:
 
     steps = pd.read_csv(run_dir / "steps.csv")
     return record["ended_s"] - steps.loc[steps["worker"] == worker, "t_end_s"].max()
+
+
+def task_processes() -> list[tuple[psutil.Process, Path, str, int]]:
+    """Every running task a launcher started: (process, run folder, role, index)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        try:
+            task = (Path(cmd[cmd.index("--run-dir") + 1]), cmd[cmd.index("--role") + 1],
+                    int(cmd[cmd.index("--index") + 1]))
+        except (ValueError, IndexError):
+            continue
+        found.append((proc, *task))
+    return found
+
+
+def task_process(run_dir: Path, role: str, index: int) -> psutil.Process:
+    return next(p for p, folder, r, i in task_processes() if folder == run_dir and (r, i) == (role, index))

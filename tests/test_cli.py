@@ -31,15 +31,29 @@ def test_bad_values_are_one_line_and_exit_2(argv, fragment, capsys, results):
     assert list(results.iterdir()) == []  # nothing was started
 
 
-@pytest.mark.parametrize("argv", [["up", "--hosts", "1", "--link-mbit", "100"], ["up", "--hosts", "2"],
-                                  ["up", "--hosts", "2", "--link-mbit", "0"], ["sideways"]])
-def test_bad_cluster_commands_are_one_line_and_exit_2(argv, capsys):
+@pytest.mark.parametrize("argv, message", [
+    (["up", "--hosts", "1", "--link-mbit", "100"], "bench: error: --hosts: must be in [2, 200], got 1"),
+    (["up", "--hosts", "2"], "bench: error: the following arguments are required: --link-mbit (see --help)"),
+    (["up", "--hosts", "2", "--link-mbit", "0"], "bench: error: --link-mbit: must be > 0, got 0.0"),
+    (["sideways"], "bench: error: argument action: invalid choice: 'sideways'"),
+])
+def test_bad_cluster_commands_are_one_line_and_exit_2(argv, message, capsys, monkeypatch):
+    # values are checked before the machine is: the same message as root or not
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
     try:
         code = main(["cluster", *argv, "--name", "dbclitest"])
     except SystemExit as exc:
         code = exc.code
     assert code == 2
-    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(message), err
+
+
+def test_the_cluster_off_root_says_it_needs_root(capsys, monkeypatch):
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    assert main(["cluster", "up", "--hosts", "2", "--link-mbit", "100", "--name", "dbclitest"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "bench: error: the emulated cluster needs root (network namespaces and tc): run as root")
 
 
 def test_malformed_flag_exits_2_with_one_line(capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -87,7 +88,7 @@ def test_links_are_capped_both_ways_and_the_machine_has_nothing_new(hosts):
 
 def test_ps_sync_across_three_hosts_trains_mlp_on_digits(hosts, results):
     record, _ = on_cluster(results, "--strategy", "ps-sync", "--ps", "1", "--workers", "2", "--model", "mlp",
-                           "--data", "digits", "--steps", "300", "--eval-every", "100")
+                           "--data", "digits", "--steps", "100", "--eval-every", "50")
     assert record["status"] == "ok" and record["summary"]["best_accuracy"] >= 0.90
     addresses = {h.address for h in hosts.hosts}
     assert {a.rpartition(":")[0] for role in record["cluster"].values() for a in role} == addresses
@@ -108,6 +109,36 @@ def test_horovod_across_two_hosts_ends_with_the_same_weights_on_both(hosts, resu
     for a, b in zip(rank0, rank1, strict=True):
         np.testing.assert_array_equal(a, b)
     assert record["network"]["per_host"]["worker 1"]["received_per_step"] > 0
+
+
+@pytest.mark.parametrize("strategy, extra", [
+    ("ps-async", ["--ps", "1"]), ("allreduce-tf", []), ("allreduce", ["--hvd-controller", "gloo"])])
+def test_every_exchange_runs_across_hosts(hosts, results, strategy, extra):
+    record, _ = on_cluster(results, "--strategy", strategy, "--workers", "2", *extra, "--model", "mlp", "--data",
+                           "synthetic", "--steps", "30", "--warmup-steps", "5", "--eval-every", "0")
+    assert record["status"] == "ok"
+    per_host = record["network"]["per_host"]
+    workers = [per_host[f"worker {k}"] for k in (0, 1)]
+    # each worker's gradients crossed its own host's link, at least once per step
+    assert all(w["sent_per_step"] > 0.5 * record["network"]["gradient_bytes_per_step"] for w in workers)
+    if strategy == "allreduce":
+        assert "--gloo" in record["launcher"] and record["strategy_info"]["controller"] == "gloo"
+    else:
+        addresses = {h.address for h in hosts.hosts}
+        assert {a.rpartition(":")[0] for role in record["cluster"].values() for a in role} <= addresses
+
+
+def test_up_on_a_running_cluster_re_caps_its_links(hosts):
+    from bench.emulated import linkcheck, network
+
+    cluster("up", "--hosts", "3", "--link-mbit", "40")
+    try:
+        assert network.link_rate_mbit(hosts.hosts[1].namespace) == 40
+        assert 28 <= linkcheck.measure(network.get(NAME), 0, 1, seconds=2.0) <= 42
+    finally:
+        cluster("up", "--hosts", "3", "--link-mbit", "100")
+    assert network.link_rate_mbit(hosts.hosts[1].namespace) == 100
+    assert [h.address for h in network.get(NAME).hosts] == [h.address for h in hosts.hosts]
 
 
 @pytest.mark.parametrize("strategy, model, steps", [
@@ -135,12 +166,15 @@ def start_long_run(results: Path) -> subprocess.Popen:
 
 
 def wait_for_steps(results: Path, worker: int, timeout_s: float = 120) -> None:
+    """Until `worker` has recorded 5 steps, counted in complete rows of the file being appended to."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for steps in results.glob("*/steps.csv"):
-            if (pd.read_csv(steps)["worker"] == worker).sum() >= 5:
+            complete = steps.read_text().rpartition("\n")[0]
+            rows = pd.read_csv(io.StringIO(complete)) if complete.count("\n") >= 1 else None
+            if rows is not None and (rows["worker"] == worker).sum() >= 5:
                 return
-        time.sleep(0.5)
+        time.sleep(0.1)
     raise AssertionError(f"worker {worker} recorded no steps in {timeout_s:.0f} s")
 
 

@@ -1,9 +1,10 @@
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from bench.micro.bandwidth import busbw
+from bench.micro.bandwidth import FAST_SIZES, busbw
 from tests.processes import bench
 
 pytestmark = pytest.mark.slow
@@ -21,11 +22,23 @@ def test_fast_micro_run_measures_every_transport(tmp_path):
     folder = next(tmp_path.glob("micro-*"))
     result = json.loads((folder / "mpi4py-np2.json").read_text())
     assert result["machine_info"] and result["benchmarks"]
-    info = result["benchmarks"][0]["extra_info"]
-    assert {"algbw_bytes_per_s", "busbw_bytes_per_s", "processes", "transport"} <= set(info)
     table = pd.read_csv(folder / "micro-summary.csv")
     expected = {"mpi4py", "horovod-mpi", "horovod-gloo", "tf-collective", "ps-1ps", "ps-2ps", "memory-copy"}
     assert set(table["transport"]) == expected
-    assert (table["busbw_gb_per_s"] > 0).all()
-    mpi = table[table["transport"] == "mpi4py"]
-    assert (mpi["fraction_of_mpi4py"] == 1.0).all()
+    # every transport at every size of the fast run; collectives over the 2 ranks asked for
+    for transport, rows in table.groupby("transport"):
+        assert sorted(rows["bytes"]) == sorted(FAST_SIZES), transport
+    collectives = table[table["kind"] == "allreduce"]
+    assert set(collectives["transport"]) == {"mpi4py", "horovod-mpi", "horovod-gloo", "tf-collective"}
+    assert (collectives["processes"] == 2).all()
+    # algbw x time = bytes, and busbw = algbw x 2(n-1)/n = algbw at n = 2
+    moved = table["algbw_gb_per_s"] * 1e9 * table["median_s"]
+    assert np.allclose(moved, table["bytes"], rtol=1e-9)
+    assert np.allclose(collectives["busbw_gb_per_s"], collectives["algbw_gb_per_s"], rtol=1e-12)
+    # one fraction from the raw pytest-benchmark files, not from the summary's own numbers
+    raw = {name: next(b for b in json.loads((folder / f"{name}-np2.json").read_text())["benchmarks"]
+                      if b["extra_info"]["bytes"] == FAST_SIZES[-1])
+           for name in ("mpi4py", "horovod-mpi")}
+    independent = raw["mpi4py"]["stats"]["median"] / raw["horovod-mpi"]["stats"]["median"]
+    shown = table[(table["transport"] == "horovod-mpi") & (table["bytes"] == FAST_SIZES[-1])]
+    assert float(shown["fraction_of_mpi4py"].iloc[0]) == pytest.approx(independent, rel=1e-9)

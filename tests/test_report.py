@@ -1,13 +1,16 @@
 import html
+import json
 import re
 import shutil
 import subprocess
+import sys
 
 import pandas as pd
 import pytest
 
 from bench.cli import main
 from bench.report.build import write_report
+from tests.conftest import ROOT
 
 SECTIONS = ["headline", "throughput", "scaling", "runs", "convergence", "time-to-accuracy", "step-times",
             "staleness", "failed", "environment"]
@@ -54,6 +57,52 @@ def cells(page: str, table_id: str) -> dict[tuple[str, str], str]:
     return out
 
 
+def rows(page: str, table_id: str) -> list[dict[str, str]]:
+    body = page[page.index(f'<table id="{table_id}">'):]
+    body = body[: body.index("</table>")]
+    return [{col: html.unescape(v) for col, v in re.findall(r'data-col="([^"]+)" data-value="([^"]*)"', row)}
+            for row in re.findall(r"<tr data-run=[^>]*>(.*?)</tr>", body)]
+
+
+def section_of(page: str, ident: str) -> str:
+    body = page[page.index(f'<section id="{ident}">'):]
+    return body[: body.index("</section>")]
+
+
+def test_each_section_shows_the_runs_it_is_about(report_dir):
+    page = (report_dir / "report.html").read_text()
+    summary = pd.read_csv(report_dir / "summary.csv").set_index("run_id")
+    throughput_run = summary["throughput_examples_per_s"]
+    by_name = {run_id.split("-", 2)[-1].rsplit("-", 1)[0]: run_id for run_id in summary.index}
+    assert {"throughput-single", "throughput-multi-tower", "throughput-mirrored"} <= set(by_name), by_name
+    # headline: the fastest of the 2-worker strategies, with its own measured rate
+    head = {(r["model"], r["workers"]): r for r in rows(page, "headline-table")}
+    two = head[("mlp", "2")]
+    rivals = {s: throughput_run[by_name[f"throughput-{s}"]] for s in ("multi-tower", "mirrored")}
+    best = max(rivals, key=rivals.get)
+    assert two["fastest"] in (best, "tie: multi-tower, mirrored", "tie: mirrored, multi-tower")
+    assert float(two["throughput_examples_per_s"]) == pytest.approx(rivals[best], rel=1e-12)
+    assert float(head[("mlp", "1")]["throughput_examples_per_s"]) == pytest.approx(
+        throughput_run[by_name["throughput-single"]], rel=1e-12)
+    # figures: each names the strategies it plots, and none says it has nothing to show
+    for ident in ("throughput", "scaling", "step-times"):
+        body = section_of(page, ident)
+        assert "<svg" in body and "No throughput runs" not in body and "Needs a 1-worker" not in body
+        for strategy in ("multi-tower", "mirrored"):
+            assert f">{strategy}<" in body, (ident, strategy)
+    assert "<svg" in section_of(page, "convergence")
+    # time to accuracy: the convergence run's own figures
+    tta = {r["run_id"]: r for r in rows(page, "tta-table")}
+    conv = by_name["convergence-single"]
+    assert set(tta) == {conv}
+    for col in ("time_to_target_s", "steps_to_target", "best_accuracy", "startup_s"):
+        assert float(tta[conv][col]) == pytest.approx(float(summary.loc[conv, col]), rel=1e-12)
+    assert 0.9 <= float(tta[conv]["best_accuracy"]) <= 1.0
+    env = rows(page, "env-table")
+    recorded = json.loads((report_dir / conv / "run.json").read_text())["environment"]
+    assert len(env) == 1 and env[0]["tensorflow"] == recorded["tensorflow"] and env[0]["host"] == recorded["host"]
+
+
 def test_numbers_in_the_html_match_summary_csv(report_dir):
     page = (report_dir / "report.html").read_text()
     shown = cells(page, "runs-table")
@@ -85,11 +134,38 @@ def test_the_page_fetches_nothing(report_dir):
     assert "<script" not in page
 
 
+def slowed_copy(report_dir, folder, factor: float, leave_out: str):
+    """The report's runs as a baseline whose throughput is `factor` times theirs, without one setting."""
+    import json
+
+    for run in report_dir.iterdir():
+        record_file = run / "run.json"
+        if not record_file.is_file() or leave_out in run.name:
+            continue
+        shutil.copytree(run, folder / run.name)
+        record = json.loads(record_file.read_text())
+        if (record.get("summary") or {}).get("throughput_examples_per_s") is not None:
+            record["summary"]["throughput_examples_per_s"] *= factor
+        (folder / run.name / "run.json").write_text(json.dumps(record))
+
+
 def test_baseline_adds_ratios(report_dir, tmp_path):
-    write_report([report_dir], tmp_path, baseline=[report_dir])
-    summary = pd.read_csv(tmp_path / "summary.csv")
-    ok = summary[summary["status"] == "ok"]
-    assert (ok["throughput_vs_baseline"] == 1.0).all()
+    baseline, out = tmp_path / "baseline", tmp_path / "out"
+    slowed_copy(report_dir, baseline, 0.5, leave_out="throughput-mirrored")
+    done = subprocess.run([sys.executable, "-m", "bench", "report", str(report_dir), "--baseline", str(baseline),
+                           "--output", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    summary = pd.read_csv(out / "summary.csv").set_index("run_id")
+    ratio = summary["throughput_vs_baseline"]
+    done = summary["status"] == "ok"
+    ok = done & ~summary.index.str.contains("throughput-mirrored")
+    assert ok.sum() == 3 and list(ratio[ok]) == pytest.approx([2.0] * 3, rel=1e-12)
+    # a setting the baseline lacks, and a failed run, get no ratio
+    assert ratio[summary.index.str.contains("throughput-mirrored")].isna().all()
+    assert (~done).sum() == 1 and ratio[~done].isna().all()
+    shown = cells((out / "report.html").read_text(), "runs-table")
+    for run_id in summary.index[ok]:
+        assert float(shown[(run_id, "throughput_vs_baseline")]) == pytest.approx(2.0, rel=1e-12)
 
 
 def chromium() -> str | None:

@@ -15,7 +15,7 @@ import pytest
 from bench.owner import OWNER_GONE
 from bench.processes import free_ports
 from tests.conftest import ROOT
-from tests.processes import bench, leftover_processes, run_record, seconds_from_kill_to_end
+from tests.processes import bench, leftover_processes, run_record, seconds_from_kill_to_end, task_process
 
 pytestmark = pytest.mark.slow
 # Each trial is a full multi-process run (~15 s here); the cause is also checked deterministically,
@@ -63,6 +63,19 @@ def test_the_killed_worker_is_named_as_the_cause(strategy, tmp_path):
         assert all(c.startswith("worker 0") for c in record["failure_consequences"])
         assert seconds_from_kill_to_end(next(out.iterdir()), record, worker=1) < 30
         assert not leftover_processes(str(out))
+
+
+def test_a_worker_that_stops_stepping_ends_the_run_as_hung(results):
+    launcher = popen_bench("--strategy", "ps-sync", "--workers", "2", "--steps", "100000", *FAST,
+                           "--stall-timeout-s", "5", "--output", str(results))
+    run_dir = wait_for_training(results, launcher)
+    task_process(run_dir, "worker", 1).suspend()  # alive, but no step ever again: every R = N step waits
+    stopped = time.monotonic()
+    assert launcher.wait(timeout=60) == 1
+    assert time.monotonic() - stopped < 5 + 10
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "failed: no step recorded for 5 s (hung)"
+    assert not leftover_processes(str(results))
 
 
 @pytest.mark.parametrize("strategy", ["single", "ps-sync", "allreduce", "allreduce-tf"])

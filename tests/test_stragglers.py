@@ -1,3 +1,5 @@
+"""The stragglers-and-failures preset, end to end and small: what must hold on any machine."""
+
 import html
 import json
 import re
@@ -5,67 +7,97 @@ import re
 import pandas as pd
 import pytest
 
-from bench.report.build import write_report
 from bench.stragglers import plan
-from tests.processes import bench
+from tests.processes import bench, leftover_processes
 
 pytestmark = pytest.mark.slow
+WORKERS, STEPS = 3, 60
+VARIANTS = ("ps-async", "ps-sync R=N", "ps-sync R=N-1")
 
 
 @pytest.fixture(scope="module")
-def ps_async_runs(tmp_path_factory):
+def preset(tmp_path_factory):
     out = tmp_path_factory.mktemp("stragglers")
-    common = ["--strategy", "ps-async", "--workers", "2", "--model", "mlp", "--data", "synthetic",
-              "--steps", "120", "--warmup-steps", "5", "--output", str(out)]
-    for name, extra in (("clean", []), ("slow", ["--straggler", "1:3"]), ("kill", ["--kill-worker", "1@30"])):
-        done = bench(*common, "--run-name", f"stragglers-{name}", *extra)
-        assert done.returncode == 0, done.stderr[-2000:]
+    done = bench("stragglers", "--workers", str(WORKERS), "--model", "mlp", "--steps", str(STEPS),
+                 "--variants", ",".join(VARIANTS), "--convergence-steps", "0", "--output", str(out), timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (out / "report.html").is_file() and (out / "summary.csv").is_file()
+    folder = next(out.glob("stragglers-*"))
+    return folder
+
+
+def run_dir(root, scenario, variant):
+    label = variant.replace(" ", "").replace("=", "")
+    return next(p for p in root.iterdir() if p.is_dir() and p.name.split("-", 2)[-1].startswith(
+        f"stragglers-{scenario}-{label}-"))
+
+
+def shown(folder) -> dict[str, dict[str, str]]:
+    page = (folder / "report.html").read_text()
+    body = page[page.index('<table id="stragglers-table">'):]
+    body = body[: body.index("</table>")]
+    out = {}
+    for row in re.findall(r"<tr data-run=[^>]*>(.*?)</tr>", body):
+        values = {c: html.unescape(v) for c, v in re.findall(r'data-col="([^"]+)" data-value="([^"]*)"', row)}
+        out[values["variant"]] = values
     return out
 
 
-def run_dir(root, name):
-    return next(p for p in root.iterdir() if p.is_dir() and f"-stragglers-{name}-" in p.name)
+def test_the_preset_ran_every_chosen_case_and_reports_each(preset):
+    summary = pd.read_csv(preset / "summary.csv")
+    assert len(summary) == 3 * len(VARIANTS)
+    assert set(shown(preset)) == set(VARIANTS)
 
 
-def test_a_3x_straggler_takes_about_3x_as_long_per_step(ps_async_runs):
-    folder = run_dir(ps_async_runs, "slow")
+def test_a_3x_straggler_takes_about_3x_as_long_per_step(preset):
+    folder = run_dir(preset, "straggler", "ps-async")
     steps = pd.read_csv(folder / "steps.csv")
     steps = steps[steps["local_step"] >= 5]
     median = (steps["t_end_s"] - steps["t_start_s"]).groupby(steps["worker"]).median()
-    # loose: while the straggler sleeps, the other worker has the CPU to itself and speeds up
+    # loose: while the straggler sleeps, the others have the CPU to themselves and speed up
     assert 2.0 < median[1] / median[0] < 6.0
     assert json.loads((folder / "run.json").read_text())["config"]["straggler"] == "1:3"
 
 
-def test_backup_worker_leaves_the_straggler_out_of_most_steps(tmp_path):
-    done = bench("--strategy", "ps-sync", "--workers", "3", "--replicas-to-aggregate", "2", "--straggler", "2:3",
-                 "--steps", "60", "--output", str(tmp_path))
-    assert done.returncode == 0, done.stderr[-2000:]
-    steps = pd.read_csv(next(tmp_path.iterdir()) / "steps.csv")
-    taken = steps[steps["global_step"] <= 60]
-    with_straggler = taken[(taken["worker"] == 2) & (taken["applied"] == 1)]["global_step"].nunique()
-    assert with_straggler < 0.5 * 60
-    assert (taken.groupby("global_step")["applied"].sum() == 2).all()
+def test_ps_sync_r_n_waits_for_the_straggler_and_a_backup_worker_does_not(preset):
+    table = shown(preset)
+    kept = {variant: float(table[variant]["fraction"]) for variant in VARIANTS[1:]}
+    # every step of R = N waits for the straggler's gradient
+    assert kept["ps-sync R=N"] < 0.75, kept
+    # R = N-1 takes the first two gradients of a step, so it keeps more
+    assert kept["ps-sync R=N-1"] > kept["ps-sync R=N"], kept
+    steps = pd.read_csv(run_dir(preset, "straggler", "ps-sync R=N-1") / "steps.csv")
+    taken = steps[steps["global_step"] <= STEPS]
+    with_straggler = taken[(taken["worker"] == 1) & (taken["applied"] == 1)]["global_step"].nunique()
+    assert with_straggler < 0.5 * STEPS
+    assert (taken.groupby("global_step")["applied"].sum() == WORKERS - 1).all()
 
 
-def test_report_section_compares_with_and_without(ps_async_runs):
-    write_report([ps_async_runs], ps_async_runs)
-    page = (ps_async_runs / "report.html").read_text()
-    assert '<section id="stragglers">' in page
-    body = page[page.index('<table id="stragglers-table">'):]
-    body = body[: body.index("</table>")]
-    values = dict(re.findall(r'data-col="([^"]+)" data-value="([^"]*)"', body))
-    assert values["variant"] == "ps-async"
-    summary = pd.read_csv(ps_async_runs / "summary.csv").set_index("scenario")["throughput_examples_per_s"]
-    # what the section shows is the measured ratio; whether a straggler costs ps-async anything
-    # depends on the machine (on 2 cores its sleep hands the CPU to the other worker)
-    assert float(values["fraction"]) == pytest.approx(summary["straggler"] / summary["clean"], rel=1e-9)
-    assert html.unescape(values["kill"]).startswith("finished without worker 1")
+def test_a_killed_worker_ends_r_n_and_the_others_go_on(preset):
+    table = shown(preset)
+    assert table["ps-async"]["kill"] == "finished without worker 1"
+    assert table["ps-sync R=N-1"]["kill"] == "finished without worker 1"
+    assert table["ps-sync R=N"]["kill"].startswith("failed fast: ")
+    record = json.loads((run_dir(preset, "kill", "ps-sync R=N") / "run.json").read_text())
+    assert record["status"] == "failed: worker 1 was killed by SIGKILL"
+    for variant in ("ps-async", "ps-sync R=N-1"):
+        record = json.loads((run_dir(preset, "kill", variant) / "run.json").read_text())
+        assert record["lost_workers"] == ["worker 1"] and record["summary"]["global_steps"] >= STEPS
+    assert not leftover_processes(str(preset))
 
 
-def test_the_preset_covers_every_strategy_and_scenario():
+def test_the_section_shows_the_measured_fraction(preset):
+    summary = pd.read_csv(preset / "summary.csv")
+    table = shown(preset)
+    for variant in VARIANTS:
+        rates = summary[summary["variant"] == variant].set_index("scenario")["throughput_examples_per_s"]
+        assert float(table[variant]["fraction"]) == pytest.approx(rates["straggler"] / rates["clean"], rel=1e-9)
+
+
+def test_the_full_preset_covers_every_strategy_and_scenario():
     labels = [label for label, _ in plan(4, 100, 300)]
     for variant in ("ps-async", "ps-sync R=N", "ps-sync R=N-1", "allreduce", "allreduce-tf"):
         for scenario in ("clean", "straggler", "kill"):
             assert f"{variant} {scenario}" in labels
     assert sum("convergence" in label for label in labels) == 4
+    assert not [label for label, _ in plan(4, 100, 0) if "convergence" in label]

@@ -158,11 +158,11 @@ def shape(cluster: Cluster, mbit: float) -> Cluster:
 
 def up(hosts: int, link_mbit: float, name: str = DEFAULT_NAME) -> Cluster:
     """Create (or reshape) the cluster; a half-made cluster is removed before the error is raised."""
-    require_tools()
     if hosts < 2 or hosts > 200:
         raise UsageError(f"--hosts: must be in [2, 200], got {hosts}")
     if not link_mbit > 0:
         raise UsageError(f"--link-mbit: must be > 0, got {link_mbit}")
+    require_tools()
     current = find(name)
     if current is not None and len(current.hosts) == hosts:
         write_hosts_files(list(current.hosts))

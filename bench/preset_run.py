@@ -1,0 +1,69 @@
+"""One run of a preset (the default comparison, stragglers, network) in a process of its own:
+its one-line result shown, everything else logged, and a run past its time limit ended and
+marked as such in its run.json."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.records import RUN_FILE, RunFolder
+
+END_GRACE_S = 15.0  # a launcher ends its own processes on SIGTERM well within this
+
+
+def run_folders(output: Path) -> set[Path]:
+    return {p.parent for p in output.glob(f"*/{RUN_FILE}")}
+
+
+def end_group(process: subprocess.Popen, grace_s: float = END_GRACE_S) -> None:
+    """SIGTERM the run's process group (the launcher ends what it started), SIGKILL what is left."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        os.killpg(process.pid, signal.SIGCONT)  # a stopped process takes SIGTERM only once continued
+    except ProcessLookupError:
+        return
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def mark_timed_out(folders: set[Path], timeout_s: float) -> None:
+    for path in folders:
+        folder = RunFolder(path)
+        record = folder.read_run()
+        folder.update_run(status=f"failed: timed out after {timeout_s:.0f} s (--timeout-s)",
+                          ended_by_launcher_as=record.get("status"))
+
+
+def execute(argv: list[str], timeout_s: float, output: Path, log: Path) -> int:
+    """`python -m bench ARGV` writing under `output`; returns its exit status (1 when timed out)."""
+    before = run_folders(output)
+    with open(log, "ab") as out:
+        process = subprocess.Popen([sys.executable, "-m", "bench", *argv], stdout=out, stderr=subprocess.PIPE,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            _, stderr = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            end_group(process)
+            mark_timed_out(run_folders(output) - before, timeout_s)
+            print(f"  failed: timed out after {timeout_s:.0f} s; ended", file=sys.stderr, flush=True)
+            return 1
+        except BaseException:
+            end_group(process, grace_s=5.0)  # Ctrl-C of the preset: the run in progress ends too
+            raise
+        out.write(stderr)
+    lines = stderr.decode(errors="replace").strip().splitlines()
+    result = next((ln for ln in reversed(lines) if ": ok" in ln or ": failed" in ln or ": interrupted" in ln),
+                  lines[-1] if lines else "")
+    print(f"  {result}", file=sys.stderr, flush=True)
+    return process.returncode

@@ -1,0 +1,110 @@
+"""`./run_bench.sh all` itself, small: a run that fails is shown and the comparison goes on, a
+run past its time limit is ended and marked, repeats are folded with an interval."""
+
+import html
+import json
+import math
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import psutil
+import pytest
+
+from tests.conftest import ROOT
+from tests.processes import leftover_processes, task_processes
+
+pytestmark = pytest.mark.slow
+REPEATS, TIMEOUT_S = 3, 40  # a clean run here takes ~10 s
+T_975 = {2: 4.302652729911275}  # Student's t, 97.5th percentile, by degrees of freedom
+
+
+def ps_worker_1(seen: set[str]) -> tuple[psutil.Process, Path] | None:
+    """ps-sync's worker 1 of a run not seen before, once that run has recorded a few steps."""
+    for proc, run_dir, role, index in task_processes():
+        if (role, index) == ("worker", 1) and "throughput-ps-sync" in run_dir.name and run_dir.name not in seen:
+            steps = run_dir / "steps.csv"
+            if steps.is_file() and steps.read_text().count("\n") > 4:
+                return proc, run_dir
+    return None
+
+
+def next_worker_1(seen: set[str], process: subprocess.Popen, timeout_s: float = 300):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the comparison ended early"
+        found = ps_worker_1(seen)
+        if found:
+            seen.add(found[1].name)
+            return found
+        time.sleep(0.1)
+    raise AssertionError("no ps-sync run started")
+
+
+@pytest.fixture(scope="module")
+def comparison(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compare")
+    argv = [sys.executable, "-m", "bench", "all", "--strategies", "single,ps-sync", "--workers", "2",
+            "--models", "mlp", "--steps", "60", "--batch-size", "32", "--repeats", str(REPEATS),
+            "--convergence-steps", "0", "--timeout-s", str(TIMEOUT_S), "--output", str(out)]
+    run = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: set[str] = set()
+    try:
+        worker, killed = next_worker_1(seen, run)
+        worker.kill()  # as the OOM killer would
+        worker, hung = next_worker_1(seen, run)
+        worker.suspend()  # a deadlock: no exit, no step; the run's stall limit (120 s) is past the preset's
+        stopped_at = time.monotonic()
+        stdout, stderr = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    return {"out": out, "killed": killed, "hung": hung, "stopped_at": stopped_at, "code": run.returncode,
+            "stdout": stdout, "stderr": stderr}
+
+
+def test_every_run_was_made_and_reported(comparison):
+    assert comparison["code"] == 0, comparison["stderr"][-3000:]
+    assert comparison["stderr"].count("] throughput: ") == 2 * REPEATS
+    summary = pd.read_csv(comparison["out"] / "summary.csv")
+    assert len(summary) == 2 * REPEATS
+    assert summary["ok"].sum() == 2 * REPEATS - 2
+    assert (comparison["out"] / "report.html").is_file()
+
+
+def test_a_killed_run_is_shown_failed_and_the_comparison_goes_on(comparison):
+    record = json.loads((comparison["killed"] / "run.json").read_text())
+    assert record["status"] == "failed: worker 1 was killed by SIGKILL"
+    assert "  failed: worker 1 was killed by SIGKILL" in comparison["stderr"]
+    page = (comparison["out"] / "report.html").read_text()
+    body = page[page.index('<table id="failed-table">'):]
+    statuses = re.findall(r'data-col="status" data-value="([^"]*)"', body[: body.index("</table>")])
+    assert sorted(html.unescape(s) for s in statuses) == sorted(
+        ["failed: worker 1 was killed by SIGKILL", f"failed: timed out after {TIMEOUT_S} s (--timeout-s)"])
+
+
+def test_a_run_past_its_time_limit_is_ended_and_marked(comparison):
+    record = json.loads((comparison["hung"] / "run.json").read_text())
+    assert record["status"] == f"failed: timed out after {TIMEOUT_S} s (--timeout-s)"
+    assert record["ended_by_launcher_as"].startswith("interrupted")  # it ended its own processes first
+    assert f"  failed: timed out after {TIMEOUT_S} s; ended" in comparison["stderr"]
+    assert not leftover_processes(str(comparison["hung"]))
+
+
+def test_repeats_are_folded_with_an_interval_over_them(comparison):
+    summary = pd.read_csv(comparison["out"] / "summary.csv")
+    singles = summary[(summary["strategy"] == "single") & summary["ok"]]["throughput_examples_per_s"]
+    assert len(singles) == REPEATS
+    page = (comparison["out"] / "report.html").read_text()
+    body = page[page.index('<table id="headline-table">'):]
+    row = next(r for r in re.findall(r"<tr data-run=[^>]*>(.*?)</tr>", body[: body.index("</table>")])
+               if 'data-col="workers" data-value="1"' in r)
+    values = dict(re.findall(r'data-col="([^"]+)" data-value="([^"]*)"', row))
+    samples = singles.to_numpy()
+    half = T_975[REPEATS - 1] * np.std(samples, ddof=1) / math.sqrt(REPEATS)
+    assert float(values["throughput_examples_per_s"]) == pytest.approx(samples.mean(), rel=1e-9)
+    assert float(values["throughput_ci95_examples_per_s"]) == pytest.approx(half, rel=1e-6)
