@@ -97,8 +97,16 @@ def test_ps_sync_backup_workers_count_the_dropped(results):
     assert (steps.loc[steps["staleness_steps"] > 0, "applied"] == 0).all()
 
 
-# a killed worker: ps-sync R = N fails fast (tests/test_run_endings.py); ps-async and backup
-# workers go on without it (the stragglers preset, tests/test_stragglers.py)
+# a killed worker: ps-sync R = N fails fast (tests/test_run_endings.py), backup workers go on
+# without it (the stragglers preset, tests/test_stragglers.py), and so does ps-async:
+
+
+def test_ps_async_goes_on_without_a_killed_worker(results):
+    record, _ = finished_run(results, "--strategy", "ps-async", "--workers", "2", "--model", "mlp", "--data",
+                             "synthetic", "--steps", "80", "--kill-worker", "1@10")
+    assert record["status"] == "ok" and record["lost_workers"] == ["worker 1"]
+    assert record["summary"]["global_steps"] >= 80
+    assert not leftover_processes(str(results))
 
 
 def test_ps_sync_converges_on_digits(results):

@@ -12,7 +12,7 @@ from tests.processes import bench, leftover_processes
 
 pytestmark = pytest.mark.slow
 WORKERS, STEPS = 3, 60
-VARIANTS = ("ps-async", "ps-sync R=N", "ps-sync R=N-1")
+VARIANTS = ("ps-sync R=N", "ps-sync R=N-1")  # ps-async: its killed worker in tests/test_ps.py
 
 
 @pytest.fixture(scope="module")
@@ -50,18 +50,19 @@ def test_the_preset_ran_every_chosen_case_and_reports_each(preset):
 
 
 def test_a_3x_straggler_takes_about_3x_as_long_per_step(preset):
-    folder = run_dir(preset, "straggler", "ps-async")
+    # with a backup worker the others do not wait for it, so its own steps show the slowdown
+    folder = run_dir(preset, "straggler", "ps-sync R=N-1")
     steps = pd.read_csv(folder / "steps.csv")
-    steps = steps[steps["local_step"] >= 5]
+    steps = steps[steps["local_step"] >= 2]
     median = (steps["t_end_s"] - steps["t_start_s"]).groupby(steps["worker"]).median()
     # loose: while the straggler sleeps, the others have the CPU to themselves and speed up
-    assert 2.0 < median[1] / median[0] < 6.0
+    assert 2.0 < median[1] / median[0] < 6.0, median
     assert json.loads((folder / "run.json").read_text())["config"]["straggler"] == "1:3"
 
 
 def test_ps_sync_r_n_waits_for_the_straggler_and_a_backup_worker_does_not(preset):
     table = shown(preset)
-    kept = {variant: float(table[variant]["fraction"]) for variant in VARIANTS[1:]}
+    kept = {variant: float(table[variant]["fraction"]) for variant in VARIANTS}
     # every step of R = N waits for the straggler's gradient
     assert kept["ps-sync R=N"] < 0.75, kept
     # R = N-1 takes the first two gradients of a step, so it keeps more
@@ -75,14 +76,12 @@ def test_ps_sync_r_n_waits_for_the_straggler_and_a_backup_worker_does_not(preset
 
 def test_a_killed_worker_ends_r_n_and_the_others_go_on(preset):
     table = shown(preset)
-    assert table["ps-async"]["kill"] == "finished without worker 1"
     assert table["ps-sync R=N-1"]["kill"] == "finished without worker 1"
     assert table["ps-sync R=N"]["kill"].startswith("failed fast: ")
     record = json.loads((run_dir(preset, "kill", "ps-sync R=N") / "run.json").read_text())
     assert record["status"] == "failed: worker 1 was killed by SIGKILL"
-    for variant in ("ps-async", "ps-sync R=N-1"):
-        record = json.loads((run_dir(preset, "kill", variant) / "run.json").read_text())
-        assert record["lost_workers"] == ["worker 1"] and record["summary"]["global_steps"] >= STEPS
+    record = json.loads((run_dir(preset, "kill", "ps-sync R=N-1") / "run.json").read_text())
+    assert record["lost_workers"] == ["worker 1"] and record["summary"]["global_steps"] >= STEPS
     assert not leftover_processes(str(preset))
 
 
