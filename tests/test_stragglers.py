@@ -11,7 +11,7 @@ from bench.stragglers import plan
 from tests.processes import bench, leftover_processes
 
 pytestmark = pytest.mark.slow
-WORKERS, STEPS = 3, 60
+WORKERS, STEPS = 2, 60
 VARIANTS = ("ps-sync R=N", "ps-sync R=N-1")  # ps-async: its killed worker in tests/test_ps.py
 
 
@@ -27,9 +27,12 @@ def preset(tmp_path_factory):
 
 
 def run_dir(root, scenario, variant):
-    label = variant.replace(" ", "").replace("=", "")
-    return next(p for p in root.iterdir() if p.is_dir() and p.name.split("-", 2)[-1].startswith(
-        f"stragglers-{scenario}-{label}-"))
+    # by the recorded name, exactly: "ps-syncRN" is a prefix of "ps-syncRN-1"
+    name = f"stragglers-{scenario}-{variant.replace(' ', '').replace('=', '')}"
+    found = [p.parent for p in root.glob("*/run.json")
+             if json.loads(p.read_text())["config"].get("run_name") == name]
+    assert len(found) == 1, (name, found)
+    return found[0]
 
 
 def shown(folder) -> dict[str, dict[str, str]]:
