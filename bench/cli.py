@@ -12,13 +12,12 @@ from typing import NoReturn
 
 from bench.config import OPTIMIZERS, RunConfig, validate
 from bench.errors import UsageError
+from bench.supervisor import STARTUP_LIMIT_S
 
 # Rank variables that mpirun / horovodrun set: under them the default strategy is allreduce.
 MPI_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "HOROVOD_RANK")
 MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "HOROVOD_SIZE")
 SUBCOMMANDS = ("report", "all", "stragglers", "micro", "cluster", "network", "worker")
-# Subcommands that only read files or drive `ip`: they never import TensorFlow (seconds saved).
-WITHOUT_TENSORFLOW = ("report", "cluster")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -79,7 +78,8 @@ def run_parser() -> argparse.ArgumentParser:
     g.add_argument("--run-name", default=None, help="label of the run folder")
     g.add_argument("--save-weights", action="store_true", help="write the final weights to weights.npz")
     g.add_argument("--stall-timeout-s", type=float, default=d.stall_timeout_s,
-                   help="fail a multi-process run when no step is recorded for this long (default: %(default)s)")
+                   help="fail a multi-process run when no step is recorded for this long once stepping "
+                        f"(default: %(default)s; start-up may take up to {STARTUP_LIMIT_S:.0f} s)")
     g.add_argument("--config-json", default=None, help=argparse.SUPPRESS)
     g = p.add_argument_group("failure injection")
     g.add_argument("--kill-worker", default=None, metavar="W@S",
@@ -150,10 +150,8 @@ def config_from_args(argv: Sequence[str]) -> RunConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not (argv and argv[0] in WITHOUT_TENSORFLOW):
-        from bench.quiet_tf import import_tensorflow_quietly
-
-        import_tensorflow_quietly()  # before anything else imports it, so its start-up lines stay hidden
+    # TensorFlow is imported (quietly) only by the processes that train: a launcher that starts
+    # others, the presets, report and cluster save the seconds of the import
     try:
         if argv and argv[0] in SUBCOMMANDS:
             return _subcommand(argv[0], argv[1:])

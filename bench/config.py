@@ -124,7 +124,7 @@ def validate(config: RunConfig) -> RunConfig:
     strategy_cls = registry.get(config.strategy)
     if config.emulated_cluster is not None and strategy_cls.launch == IN_PROCESS:
         raise UsageError(f"--emulated-cluster: {config.strategy} runs in one process; use a ps or allreduce strategy")
-    models.get(config.model)
+    models.check(config.model)
     _check_numbers(config)
     _check_workers(config, strategy_cls)
     if config.optimizer not in OPTIMIZERS:

@@ -18,10 +18,11 @@ import numpy as np
 from bench import data as data_sources
 from bench import models
 from bench.config import RunConfig
+from bench.lifecycle import model_facts
 from bench.progress import Progress
 from bench.records import RunFolder
 from strategies import registry
-from strategies.base import Strategy, WorkerContext
+from strategies.base import Worker, WorkerContext
 
 RATE_SMOOTHING = 0.9
 
@@ -49,7 +50,7 @@ class Evaluator:
         last = self.last_step or 0
         return global_step // self.every > last // self.every
 
-    def run(self, strategy: Strategy, split, global_step: int) -> float:
+    def run(self, strategy: Worker, split, global_step: int) -> float:
         started = time.perf_counter()
         loss, accuracy = strategy.evaluate(split)
         self.writer.write(run_id=self.folder.run_id, global_step=global_step, wall_s=self.clock(),
@@ -80,7 +81,7 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
     """Train this worker until the strategy says the run is done; write its records."""
     clock = run_clock(context.run_start)
 
-    strategy = registry.get(config.strategy)(config, context)
+    strategy = registry.get(config.strategy).implementation()(config, context)
     data = load_data(config, context.rank)
     steps_out = folder.steps_writer()
     evaluator = Evaluator(config, folder, clock) if context.is_chief and data.val is not None else None
@@ -90,6 +91,8 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
     local_step = 0
     try:
         strategy.setup(data)
+        if context.is_chief:
+            folder.update_run(model={"name": config.model, **model_facts(strategy.model)})
         strategy.ready()
         startup_s = clock() - began
         rate = 0.0

@@ -9,7 +9,7 @@ import traceback
 from bench.config import RunConfig
 from bench.harness import run_worker
 from bench.lifecycle import close_run, open_run
-from bench.quiet_tf import start_runtime_quietly
+from bench.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
 from strategies import registry
 from strategies.base import IN_PROCESS, MPI, TF_CLUSTER, WorkerContext
 
@@ -20,8 +20,9 @@ def failure_reason(exc: BaseException) -> str:
 
 
 def prepare_process(config: RunConfig) -> dict:
-    """Configure TensorFlow for the strategy, then start its runtime (quietly)."""
-    runtime = registry.get(config.strategy).configure_runtime(config)
+    """Import TensorFlow and configure it for the strategy, then start its runtime (quietly)."""
+    import_tensorflow_quietly()
+    runtime = registry.get(config.strategy).implementation().configure_runtime(config)
     start_runtime_quietly()
     return runtime
 

@@ -49,15 +49,13 @@ def open_run(config: RunConfig, run_start: float, folder: RunFolder | None = Non
         run_start_epoch_s=run_start,
         config=config.to_dict(), strategy_description=strategy_cls.description,
         environment=environment.describe(),
-        model={"name": config.model, **model_facts(config.model)},
+        model={"name": config.model},  # the chief adds the model's facts once it has built it
     )
     return folder
 
 
-def model_facts(name: str) -> dict[str, Any]:
-    from bench import models
-
-    model = models.build(name, 0)
+def model_facts(model: Any) -> dict[str, Any]:
+    """run.json's "model" facts of a built bench.models.Model."""
     return {"num_params": model.num_params, "gradient_bytes_per_step": model.gradient_bytes,
             "input_shape": list(model.input_shape)}
 

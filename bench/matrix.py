@@ -119,7 +119,7 @@ def validate(args: argparse.Namespace) -> None:
     for name in args.strategies:
         registry.get(name)
     for name in args.models:
-        models.get(name)
+        models.check(name)
     if not args.workers or min(args.workers) < 1:
         raise UsageError("--workers: give positive worker counts, e.g. 1,2,4")
     for flag, value in (("--repeats", args.repeats), ("--batch-size", args.batch_size)):

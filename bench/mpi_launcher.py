@@ -76,7 +76,7 @@ def start_ranks(config: RunConfig) -> int:
     run_start = time.time()
     folder = open_run(config, run_start)
     strategy_cls = registry.get(config.strategy)
-    env = {**join_environment(folder, run_start), **strategy_cls.horovod_environment(config, str(folder.path))}
+    env = {**join_environment(folder, run_start), **strategy_cls.environment(config, str(folder.path))}
     argv = [*launcher, sys.executable, "-m", "bench", *config_argv(config.replace(emulated_cluster=None))]
     if placement:
         env.update(agent_environment(placement, folder.path / "bin"))
@@ -121,6 +121,9 @@ def config_argv(config: RunConfig) -> list[str]:
 
 def run_rank(config: RunConfig) -> int:
     """This process is one rank."""
+    from bench.quiet_tf import import_tensorflow_quietly
+
+    import_tensorflow_quietly()  # before Horovod imports it
     import horovod.tensorflow as hvd
 
     from bench.harness import run_worker

@@ -87,7 +87,7 @@ def main(argv: Sequence[str]) -> int:
         from bench import models
 
         for model in args.models:
-            models.get(model)
+            models.check(model)
         unknown = set(args.variants or ()) - {label for label, _ in VARIANTS}
         if unknown:
             raise UsageError(f"--variants: unknown {', '.join(sorted(unknown))}")

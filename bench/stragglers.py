@@ -80,7 +80,7 @@ def main(argv: Sequence[str]) -> int:
                else None)
     if problem is None:
         try:
-            models.get(args.model)
+            models.check(args.model)
         except UsageError as exc:
             problem = str(exc)
     if problem:

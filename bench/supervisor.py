@@ -2,7 +2,8 @@
 
 The run is ok when every worker has finished (a non-chief worker may be lost if the
 strategy tolerates it); it fails at once when a process dies that the run cannot
-do without, or when no step has been recorded for `stall_timeout_s`. On any end,
+do without, or when no step has been recorded for `stall_timeout_s` (counted from the
+first step: start-up has its own, longer limit). On any end,
 every process is ended before this returns.
 """
 
@@ -21,6 +22,9 @@ HELPERS_EXIT_GRACE_S = 5.0
 # One death brings others down (a ring or a sync barrier breaks): processes that end within this
 # long of the first are weighed together to name the cause.
 CAUSE_GRACE_S = 1.0
+# Before the first step: process start-up, graph building, joining the cluster; a resnet20
+# ps cluster on a busy 2-core machine takes about a minute.
+STARTUP_LIMIT_S = 300.0
 
 
 @dataclass
@@ -68,6 +72,7 @@ def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
     exits = ExitLog(everyone)
     lost: list[str] = []
     last_progress, last_change = progress(), time.monotonic()
+    stepping = False
     try:
         while True:
             exits.observe()
@@ -80,9 +85,12 @@ def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
                 return Outcome("ok", lost)
             current = progress()
             if current != last_progress:
-                last_progress, last_change = current, time.monotonic()
-            elif time.monotonic() - last_change > stall_timeout_s:
+                last_progress, last_change, stepping = current, time.monotonic(), True
+            elif stepping and time.monotonic() - last_change > stall_timeout_s:
                 return _fail(f"no step recorded for {stall_timeout_s:.0f} s (hung)", everyone, lost)
+            elif not stepping and time.monotonic() - last_change > max(stall_timeout_s, STARTUP_LIMIT_S):
+                limit = max(stall_timeout_s, STARTUP_LIMIT_S)
+                return _fail(f"no step recorded within {limit:.0f} s of the start (hung at start-up)", everyone, lost)
             time.sleep(POLL_S)
     except Interrupted as exc:
         end_all(everyone)

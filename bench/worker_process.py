@@ -21,14 +21,16 @@ def run_role(config: RunConfig, folder: RunFolder, role: str, index: int, cluste
     """Run this task; a worker writes workers/worker<i>.json with what it reports."""
     from bench.harness import run_worker
     from bench.launcher import failure_reason, prepare_process
+    from bench.quiet_tf import import_tensorflow_quietly
 
+    import_tensorflow_quietly()  # a ps task imports it too (a worker's prepare_process would)
     strategy_cls = registry.get(config.strategy)
     # TensorFlow's own multi-worker strategies read the cluster from here
     os.environ.setdefault("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": role, "index": index}}))
     code = 0
     if role != "worker":
         try:
-            strategy_cls.serve(role, index, config, cluster)
+            strategy_cls.implementation().serve(role, index, config, cluster)
         except Exception:  # noqa: BLE001
             traceback.print_exc()
             code = 1

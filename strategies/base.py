@@ -1,13 +1,19 @@
-"""The strategy contract: what the harness needs to drive and time one worker.
+"""The strategy contract, in two parts.
 
-A strategy gets the config, its worker context, the model and the data; it owns
-placement, gradient exchange and the optimizer step. It never opens result
-files, never prints and never parses flags. If it needs processes, it says so
-through `launch` and the launcher starts them.
+`Strategy` says what a strategy is: its name, how its processes are launched, its
+options, the worker counts it runs with, whether a run survives a lost worker. It
+never imports TensorFlow, so launchers, the CLI and the report can ask it questions
+in a process that only starts others.
+
+`Worker` is how it trains, inside one worker process: it gets the config, its
+context, the data; it owns placement, gradient exchange and the optimizer step. It
+never opens result files, never prints and never parses flags. A `Strategy` names
+its `Worker` by import path, loaded only where training happens.
 """
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +43,7 @@ class WorkerContext:
 
 @dataclass(frozen=True)
 class StepResult:
-    """What one call of Strategy.step did on this worker."""
+    """What one call of Worker.step did on this worker."""
 
     loss: float
     examples: int
@@ -48,16 +54,21 @@ class StepResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class Strategy(ABC):
+class Strategy:
+    """What a strategy is. Subclasses set the class attributes and override what differs."""
+
     name: ClassVar[str]
+    description: ClassVar[str] = ""
+    worker: ClassVar[str]  # "module:Class" of its Worker
     launch: ClassVar[str] = IN_PROCESS
     options: ClassVar[tuple[Option, ...]] = ()
     worker_range: ClassVar[tuple[int, int | None]] = (1, None)  # worker counts it runs with (None: no limit)
-    description: ClassVar[str] = ""
 
-    def __init__(self, config: RunConfig, context: WorkerContext) -> None:
-        self.config = config
-        self.context = context
+    @classmethod
+    def implementation(cls) -> type[Worker]:
+        """Its Worker class (imports TensorFlow)."""
+        module, _, name = cls.worker.partition(":")
+        return getattr(importlib.import_module(module), name)
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:
@@ -69,15 +80,46 @@ class Strategy(ABC):
         return {"worker": config.workers}
 
     @classmethod
-    def configure_runtime(cls, config: RunConfig) -> dict[str, Any]:
-        """Process-wide TensorFlow settings (logical devices, GPU memory) made before
-        TensorFlow starts its runtime; returns what was done, for run.json."""
+    def environment(cls, config: RunConfig, run_dir: str | None) -> dict[str, str]:
+        """Environment variables every process of the run starts with."""
         return {}
 
     @classmethod
     def worker_batch(cls, config: RunConfig) -> int:
         """Examples one worker process feeds per step (all its towers together)."""
         return config.batch_size
+
+    @classmethod
+    def tolerates_worker_loss(cls, config: RunConfig) -> bool:
+        """Whether the run can finish when a non-chief worker dies."""
+        return False
+
+    @classmethod
+    def finalize_records(cls, run_dir: Path, config: RunConfig) -> dict[str, Any]:
+        """After all workers are done: derive what needs every worker's rows (in steps.csv)."""
+        return {}
+
+
+class Worker(ABC):
+    """How a strategy trains, in one worker process. `model` is set by `setup`."""
+
+    strategy: ClassVar[type[Strategy]]  # the Strategy this is the Worker of
+    model: Any
+
+    def __init__(self, config: RunConfig, context: WorkerContext) -> None:
+        self.config = config
+        self.context = context
+
+    @classmethod
+    def configure_runtime(cls, config: RunConfig) -> dict[str, Any]:
+        """Process-wide TensorFlow settings (logical devices, GPU memory) made before
+        TensorFlow starts its runtime; returns what was done, for run.json."""
+        return {}
+
+    @classmethod
+    def serve(cls, role: str, index: int, config: RunConfig, cluster: dict[str, list[str]]) -> None:
+        """Run a task of another role than worker (a ps) until the run is over."""
+        raise NotImplementedError(f"{cls.strategy.name} has no {role} tasks")
 
     @abstractmethod
     def setup(self, data: Dataset) -> None:
@@ -89,11 +131,6 @@ class Strategy(ABC):
     @abstractmethod
     def step(self) -> StepResult:
         """Run one training step on this worker."""
-
-    @classmethod
-    def tolerates_worker_loss(cls, config: RunConfig) -> bool:
-        """Whether the run can finish when a non-chief worker dies."""
-        return False
 
     def finished(self, result: StepResult) -> bool:
         """True once the run has done its steps (the default counts global steps)."""
@@ -109,11 +146,6 @@ class Strategy(ABC):
 
     def info(self) -> dict[str, Any]:
         """Facts for run.json: devices used, bytes moved per step, placement, ..."""
-        return {}
-
-    @classmethod
-    def finalize_records(cls, run_dir: Path, config: RunConfig) -> dict[str, Any]:
-        """After all workers are done: derive what needs every worker's rows (in steps.csv)."""
         return {}
 
     def teardown(self) -> None:

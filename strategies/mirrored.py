@@ -2,50 +2,10 @@
 devices and the same global batch, so the hand-built towers can be compared with
 TensorFlow's own."""
 
-from __future__ import annotations
-
-from typing import Any
-
-import tensorflow as tf
-
-from bench import models
-from bench.data import Dataset
-from bench.training import feed_for, make_optimizer
-from strategies import _towers
+from strategies._towers import TowerStrategy
 
 
-class Mirrored(_towers.TowerStrategy):
+class Mirrored(TowerStrategy):
     name = "mirrored"
     description = "tf.distribute.MirroredStrategy over the same towers"
-
-    def setup(self, data: Dataset) -> None:
-        n, b = self.place()
-        cross_device = tf.distribute.ReductionToOneDevice(reduce_to_device=self.param_device)
-        strategy = tf.distribute.MirroredStrategy(devices=self.towers, cross_device_ops=cross_device)
-        with strategy.scope():
-            model = models.build(self.config.model, self.config.seed)
-            optimizer = make_optimizer(self.config)
-        with tf.device(self.param_device):
-            feed = feed_for(self.config, data, 0, 1, batch_size=n * b)
-        variables = model.trainables
-
-        def replica_step(x, y):
-            i = tf.distribute.get_replica_context().replica_id_in_sync_group
-            with tf.GradientTape() as tape:
-                loss = model.loss(_towers.tower_slice(x, i, b), _towers.tower_slice(y, i, b))
-                # TF1 optimizers sum the replicas' gradients; scaling by 1/n makes that the mean
-                scaled = loss / n
-            optimizer.apply_gradients(list(zip(tape.gradient(scaled, variables), variables)))
-            return loss
-
-        @tf.function
-        def train_step():
-            x, y = feed.batch()
-            losses = strategy.run(replica_step, args=(x, y))
-            return strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
-
-        self.use(model, train_step)
-
-    def info(self) -> dict[str, Any]:
-        return {"towers": self.towers, "parameter_device": self.param_device,
-                "cross_device_ops": "ReductionToOneDevice"}
+    worker = "strategies.workers.mirrored:MirroredWorker"

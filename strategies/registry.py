@@ -1,6 +1,7 @@
-"""Finds strategies by convention: every module in this package that defines a
-Strategy subclass with a `name` registers it. A module that fails to import is
-reported and skipped, so one broken strategy does not break the suite."""
+"""Finds strategies by convention: every module of this package (not its sub-packages,
+which hold the TensorFlow workers) that defines a Strategy subclass with a `name`
+registers it. A module that fails to import is reported and skipped, so one broken
+strategy does not break the suite. Nothing here imports TensorFlow."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ _NOT_STRATEGIES = {"base", "registry"}
 def all_strategies() -> dict[str, type[Strategy]]:
     found: dict[str, type[Strategy]] = {}
     for module_info in sorted(pkgutil.iter_modules(strategies.__path__), key=lambda m: m.name):
-        if module_info.name in _NOT_STRATEGIES or module_info.name.startswith("_"):
+        if module_info.ispkg or module_info.name in _NOT_STRATEGIES or module_info.name.startswith("_"):
             continue
         try:
             module = importlib.import_module(f"strategies.{module_info.name}")

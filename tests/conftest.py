@@ -37,12 +37,44 @@ def only_run(results: Path) -> Path:
     return runs[0]
 
 
+FIRST_RUN_TEST = "tests/test_first_run.py"
+BACKGROUND_SETUP = pytest.StashKey()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list) -> None:
+    """The first-run test goes last: its setup runs in the background while the others run."""
+    items.sort(key=lambda item: item.nodeid.startswith(FIRST_RUN_TEST))
+
+
+def pytest_collection_finish(session) -> None:
+    from tests import first_run
+
+    wanted = any(item.nodeid.startswith(FIRST_RUN_TEST) for item in session.items)
+    if wanted and not session.config.option.collectonly and os.environ.get(first_run.SKIP_VARIABLE) != "1":
+        session.config.stash[BACKGROUND_SETUP] = first_run.start(ROOT)
+
+
+def pytest_sessionfinish(session) -> None:
+    setup = session.config.stash.get(BACKGROUND_SETUP, None)
+    if setup is not None:
+        setup.end()
+
+
+@pytest.fixture
+def background_setup(request):
+    """The first-time setup started when the session began (tests/first_run.py)."""
+    return request.config.stash.get(BACKGROUND_SETUP, None)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     """A skip is never silent: the last lines name every skipped test and why."""
     skipped = terminalreporter.stats.get("skipped", [])
     deselected = len(terminalreporter.stats.get("deselected", []))
     if deselected:
-        terminalreporter.write_line(f"distbench: {deselected} slow tests not run (./run_bench.sh test runs them)",
+        slow = terminalreporter.config.option.markexpr == "not slow"
+        terminalreporter.write_line(f"distbench: {deselected} " + ("slow tests not run (./run_bench.sh test runs them)"
+                                                                   if slow else "tests deselected"),
                                     yellow=True, bold=True)
     if not skipped:
         terminalreporter.write_line("distbench: no test was skipped", green=True, bold=True)

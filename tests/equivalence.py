@@ -22,7 +22,7 @@ def config_for(strategy: str, **changes) -> RunConfig:
 
 
 def train_in_process(config: RunConfig, steps: int) -> list[np.ndarray]:
-    strategy = registry.get(config.strategy)(config, WorkerContext())
+    strategy = registry.get(config.strategy).implementation()(config, WorkerContext())
     shape = models.get(config.model).input_shape
     batch = registry.get(config.strategy).worker_batch(config)
     strategy.setup(data_sources.load(config.data, shape, batch, config.seed, config.data_dir))

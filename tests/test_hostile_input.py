@@ -136,9 +136,13 @@ def test_real_cifar_batches_still_load(tmp_path):
     assert dataset.train.x.shape == (50, 32, 32, 3) and dataset.val.y.dtype == np.int32
 
 
-def test_report_and_cluster_status_do_not_import_tensorflow(tmp_path):
-    code = ("import sys; from bench.cli import main; main(['report', sys.argv[1]]); "
+def test_report_cluster_status_and_launchers_do_not_import_tensorflow(tmp_path):
+    # a launcher that only starts processes asks its strategy what it is, never imports TensorFlow
+    code = ("import sys; from bench.cli import main, config_from_args; main(['report', sys.argv[1]]); "
             "main(['cluster', 'status', '--name', 'dbnotf']); "
+            "from strategies import registry; import bench.cluster_launcher, bench.mpi_launcher, bench.launcher; "
+            "[registry.get(c.strategy).processes(c) for c in (config_from_args(['--strategy', s, '--workers', '2']) "
+            "for s in ('ps-sync', 'ps-async', 'allreduce', 'allreduce-tf'))]; "
             "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'")
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)

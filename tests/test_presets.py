@@ -19,7 +19,7 @@ from tests.conftest import ROOT
 from tests.processes import leftover_processes, task_processes
 
 pytestmark = pytest.mark.slow
-REPEATS, TIMEOUT_S = 2, 40  # a clean run here takes ~10 s
+REPEATS, TIMEOUT_S = 2, 30  # a clean run here takes ~7 s
 T_975 = {1: 12.706204736174698, 2: 4.302652729911275}  # Student's t, 97.5th percentile, by degrees of freedom
 
 

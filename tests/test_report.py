@@ -29,9 +29,9 @@ def report_dir(tmp_path_factory, request):
     assert main(["--strategy", "single", "--data", "digits", "--steps", "100", "--eval-every", "20",
                  "--run-name", "convergence-single", "--output", str(out)]) == 0
     mp = pytest.MonkeyPatch()
-    from strategies.multi_tower import MultiTower
+    from strategies.workers.multi_tower import MultiTowerWorker
 
-    mp.setattr(MultiTower, "step", lambda self: (_ for _ in ()).throw(RuntimeError("tower on fire")))
+    mp.setattr(MultiTowerWorker, "step", lambda self: (_ for _ in ()).throw(RuntimeError("tower on fire")))
     assert main(["--strategy", "multi-tower", "--workers", "2", "--run-name", "throughput-broken", *common]) == 1
     mp.undo()
     write_report([out], out)

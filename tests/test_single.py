@@ -29,12 +29,12 @@ def test_single_learns_digits_and_writes_complete_records(results):
 
 
 def test_a_failing_run_is_recorded_as_failed(results, monkeypatch):
-    from strategies.single import Single
+    from strategies.workers.single import SingleWorker
 
     def explode(self):
         raise RuntimeError("injected failure")
 
-    monkeypatch.setattr(Single, "step", explode)
+    monkeypatch.setattr(SingleWorker, "step", explode)
     assert main(["--steps", "5", "--warmup-steps", "0", "--output", str(results)]) == 1
     record = json.loads((only_run(results) / "run.json").read_text())
     assert record["status"] == "failed: RuntimeError: injected failure"

@@ -1,7 +1,6 @@
 """scikit-learn's bundled 8x8 handwritten digits (1797 images): real data, no download."""
 
 import numpy as np
-from sklearn.datasets import load_digits
 
 from bench.data.arrays import Dataset, split_holdout
 
@@ -10,6 +9,8 @@ SPLIT_SEED = 1234  # fixed so every run and strategy validates on the same image
 
 
 def load() -> Dataset:
+    from sklearn.datasets import load_digits  # a second's import, only where the data is read
+
     bunch = load_digits()
     x = (bunch.images / 16.0).astype(np.float32)[..., None]
     train, val = split_holdout(x, bunch.target, VAL_FRACTION, SPLIT_SEED)

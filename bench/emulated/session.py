@@ -46,7 +46,9 @@ def metered(placement: Placement | None, run_dir: Path, run_start: float) -> Ite
 
 def network_record(placement: Placement, folder: RunFolder, config: RunConfig, processes: dict[str, int]) -> dict:
     """run.json's "network": the hosts, the link cap, and bytes per step against the formulas."""
-    gradient_bytes = folder.read_run()["model"]["gradient_bytes_per_step"]
+    gradient_bytes = folder.read_run()["model"].get("gradient_bytes_per_step")
+    if gradient_bytes is None:  # the chief never built its model
+        return {**placement.describe(), "per_host": {"error": "the run ended before its model was built"}}
     run_dir = folder.path
     predicted = predicted_per_step(processes, gradient_bytes, bool(config.options.get("fp16_allreduce")))
     try:

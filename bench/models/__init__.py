@@ -1,21 +1,29 @@
-"""Model registry: name -> Model class."""
+"""Model registry: name -> Model class. The names are known without importing TensorFlow
+(launchers validate --model before any worker starts); a class is imported when built."""
 
 from __future__ import annotations
 
-from bench.errors import UsageError
-from bench.models.base import Model
-from bench.models.cnn import CNN
-from bench.models.mlp import MLP
-from bench.models.resnet import ResNet20
+import importlib
+from typing import TYPE_CHECKING
 
-MODELS: dict[str, type[Model]] = {"mlp": MLP, "cnn": CNN, "resnet20": ResNet20}
+from bench.errors import UsageError
+
+if TYPE_CHECKING:
+    from bench.models.base import Model
+
+MODELS: dict[str, str] = {"mlp": "bench.models.mlp:MLP", "cnn": "bench.models.cnn:CNN",
+                          "resnet20": "bench.models.resnet:ResNet20"}
+
+
+def check(name: str) -> None:
+    if name not in MODELS:
+        raise UsageError(f"--model: unknown model {name!r}; choose from {', '.join(MODELS)}")
 
 
 def get(name: str) -> type[Model]:
-    try:
-        return MODELS[name]
-    except KeyError:
-        raise UsageError(f"--model: unknown model {name!r}; choose from {', '.join(MODELS)}") from None
+    check(name)
+    module, _, cls = MODELS[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 def build(name: str, seed: int) -> Model:

@@ -1,4 +1,4 @@
-"""Base of the strategies whose training step is one tf.function call in eager TensorFlow
+"""Base of the workers whose training step is one tf.function call in eager TensorFlow
 (single, multi-tower, mirrored, allreduce, allreduce-tf): the step bookkeeping,
 evaluation and weights are the same for all of them."""
 
@@ -10,12 +10,12 @@ import numpy as np
 import tensorflow as tf
 
 from bench.data import Split
-from bench.models import Model
+from bench.models.base import Model
 from bench.training import evaluate_in_chunks
-from strategies.base import StepResult, Strategy
+from strategies.base import StepResult, Worker
 
 
-class EagerStrategy(Strategy):
+class EagerWorker(Worker):
     def use(self, model: Model, train_step: Callable[[], tf.Tensor]) -> None:
         """Called at the end of setup with the model and the compiled step returning the loss."""
         self.model = model
@@ -26,7 +26,7 @@ class EagerStrategy(Strategy):
     def step(self) -> StepResult:
         loss = self._train_step()
         self._step += 1
-        return StepResult(float(loss), type(self).worker_batch(self.config), self._step)
+        return StepResult(float(loss), self.strategy.worker_batch(self.config), self._step)
 
     def evaluate(self, split: Split) -> tuple[float, float]:
         return evaluate_in_chunks(self._eval, split)

@@ -1,0 +1,1 @@
+"""How each strategy trains: the Worker classes (TensorFlow), loaded in worker processes only."""

@@ -1,0 +1,73 @@
+"""allreduce's worker: Horovod's DistributedGradientTape averages the gradients over the ranks."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import tensorflow as tf
+
+from bench import models
+from bench.config import RunConfig
+from bench.data import Dataset
+from bench.errors import RunFailed
+from bench.traffic import ring_allreduce_bytes
+from bench.training import feed_for, make_optimizer
+from strategies.allreduce import Allreduce
+from strategies.base import StepResult
+from strategies.workers.eager import EagerWorker
+
+
+class AllreduceWorker(EagerWorker):
+    strategy = Allreduce
+
+    @classmethod
+    def configure_runtime(cls, config: RunConfig) -> dict[str, Any]:
+        import horovod.tensorflow as hvd
+
+        controller = config.option("hvd_controller")
+        if not (hvd.gloo_built() if controller == "gloo" else hvd.mpi_built()):
+            raise RunFailed(f"this Horovod build has no {controller} support; run ./run_bench.sh setup")
+        return {}
+
+    def setup(self, data: Dataset) -> None:
+        import horovod.tensorflow as hvd
+
+        self.hvd = hvd
+        model = models.build(self.config.model, self.config.seed)
+        optimizer = make_optimizer(self.config)
+        feed = feed_for(self.config, data, hvd.rank(), hvd.size())
+        variables = model.trainables
+        compression = hvd.Compression.fp16 if self.config.option("fp16_allreduce") else hvd.Compression.none
+
+        @tf.function
+        def train_step():
+            x, y = feed.batch()
+            with tf.GradientTape() as tape:
+                loss = model.loss(x, y)
+            # the gradients come back averaged over all ranks (ring allreduce)
+            tape = hvd.DistributedGradientTape(tape, compression=compression)
+            optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+            return loss
+
+        # every rank starts from rank 0's weights (they are seeded alike; this makes it so)
+        hvd.broadcast_variables(model.weights, root_rank=0)
+        self._optimizer = optimizer
+        self.use(model, train_step)
+
+    def step(self) -> StepResult:
+        result = super().step()
+        if result.global_step == 1 and self._optimizer.variables():
+            # optimizer slots exist only after the first step: make them rank 0's too
+            self.hvd.broadcast_variables(self._optimizer.variables(), root_rank=0)
+        return result
+
+    def info(self) -> dict[str, Any]:
+        size = self.hvd.size()
+        gradient_bytes = self.model.gradient_bytes // (2 if self.config.option("fp16_allreduce") else 1)
+        # the controller Horovod runs with, asked of Horovod rather than read back from the flag
+        controller = "gloo" if self.hvd.gloo_enabled() else "mpi" if self.hvd.mpi_enabled() else "none"
+        return {"ranks": size, "controller": controller,
+                "gradient_bytes_per_step": gradient_bytes,
+                "bytes_sent_per_rank_per_step": ring_allreduce_bytes(gradient_bytes, size),
+                "horovod_environment": {k: v for k, v in os.environ.items() if k.startswith("HOROVOD_")}}

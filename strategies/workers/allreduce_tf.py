@@ -1,0 +1,60 @@
+"""allreduce-tf's worker: MultiWorkerMirroredStrategy with ring collectives over gRPC."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import tensorflow as tf
+
+from bench import models
+from bench.config import RunConfig
+from bench.data import Dataset
+from bench.traffic import ring_allreduce_bytes
+from bench.training import feed_for, make_optimizer
+from strategies.allreduce_tf import AllreduceTF
+from strategies.workers.eager import EagerWorker
+
+
+class AllreduceTFWorker(EagerWorker):
+    strategy = AllreduceTF
+    _tf_strategy: ClassVar[tf.distribute.Strategy | None] = None
+
+    @classmethod
+    def configure_runtime(cls, config: RunConfig) -> dict[str, Any]:
+        # must exist before TensorFlow starts its runtime: it sets up the collective context
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+        cls._tf_strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        return {"communication": "RING"}
+
+    def setup(self, data: Dataset) -> None:
+        strategy = self._tf_strategy
+        if strategy is None:
+            raise RuntimeError("configure_runtime() was not called before setup()")
+        rank, workers = self.context.rank, self.context.num_workers
+        with strategy.scope():
+            model = models.build(self.config.model, self.config.seed)
+            optimizer = make_optimizer(self.config)
+        feed = feed_for(self.config, data, rank, workers)
+        variables = model.trainables
+
+        def replica_step():
+            x, y = feed.batch()
+            with tf.GradientTape() as tape:
+                loss = model.loss(x, y)
+                # TF1 optimizers sum the replicas' gradients (the allreduce); 1/n makes it the mean
+                scaled = loss / strategy.num_replicas_in_sync
+            optimizer.apply_gradients(list(zip(tape.gradient(scaled, variables), variables)))
+            return loss
+
+        @tf.function
+        def train_step():
+            return strategy.run(replica_step)
+
+        self.use(model, train_step)
+
+    def info(self) -> dict[str, Any]:
+        n = self.context.num_workers
+        return {"workers": n, "communication": "RING",
+                "gradient_bytes_per_step": self.model.gradient_bytes,
+                "bytes_sent_per_rank_per_step": ring_allreduce_bytes(self.model.gradient_bytes, n)}

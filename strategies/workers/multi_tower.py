@@ -1,0 +1,71 @@
+"""multi-tower's worker: N towers built by hand, gradients averaged on the parameter device."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from bench import models
+from bench.data import Dataset
+from bench.training import feed_for, make_optimizer
+from strategies.multi_tower import MultiTower
+from strategies.workers import towers as _towers
+
+TOWER_PROBE_STEPS = 20
+
+
+class MultiTowerWorker(_towers.TowerWorker):
+    strategy = MultiTower
+
+    def setup(self, data: Dataset) -> None:
+        n, b = self.place()
+        with tf.device(self.param_device):
+            model = models.build(self.config.model, self.config.seed)
+            feed = feed_for(self.config, data, 0, 1, batch_size=n * b)
+        optimizer = make_optimizer(self.config)
+        variables = model.trainables
+
+        def tower_gradients(x, y, i):
+            with tf.device(self.towers[i]):
+                with tf.GradientTape() as tape:
+                    loss = model.loss(_towers.tower_slice(x, i, b), _towers.tower_slice(y, i, b))
+                return loss, tape.gradient(loss, variables)
+
+        @tf.function
+        def train_step():
+            with tf.device(self.param_device):
+                x, y = feed.batch()
+            results = [tower_gradients(x, y, i) for i in range(n)]
+            with tf.device(self.param_device):
+                # the seed's average_gradients: mean of each variable's tower gradients
+                averaged = [tf.add_n(list(g)) / n for g in zip(*(grads for _, grads in results))]
+                optimizer.apply_gradients(zip(averaged, variables))
+                return tf.add_n([loss for loss, _ in results]) / n
+
+        self._tower_gradients = tower_gradients
+        self._probe_batch = (data.train.x[: n * b], data.train.y[: n * b])
+        self.use(model, train_step)
+
+    def tower_compute_s(self) -> list[float]:
+        """Median forward+backward time of each tower run alone (a probe after training:
+        inside the training graph the towers' times cannot be told apart)."""
+        x, y = (tf.constant(a) for a in self._probe_batch)
+        out = []
+        for i in range(len(self.towers)):
+            probe = tf.function(lambda i=i: self._tower_gradients(x, y, i))
+            probe()
+            times = []
+            for _ in range(TOWER_PROBE_STEPS):
+                start = time.perf_counter()
+                loss, _ = probe()
+                float(loss)
+                times.append(time.perf_counter() - start)
+            out.append(float(np.median(times)))
+        return out
+
+    def info(self) -> dict[str, Any]:
+        return {"towers": self.towers, "parameter_device": self.param_device,
+                "tower_compute_s": self.tower_compute_s()}

@@ -1,0 +1,235 @@
+"""What the ps-async and ps-sync workers share: between-graph replication over a cluster of
+tf.distribute.Server processes, variable placement on the ps tasks, start-up, and the way
+the ps tasks learn that the workers are done.
+
+Each worker process builds its own v1 graph (one client per worker, as in the seed's
+mnist_replica.py); `replica_device_setter` puts the variables on the ps tasks and
+everything else on the worker.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from bench import models
+from bench.config import RunConfig
+from bench.data import Dataset, Split
+from bench.errors import RunFailed
+from bench.models.base import Model
+from bench.traffic import ps_server_bytes, ps_worker_bytes
+from bench.training import evaluate_in_chunks, feed_for, make_optimizer
+from strategies.base import StepResult, Worker
+
+SESSION_POLL_S = 0.25  # instead of the 30 s default wait of a non-chief for the chief's init
+BARRIER_POLL_S = 0.01
+STOP_GRACE_S = 2
+PS_LINGER_S = 1.0  # lets the last worker close its session before the ps goes away
+
+
+def done_queue(ps_index: int, num_workers: int) -> tf.queue.FIFOQueue:
+    """The queue on ps task `ps_index` into which every worker puts one token when done."""
+    with tf.device(f"/job:ps/task:{ps_index}"):
+        return tf.queue.FIFOQueue(num_workers, tf.int32, shapes=(), shared_name=f"distbench_done_{ps_index}",
+                                  name=f"done_queue_{ps_index}")
+
+
+def ready_queue(num_workers: int) -> tf.queue.FIFOQueue:
+    """The start-up barrier on ps task 0: every worker puts its rank, then waits for all."""
+    with tf.device("/job:ps/task:0"):
+        return tf.queue.FIFOQueue(num_workers, tf.int32, shapes=(), shared_name="distbench_ready",
+                                  name="ready_queue")
+
+
+def session_config(worker: int) -> tf.compat.v1.ConfigProto:
+    # A worker talks to the ps tasks and itself only, never waits for other workers.
+    return tf.compat.v1.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{worker}"],
+                                    allow_soft_placement=True)
+
+
+class _FastWorkerSessionCreator(tf.compat.v1.train.WorkerSessionCreator):
+    def _get_session_manager(self):
+        if not self._session_manager:
+            self._session_manager = tf.compat.v1.train.SessionManager(
+                local_init_op=self._scaffold.local_init_op, ready_op=self._scaffold.ready_op,
+                ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
+                graph=tf.compat.v1.get_default_graph(), recovery_wait_secs=SESSION_POLL_S)
+        return self._session_manager
+
+
+def atomic_increment(var: tf.Variable, name: str) -> tf.Tensor:
+    """`var += 1`, returning the new value, indivisibly across every worker of the cluster.
+
+    A plain assign_add followed by a read is two ops: two workers incrementing at once
+    can both read the later value. A CriticalSection on the variable's ps task makes the
+    pair one step, so every caller gets its own number.
+    """
+    def increment_and_read() -> tf.Tensor:
+        # the read must be an op made here, inside the section: assign_add's own return value
+        # is read lazily, after the lock is released
+        with tf.control_dependencies([var.assign_add(1, read_value=False)]):
+            return tf.identity(var.read_value())
+
+    with tf.device(var.device):
+        section = tf.CriticalSection(shared_name=f"distbench_{name}", name=f"{name}_section")
+        return section.execute(increment_and_read)
+
+
+class GreedyByBytes:
+    """A ps_strategy for replica_device_setter: each variable to the ps task holding the
+    fewest bytes so far (TF1's contrib GreedyLoadBalancingStrategy, gone from TF 2)."""
+
+    def __init__(self, num_tasks: int) -> None:
+        self.loads = [0] * num_tasks
+
+    def __call__(self, op: tf.Operation) -> int:
+        shape = tf.TensorShape(op.get_attr("shape"))
+        dtype = tf.as_dtype(op.get_attr("dtype"))
+        size = int(np.prod(shape.as_list())) * dtype.size if shape.is_fully_defined() else 0
+        task = self.loads.index(min(self.loads))
+        self.loads[task] += size
+        return task
+
+
+def placement_strategy(config: RunConfig):
+    if config.option("ps_placement") == "balanced":
+        return GreedyByBytes(config.ps)
+    return None  # replica_device_setter's own round-robin
+
+
+def bytes_per_ps(num_ps: int) -> tuple[list[int], dict[str, int]]:
+    """Bytes of the global variables each ps task holds, and each variable's task."""
+    totals = [0] * num_ps
+    where: dict[str, int] = {}
+    for var in tf.compat.v1.global_variables():
+        match = re.search(r"/job:ps/task:(\d+)", var.device)
+        if not match:
+            continue
+        task = int(match.group(1))
+        totals[task] += int(np.prod(var.shape)) * var.dtype.size
+        where[var.op.name] = task
+    return totals, where
+
+
+class ParameterServerWorker(Worker):
+    """Base of the ps-async and ps-sync workers; a subclass builds the train op in `build_train_op`."""
+
+    @classmethod
+    def configure_runtime(cls, config: RunConfig) -> dict[str, Any]:
+        tf.compat.v1.disable_eager_execution()
+        return {"graph_mode": True}
+
+    @classmethod
+    def serve(cls, role: str, index: int, config: RunConfig, cluster: dict[str, list[str]]) -> None:
+        """A ps task: serve variables until every worker has put its done token."""
+        spec = tf.train.ClusterSpec(cluster)
+        server = tf.distribute.Server(spec, job_name=role, task_index=index, start=True)
+        num_workers = len(cluster["worker"])
+        with tf.Graph().as_default():
+            take = done_queue(index, num_workers).dequeue()
+            # talk to this task only: a session that reaches out to the workers interferes
+            # with their own sessions (seen as the chief recreating its session at start-up)
+            only_me = tf.compat.v1.ConfigProto(device_filters=[f"/job:{role}/task:{index}"])
+            with tf.compat.v1.Session(server.target, config=only_me) as sess:
+                for _ in range(num_workers):
+                    sess.run(take)
+        time.sleep(PS_LINGER_S)
+
+    def setup(self, data: Dataset) -> None:
+        ctx, config = self.context, self.config
+        self.spec = tf.train.ClusterSpec(ctx.cluster)
+        self.worker_device = f"/job:worker/task:{ctx.rank}"
+        self.server = tf.distribute.Server(self.spec, job_name="worker", task_index=ctx.rank,
+                                           config=session_config(ctx.rank), start=True)
+        setter = tf.compat.v1.train.replica_device_setter(
+            ps_tasks=config.ps, worker_device=self.worker_device, cluster=self.spec,
+            ps_strategy=placement_strategy(config))
+        with tf.compat.v1.device(setter):
+            self.global_step = tf.compat.v1.train.get_or_create_global_step()
+            self.model = self._build_model()
+        with tf.device(self.worker_device):
+            feed = feed_for(config, data, ctx.rank, ctx.num_workers, local_variable=True)
+        with tf.compat.v1.device(setter):
+            self.fetches, hooks = self.build_train_op(feed, make_optimizer(config))
+            self.x_eval = tf.compat.v1.placeholder(tf.float32, (None, *self.model.input_shape))
+            self.y_eval = tf.compat.v1.placeholder(tf.int32, (None,))
+            self.eval_op = self.model.evaluate(self.x_eval, self.y_eval)
+            self.weight_values = self.model.weight_tensors()
+        self.done_ops = [done_queue(k, ctx.num_workers).enqueue(ctx.rank) for k in range(config.ps)]
+        barrier = ready_queue(ctx.num_workers)
+        self.arrive, self.arrived = barrier.enqueue(ctx.rank), barrier.size()
+        self.ps_bytes, self.placement = bytes_per_ps(config.ps)
+        self.session = self._open_session(hooks)
+
+    def _build_model(self) -> Model:
+        threshold = self.config.option("ps_partition_mb")
+        if threshold > 0 and self.config.ps > 1:
+            return models.build_partitioned(self.config.model, self.config.seed, self.config.ps,
+                                            int(threshold * 2**20))
+        return models.build(self.config.model, self.config.seed)
+
+    def _open_session(self, hooks: list) -> tf.compat.v1.train.MonitoredSession:
+        scaffold = tf.compat.v1.train.Scaffold()
+        master = self.server.target
+        cfg = session_config(self.context.rank)
+        if self.context.is_chief:
+            creator = tf.compat.v1.train.ChiefSessionCreator(scaffold=scaffold, master=master, config=cfg)
+        else:
+            timeout = int(self.config.option("startup_timeout_s"))
+            creator = _FastWorkerSessionCreator(scaffold=scaffold, master=master, config=cfg,
+                                                max_wait_secs=timeout)
+        return tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks,
+                                                   stop_grace_period_secs=STOP_GRACE_S)
+
+    def ready(self) -> None:
+        """Start-up barrier: nobody trains until every worker has a session."""
+        raw = self.session._tf_sess()
+        raw.run(self.arrive)
+        deadline = time.monotonic() + self.config.option("startup_timeout_s")
+        while raw.run(self.arrived) < self.context.num_workers:
+            if time.monotonic() > deadline:
+                raise RunFailed("start-up timed out: not every worker joined the cluster")
+            time.sleep(BARRIER_POLL_S)
+        self.on_ready(raw)
+
+    def on_ready(self, session: tf.compat.v1.Session) -> None:
+        """Hook for subclasses, run once after the barrier."""
+
+    def build_train_op(self, feed, optimizer) -> tuple[dict[str, tf.Tensor], list]:
+        raise NotImplementedError
+
+    def finished(self, result: StepResult) -> bool:
+        return result.extra["global_step_after"] >= self.config.steps
+
+    def evaluate(self, split: Split) -> tuple[float, float]:
+        raw = self.session._tf_sess()
+        return evaluate_in_chunks(lambda x, y: raw.run(self.eval_op, {self.x_eval: x, self.y_eval: y}), split)
+
+    def weights(self) -> list[np.ndarray]:
+        return self.session._tf_sess().run(self.weight_values)
+
+    def info(self) -> dict[str, Any]:
+        grad = self.model.gradient_bytes
+        return {"cluster": self.context.cluster, "ps_placement": self.config.option("ps_placement"),
+                "bytes_per_ps": self.ps_bytes, "variable_ps_task": self.placement,
+                "gradient_bytes_per_step": grad, "bytes_sent_per_worker_per_step": ps_worker_bytes(grad),
+                "bytes_received_per_ps_per_step": ps_server_bytes(grad, self.context.num_workers, self.config.ps)}
+
+    def before_teardown(self, session: tf.compat.v1.Session) -> None:
+        """Hook for subclasses: release anything other workers may wait on."""
+
+    def teardown(self) -> None:
+        session = getattr(self, "session", None)
+        if session is None:
+            return
+        raw = session._tf_sess()
+        self.before_teardown(raw)
+        for op in self.done_ops:
+            raw.run(op)
+        # The session is left open on purpose: a ps-sync chief's queue runner stays blocked
+        # in take_grad for a step that will never come, and closing would wait for it. The
+        # worker process ends right after this (os._exit), which releases everything.

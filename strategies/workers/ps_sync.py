@@ -1,0 +1,90 @@
+"""ps-sync's worker: SyncReplicasOptimizer, and the record of which gradients each step averaged."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from strategies.base import StepResult
+from strategies.ps_sync import PSSync
+from strategies.workers.ps import ParameterServerWorker
+
+
+class PSSyncWorker(ParameterServerWorker):
+    strategy = PSSync
+
+    def build_train_op(self, feed, optimizer):
+        n, r = self.context.num_workers, self.strategy.replicas(self.config)
+        self.sync = tf.compat.v1.train.SyncReplicasOptimizer(optimizer, replicas_to_aggregate=r,
+                                                             total_num_replicas=n)
+        variables = self.model.trainables
+        x, y = feed.batch()
+        loss = self.model.loss(x, y)
+        raw = tf.gradients(loss, variables)
+        # Which gradients a step averaged is the order in which they reach the accumulators, so
+        # the ticket that records the order and the hand-in to every accumulator happen under
+        # one lock on ps 0. The gradients are first copied to their variables' ps tasks, so
+        # the lock is never held while they cross the network; taking a ticket in a separate
+        # round trip before handing in let another worker slip in between.
+        staged = []
+        for grad, var in zip(raw, variables, strict=True):
+            with tf.device(var.device):
+                staged.append(tf.identity(grad))
+        arrivals = tf.compat.v1.Variable(0, dtype=tf.int64, trainable=False, name="gradient_arrivals")
+        with tf.device(self.global_step.device):
+            mutex = tf.raw_ops.MutexV2(shared_name="distbench_gradient_hand_in")
+            with tf.control_dependencies(staged):
+                lock = tf.raw_ops.MutexLock(mutex=mutex)
+            with tf.control_dependencies([lock]):
+                at_arrival = self.global_step.read_value()
+                # one worker at a time holds the lock, so a plain increment and read is indivisible
+                with tf.control_dependencies([at_arrival, arrivals.assign_add(1, read_value=False)]):
+                    ticket = tf.identity(arrivals.read_value())
+        grads = []
+        for grad, var in zip(staged, variables, strict=True):
+            with tf.device(var.device), tf.control_dependencies([ticket]):
+                grads.append(tf.identity(grad))
+        before = set(tf.compat.v1.get_default_graph().get_operations())
+        train = self.sync.apply_gradients(zip(grads, variables), global_step=self.global_step)
+        hand_in = [op for op in tf.compat.v1.get_default_graph().get_operations()
+                   if op not in before and op.type in ("AccumulatorApplyGradient", "SparseAccumulatorApplyGradient")]
+        with tf.device(self.global_step.device), tf.control_dependencies(hand_in):
+            unlocked = tf.raw_ops.ConsumeMutexLock(mutex_lock=lock)
+        train = tf.group(train, unlocked)
+        # Batch-norm moving averages go with this worker's step, not around apply_gradients: there
+        # they would also gate the chief's queue runner, which then re-ran the forward pass (and
+        # read every parameter again) once per step, as the link counters showed on resnet20.
+        train = tf.group(train, *tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS))
+        with tf.control_dependencies([train]):
+            after = self.global_step.read_value()
+            next_token = self.sync._local_step.read_value()
+        with tf.device(self.global_step.device):
+            # tokens that let workers still waiting for a step that will never come finish
+            self.release = self.sync._sync_token_queue.enqueue_many(
+                tf.fill([n * max(n, r)], self.global_step.read_value()))
+        # No spare tokens at start when R <= N: every worker's first gradient then goes into
+        # step 1 (with the default R tokens a fast chief can supply a whole step alone). When
+        # R > N, R tokens: with only the R - N the optimizer asks for, a worker that takes
+        # them all leaves the first step short of gradients and every worker waiting.
+        hook = self.sync.make_session_run_hook(self.context.is_chief, num_tokens=0 if r <= n else r)
+        fetches = {"loss": loss, "at_arrival": at_arrival, "ticket": ticket, "after": after, "next_token": next_token}
+        return fetches, [hook]
+
+    def on_ready(self, session) -> None:
+        self.token = int(session.run(self.sync._local_step))
+
+    def step(self) -> StepResult:
+        out = self.session.run(self.fetches)
+        token, self.token = self.token, int(out["next_token"])
+        # global_step is the step this gradient was computed for; whether it was aggregated
+        # is decided from every worker's tickets once the run is over (finalize_records)
+        return StepResult(float(out["loss"]), self.config.batch_size, token + 1,
+                          staleness=int(out["at_arrival"]) - token, arrival=int(out["ticket"]),
+                          extra={"global_step_after": int(out["after"])})
+
+    def before_teardown(self, session) -> None:
+        if self.context.is_chief:
+            session.run(self.release)
+
+    def info(self) -> dict:
+        return {**super().info(), "replicas_to_aggregate": self.strategy.replicas(self.config),
+                "total_num_replicas": self.context.num_workers}

@@ -1,0 +1,34 @@
+"""single's worker: the model's training step as one tf.function, nothing around it."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from bench import models
+from bench.data import Dataset
+from bench.training import feed_for, make_optimizer
+from strategies.single import Single
+from strategies.workers.eager import EagerWorker
+
+
+class SingleWorker(EagerWorker):
+    strategy = Single
+
+    def setup(self, data: Dataset) -> None:
+        model = models.build(self.config.model, self.config.seed)
+        optimizer = make_optimizer(self.config)
+        variables = model.trainables
+        feed = feed_for(self.config, data, 0, 1)
+
+        @tf.function
+        def train_step():
+            x, y = feed.batch()
+            with tf.GradientTape() as tape:
+                loss = model.loss(x, y)
+            optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+            return loss
+
+        self.use(model, train_step)
+
+    def info(self) -> dict:
+        return {"devices": ["/cpu:0" if not tf.config.list_physical_devices("GPU") else "/gpu:0"]}

@@ -1,0 +1,32 @@
+"""What the two in-graph workers (multi-tower, mirrored) share: device set-up, and slicing
+one global batch into per-tower batches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from bench import devices
+from bench.config import RunConfig
+from strategies.workers.eager import EagerWorker
+
+
+class TowerWorker(EagerWorker):
+    """One process feeding the global batch to N towers on N devices of this machine."""
+
+    @classmethod
+    def configure_runtime(cls, config: RunConfig) -> dict[str, Any]:
+        return devices.configure(config.workers, config.option("gpu_memory_fraction"),
+                                 config.option("allow_growth"))
+
+    def place(self) -> tuple[int, int]:
+        """Choose the tower and parameter devices; returns (towers, per-tower batch)."""
+        self.towers = devices.tower_devices(self.config.workers)
+        self.param_device = devices.parameter_device(self.config.option("variable_device"))
+        return self.config.workers, self.config.batch_size
+
+
+def tower_slice(x: tf.Tensor, index: tf.Tensor | int, per_tower: int) -> tf.Tensor:
+    """Rows [index*b, (index+1)*b) of the global batch: tower i's share."""
+    return x[index * per_tower : (index + 1) * per_tower]
