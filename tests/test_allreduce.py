@@ -18,6 +18,13 @@ def run_dir(results):
     return next(p for p in results.iterdir() if p.is_dir())
 
 
+def assert_ranks_hold_the_same_weights(folder: Path) -> None:
+    rank0, rank1 = (load_weights(folder / f"weights-worker{r}.npz") for r in (0, 1))
+    assert len(rank0) == len(rank1) > 0
+    for a, b in zip(rank0, rank1, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_without_horovod_the_user_is_told_to_run_setup(monkeypatch, capsys, results):
     monkeypatch.setitem(sys.modules, "horovod", None)
     monkeypatch.setitem(sys.modules, "horovod.tensorflow", None)
@@ -45,8 +52,8 @@ def test_two_ranks_step_equals_one_single_step_of_the_whole_batch(results, strat
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy, extra", [
-    ("allreduce", ["--hvd-controller", "mpi", "--optimizer", "momentum"]),
-    ("allreduce", ["--hvd-controller", "gloo", "--fp16-allreduce", "true"]),
+    # Horovod over MPI: the same check ends test_the_mpirun_path_converges_on_digits
+    ("allreduce", ["--hvd-controller", "gloo", "--fp16-allreduce", "true", "--optimizer", "momentum"]),
     ("allreduce-tf", ["--optimizer", "adam", "--lr", "0.01"]),
 ])
 def test_after_20_steps_every_rank_holds_the_same_weights(results, strategy, extra):
@@ -54,9 +61,7 @@ def test_after_20_steps_every_rank_holds_the_same_weights(results, strategy, ext
                  "--model", "cnn", "--batch-size", "8", "--save-weights", "--output", str(results))
     assert done.returncode == 0, done.stderr[-3000:]
     folder = run_dir(results)
-    rank0, rank1 = (load_weights(folder / f"weights-worker{r}.npz") for r in (0, 1))
-    for a, b in zip(rank0, rank1, strict=True):
-        np.testing.assert_array_equal(a, b)
+    assert_ranks_hold_the_same_weights(folder)
     record = run_record(results)
     assert record["status"] == "ok"
     steps = pd.read_csv(folder / "steps.csv")
@@ -73,12 +78,14 @@ def test_the_mpirun_path_converges_on_digits(results, tmp_path):
     from bench.mpi_launcher import mpirun_command
 
     argv = [*mpirun_command(2), sys.executable, "-m", "bench", "--model", "mlp", "--data", "digits",
-            "--steps", "100", "--eval-every", "50", "--output", str(results)]
+            "--steps", "100", "--eval-every", "50", "--optimizer", "momentum", "--lr", "0.02", "--save-weights",
+            "--output", str(results)]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     record = run_record(results)
     assert record["config"]["strategy"] == "allreduce" and record["config"]["workers"] == 2
     assert record["status"] == "ok" and record["summary"]["best_accuracy"] >= 0.90
+    assert_ranks_hold_the_same_weights(run_dir(results))  # momentum: the slots were made rank 0's too
 
 
 @pytest.mark.slow

@@ -98,10 +98,16 @@ def test_ps_sync_across_three_hosts_trains_mlp_on_digits(hosts, results):
     assert all(h["sent_per_step"] > 0.5 * record["network"]["gradient_bytes_per_step"] for h in per_host.values())
 
 
-def test_horovod_across_two_hosts_ends_with_the_same_weights_on_both(hosts, results):
-    record, folder = on_cluster(results, "--strategy", "allreduce", "--workers", "2", "--model", "cnn", "--data",
-                                "synthetic", "--steps", "30", "--batch-size", "8", "--optimizer", "momentum",
-                                "--save-weights")
+@pytest.fixture(scope="module")
+def horovod_across_hosts(hosts, tmp_path_factory) -> tuple[dict, Path]:
+    """One Horovod (MPI) run across two hosts, shared by the tests of what it must show."""
+    return on_cluster(tmp_path_factory.mktemp("horovod"), "--strategy", "allreduce", "--workers", "2", "--model",
+                      "mlp", "--data", "synthetic", "--steps", "80", "--warmup-steps", "5", "--batch-size", "16",
+                      "--eval-every", "0", "--optimizer", "momentum", "--save-weights")
+
+
+def test_horovod_across_two_hosts_ends_with_the_same_weights_on_both(hosts, horovod_across_hosts):
+    record, folder = horovod_across_hosts
     assert record["status"] == "ok"
     assert "-H" in record["launcher"] and hosts.hosts[1].address in record["launcher"]
     rank0, rank1 = (load_weights(folder / f"weights-worker{r}.npz") for r in (0, 1))
@@ -141,14 +147,7 @@ def test_up_on_a_running_cluster_re_caps_its_links(hosts):
     assert [h.address for h in network.get(NAME).hosts] == [h.address for h in hosts.hosts]
 
 
-@pytest.mark.parametrize("strategy, model, steps", [
-    ("ps-sync", "mlp", "80"), ("allreduce", "mlp", "80"),
-    ("ps-sync", "resnet20", "25"),  # batch norm: the chief once read every parameter twice per step
-])
-def test_bytes_per_step_match_the_formulas_within_25_percent(hosts, results, strategy, model, steps):
-    record, _ = on_cluster(results, "--strategy", strategy, "--workers", "2", "--model", model, "--data",
-                           "synthetic", "--steps", steps, "--warmup-steps", "5", "--batch-size", "16",
-                           "--eval-every", "0")
+def assert_bytes_match_the_formulas(record: dict) -> None:
     gradient = record["network"]["gradient_bytes_per_step"]
     for worker in ("worker 0", "worker 1"):
         figures = record["network"]["per_host"][worker]
@@ -157,6 +156,21 @@ def test_bytes_per_step_match_the_formulas_within_25_percent(hosts, results, str
         for direction in ("sent", "received"):
             measured = figures[f"{direction}_per_step"]
             assert abs(measured / gradient - 1) < 0.25, (worker, direction, measured, gradient)
+
+
+@pytest.mark.parametrize("model, steps", [
+    ("mlp", "80"),
+    ("resnet20", "25"),  # batch norm: the chief once read every parameter twice per step
+])
+def test_ps_sync_bytes_per_step_match_the_formulas_within_25_percent(hosts, results, model, steps):
+    record, _ = on_cluster(results, "--strategy", "ps-sync", "--workers", "2", "--model", model, "--data",
+                           "synthetic", "--steps", steps, "--warmup-steps", "5", "--batch-size", "16",
+                           "--eval-every", "0")
+    assert_bytes_match_the_formulas(record)
+
+
+def test_horovod_bytes_per_step_match_the_ring_formula_within_25_percent(horovod_across_hosts):
+    assert_bytes_match_the_formulas(horovod_across_hosts[0])
 
 
 def start_long_run(results: Path) -> subprocess.Popen:
