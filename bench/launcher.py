@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 import time
 import traceback
 
 from bench.config import RunConfig
 from bench.harness import run_worker
+from bench.interrupts import Interrupted, interruptible
 from bench.lifecycle import close_run, open_run
 from bench.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
 from strategies import registry
@@ -28,29 +28,20 @@ def prepare_process(config: RunConfig) -> dict:
     return runtime
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def run_in_process(config: RunConfig) -> int:
     runtime = prepare_process(config)
     run_start = time.time()
     folder = open_run(config, run_start)
-    # set here, as the multi-process launchers' supervisor does: a process started with SIGINT
-    # ignored (a background job of a script) still ends on Ctrl-C, and SIGTERM is recorded too
-    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        outcome = run_worker(config, WorkerContext(run_start=run_start), folder)
-    except KeyboardInterrupt as exc:
-        close_run(folder, config, f"interrupted ({exc or 'SIGINT'})")
+        with interruptible():  # as the multi-process launchers' supervisor is
+            outcome = run_worker(config, WorkerContext(run_start=run_start), folder)
+    except Interrupted as exc:
+        close_run(folder, config, f"interrupted ({exc})")
         return 130
     except Exception as exc:  # noqa: BLE001 - any failure is recorded, then reported
         traceback.print_exc()
         close_run(folder, config, f"failed: {failure_reason(exc)}")
         return 1
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     close_run(folder, config, "ok", startup_s=outcome.startup_s, runtime=runtime,
               strategy_info=outcome.strategy_info)
     return 0

@@ -10,11 +10,11 @@ every process is ended before this returns.
 from __future__ import annotations
 
 import math
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bench.interrupts import Interrupted, interruptible
 from bench.processes import Child, end_all
 
 POLL_S = 0.1
@@ -56,48 +56,37 @@ class ExitLog:
         return ranked[0], ranked[1:]
 
 
-class Interrupted(Exception):
-    pass
-
-
-def _raise_interrupted(signum, frame):
-    raise Interrupted(signal.Signals(signum).name)
-
-
 def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
               progress: Callable[[], int], stall_timeout_s: float) -> Outcome:
     """`workers[0]` is the chief; `helpers` (ps tasks) are expected to exit after the workers."""
-    previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     everyone = workers + helpers
     exits = ExitLog(everyone)
     lost: list[str] = []
     last_progress, last_change = progress(), time.monotonic()
-    stepping = False
-    try:
-        while True:
-            exits.observe()
-            failure = _failure(workers, helpers, tolerate_loss, lost)
-            if failure:
-                return _fail_with_cause(failure, exits, workers, lost)
-            if all(w.exited for w in workers):
-                _wait_helpers(helpers)
-                end_all(helpers)
-                return Outcome("ok", lost)
-            current = progress()
-            if current != last_progress:
-                last_progress, last_change, stepping = current, time.monotonic(), True
-            elif stepping and time.monotonic() - last_change > stall_timeout_s:
-                return _fail(f"no step recorded for {stall_timeout_s:.0f} s (hung)", everyone, lost)
-            elif not stepping and time.monotonic() - last_change > max(stall_timeout_s, STARTUP_LIMIT_S):
-                limit = max(stall_timeout_s, STARTUP_LIMIT_S)
-                return _fail(f"no step recorded within {limit:.0f} s of the start (hung at start-up)", everyone, lost)
-            time.sleep(POLL_S)
-    except Interrupted as exc:
-        end_all(everyone)
-        return Outcome(f"interrupted ({exc})", lost)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    stepping, startup_limit_s = False, max(stall_timeout_s, STARTUP_LIMIT_S)
+    with interruptible():
+        try:
+            while True:
+                exits.observe()
+                failure = _failure(workers, helpers, tolerate_loss, lost)
+                if failure:
+                    return _fail_with_cause(failure, exits, workers, lost)
+                if all(w.exited for w in workers):
+                    _wait_helpers(helpers)
+                    end_all(helpers)
+                    return Outcome("ok", lost)
+                current = progress()
+                if current != last_progress:
+                    last_progress, last_change, stepping = current, time.monotonic(), True
+                elif stepping and time.monotonic() - last_change > stall_timeout_s:
+                    return _fail(f"no step recorded for {stall_timeout_s:.0f} s (hung)", everyone, lost)
+                elif not stepping and time.monotonic() - last_change > startup_limit_s:
+                    return _fail(f"no step recorded within {startup_limit_s:.0f} s of the start (hung at start-up)",
+                                 everyone, lost)
+                time.sleep(POLL_S)
+        except Interrupted as exc:
+            end_all(everyone)
+            return Outcome(f"interrupted ({exc})", lost)
 
 
 def _failure(workers: list[Child], helpers: list[Child], tolerate_loss: bool, lost: list[str]) -> str | None:

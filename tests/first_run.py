@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ class BackgroundSetup:
 
     def end(self) -> None:
         if self.process.poll() is None:
-            os.killpg(self.process.pid, 9)
+            os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
 
