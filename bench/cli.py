@@ -8,35 +8,15 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
-from bench.config import OPTIMIZERS, RunConfig, validate
+from bench.config import OPTIMIZERS, RunConfig
 from bench.errors import UsageError
+from bench.mpi_environment import under_mpi, world_size
 from bench.supervisor import STARTUP_LIMIT_S
+from bench.usage import OneLineParser, refuse
+from bench.validation import validate
 
-# Rank variables that mpirun / horovodrun set: under them the default strategy is allreduce.
-MPI_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "HOROVOD_RANK")
-MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "HOROVOD_SIZE")
 SUBCOMMANDS = ("report", "all", "stragglers", "micro", "cluster", "network", "worker")
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad flag is one line and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"bench: error: {message} (see --help)", file=sys.stderr)
-        raise SystemExit(2)
-
-
-def under_mpi() -> bool:
-    return any(v in os.environ for v in MPI_RANK_VARIABLES)
-
-
-def world_size() -> int | None:
-    for name in MPI_SIZE_VARIABLES:
-        if os.environ.get(name, "").isdigit():
-            return int(os.environ[name])
-    return None
 
 
 def _hosts(text: str) -> tuple[str, ...]:
@@ -140,7 +120,7 @@ def config_from_args(argv: Sequence[str]) -> RunConfig:
     if not args["worker_hosts"] and os.environ.get("TF_CONFIG"):
         args.update(topology_from_tf_config(os.environ["TF_CONFIG"]))
     if args["strategy"] is None:
-        args["strategy"] = "allreduce" if under_mpi() else "single"
+        args["strategy"] = registry.default(under_mpi())
     if under_mpi() and "--workers" not in argv:
         args["workers"] = world_size() or args["workers"]
     strategy_cls = registry.get(args["strategy"])
@@ -157,15 +137,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _subcommand(argv[0], argv[1:])
         config = config_from_args(argv)
     except UsageError as exc:
-        print(f"bench: error: {exc}", file=sys.stderr)
-        return 2
+        return refuse(exc)
     from bench.launcher import launch
 
     try:
         return launch(config)
     except UsageError as exc:
-        print(f"bench: error: {exc}", file=sys.stderr)
-        return 2
+        return refuse(exc)
 
 
 def _subcommand(name: str, argv: list[str]) -> int:

@@ -83,7 +83,7 @@ def launch(config: RunConfig) -> int:
     reports = worker_reports(folder)
     chief = reports.get(0, {})
     records = registry.get(config.strategy).finalize_records(folder.path, config)
-    extra = {"network": session.network_record(placement, folder, config, processes)} if placement else {}
+    extra = {"network": session.network_record(placement, folder, config)} if placement else {}
     close_run(folder, config, outcome.status, lost_workers=outcome.lost_workers, records=records, **extra,
               ended_after_failure_s=outcome.ended_after_failure_s, failure_consequences=outcome.consequences,
               startup_s=chief.get("startup_s"),

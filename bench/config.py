@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from bench.errors import UsageError
@@ -65,6 +66,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.warmup_steps is None:
             object.__setattr__(self, "warmup_steps", default_warmup(self.steps))
+        object.__setattr__(self, "options", MappingProxyType(dict(self.options)))  # read-only
 
     def option(self, name: str) -> Any:
         return self.options[name]
@@ -73,7 +75,7 @@ class RunConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["options"] = dict(self.options)
         out["ps_hosts"] = list(self.ps_hosts)
         out["worker_hosts"] = list(self.worker_hosts)
@@ -97,8 +99,8 @@ class RunConfig:
     def slowdown(self, rank: int, local_step: int) -> float:
         """How many times its normal length this worker's step `local_step` should take."""
         if self.straggler:
-            worker, _, factor = self.straggler.partition(":")
-            return float(factor) if int(worker) == rank else 1.0
+            worker, factor = parse_straggler(self.straggler)
+            return factor if worker == rank else 1.0
         if self.straggler_random:
             import numpy as np
 
@@ -109,41 +111,7 @@ class RunConfig:
     @property
     def kill_plan(self) -> tuple[int, int] | None:
         """(worker, local step) of the injected SIGKILL, if any."""
-        if not self.kill_worker:
-            return None
-        worker, _, step = self.kill_worker.partition("@")
-        return int(worker), int(step)
-
-
-def validate(config: RunConfig) -> RunConfig:
-    """Check every value; raise UsageError naming the first problem found."""
-    from bench import data, models
-    from strategies import registry
-    from strategies.base import IN_PROCESS
-
-    strategy_cls = registry.get(config.strategy)
-    if config.emulated_cluster is not None and strategy_cls.launch == IN_PROCESS:
-        raise UsageError(f"--emulated-cluster: {config.strategy} runs in one process; use a ps or allreduce strategy")
-    models.check(config.model)
-    _check_numbers(config)
-    _check_workers(config, strategy_cls)
-    if config.optimizer not in OPTIMIZERS:
-        raise UsageError(f"--optimizer: {config.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
-    data.check(config.data, config.data_dir)
-    _check_topology(config)
-    _check_injection(config)
-    for opt in strategy_cls.options:
-        opt.validate(config.options.get(opt.name, opt.default))
-    strategy_cls.validate(config)
-    check_output(config.output)
-    return config
-
-
-def _check_workers(config: RunConfig, strategy_cls) -> None:
-    low, high = strategy_cls.worker_range
-    if config.workers < low or (high is not None and config.workers > high):
-        allowed = f"exactly {low}" if low == high else (f"{low} to {high}" if high else f"{low} or more")
-        raise UsageError(f"--workers {config.workers}: {config.strategy} runs with {allowed} worker(s)")
+        return parse_kill(self.kill_worker)
 
 
 def check_output(output: str) -> None:
@@ -160,7 +128,7 @@ def check_output(output: str) -> None:
         raise UsageError(f"--output {output}: cannot write there (permission denied)")
 
 
-def _check_numbers(config: RunConfig) -> None:
+def check_numbers(config: RunConfig) -> None:
     positive_ints = {"--batch-size": config.batch_size, "--steps": config.steps,
                      "--workers": config.workers}
     for flag, value in positive_ints.items():
@@ -180,7 +148,7 @@ def _check_numbers(config: RunConfig) -> None:
         raise UsageError(f"--run-name: use letters, digits, '-' and '_' only, got {config.run_name!r}")
 
 
-def _check_topology(config: RunConfig) -> None:
+def check_topology(config: RunConfig) -> None:
     for flag, hosts in (("--ps-hosts", config.ps_hosts), ("--worker-hosts", config.worker_hosts)):
         for host in hosts:
             name, _, port = host.rpartition(":")
@@ -199,28 +167,40 @@ def _check_topology(config: RunConfig) -> None:
         raise UsageError(f"--task-index: must be in [0, {len(hosts)}) for --job-name {config.job_name}")
 
 
-def _check_injection(config: RunConfig) -> None:
+def check_injection(config: RunConfig) -> None:
     if config.stall_timeout_s <= 0:
         raise UsageError(f"--stall-timeout-s: must be > 0, got {config.stall_timeout_s}")
-    if config.straggler is not None:
-        worker, sep, factor = config.straggler.partition(":")
-        try:
-            ok = bool(sep) and worker.isdigit() and float(factor) >= 1
-        except ValueError:
-            ok = False
-        if not ok:
-            raise UsageError(f"--straggler: expected W:F with F >= 1 (worker W is F times slower), got "
-                             f"{config.straggler!r}")
-        if int(worker) >= config.workers:
-            raise UsageError(f"--straggler: worker {worker} does not exist with --workers {config.workers}")
+    straggler = parse_straggler(config.straggler)
+    if straggler and straggler[0] >= config.workers:
+        raise UsageError(f"--straggler: worker {straggler[0]} does not exist with --workers {config.workers}")
     if config.straggler_random is not None and config.straggler_random < 1:
         raise UsageError(f"--straggler-random: the factor must be >= 1, got {config.straggler_random}")
     if config.straggler and config.straggler_random:
         raise UsageError("--straggler and --straggler-random: choose one")
-    if config.kill_worker is None:
-        return
-    worker, sep, step = config.kill_worker.partition("@")
+    kill = parse_kill(config.kill_worker)
+    if kill and kill[0] >= config.workers:
+        raise UsageError(f"--kill-worker: worker {kill[0]} does not exist with --workers {config.workers}")
+
+
+def parse_straggler(text: str | None) -> tuple[int, float] | None:
+    """--straggler "W:F": (worker W, factor F >= 1)."""
+    if text is None:
+        return None
+    worker, sep, factor = text.partition(":")
+    try:
+        parsed = (int(worker), float(factor)) if sep and worker.isdigit() else None
+    except ValueError:
+        parsed = None
+    if parsed is None or not parsed[1] >= 1:
+        raise UsageError(f"--straggler: expected W:F with F >= 1 (worker W is F times slower), got {text!r}")
+    return parsed
+
+
+def parse_kill(text: str | None) -> tuple[int, int] | None:
+    """--kill-worker "W@S": (worker W, its local step S)."""
+    if text is None:
+        return None
+    worker, sep, step = text.partition("@")
     if not sep or not worker.isdigit() or not step.isdigit():
-        raise UsageError(f"--kill-worker: expected W@S (worker W dies at its step S), got {config.kill_worker!r}")
-    if int(worker) >= config.workers:
-        raise UsageError(f"--kill-worker: worker {worker} does not exist with --workers {config.workers}")
+        raise UsageError(f"--kill-worker: expected W@S (worker W dies at its step S), got {text!r}")
+    return int(worker), int(step)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 import traceback
 
@@ -11,6 +10,7 @@ from bench.harness import run_worker
 from bench.interrupts import Interrupted, interruptible
 from bench.lifecycle import close_run, open_run
 from bench.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
+from bench.usage import refuse
 from strategies import registry
 from strategies.base import IN_PROCESS, MPI, TF_CLUSTER, WorkerContext
 
@@ -34,7 +34,7 @@ def run_in_process(config: RunConfig) -> int:
     folder = open_run(config, run_start)
     try:
         with interruptible():  # as the multi-process launchers' supervisor is
-            outcome = run_worker(config, WorkerContext(run_start=run_start), folder)
+            outcome = run_worker(config, WorkerContext(run_start=run_start, run_dir=str(folder.path)), folder)
     except Interrupted as exc:
         close_run(folder, config, f"interrupted ({exc})")
         return 130
@@ -59,5 +59,4 @@ def launch(config: RunConfig) -> int:
         from bench import mpi_launcher
 
         return mpi_launcher.launch(config)
-    print(f"bench: strategy {config.strategy} has unknown launch kind {kind!r}", file=sys.stderr)
-    return 2
+    return refuse(f"strategy {config.strategy} has unknown launch kind {kind!r}")

@@ -47,7 +47,7 @@ def open_run(config: RunConfig, run_start: float, folder: RunFolder | None = Non
     folder.update_run(
         run_id=folder.run_id, status="running", owner=describe_owner(), started_at=_now(),
         run_start_epoch_s=run_start,
-        config=config.to_dict(), strategy_description=strategy_cls.description,
+        config=config.to_dict(), strategy=strategy_cls.facts(config), strategy_description=strategy_cls.description,
         environment=environment.describe(),
         model={"name": config.model},  # the chief adds the model's facts once it has built it
     )

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.cli import OneLineParser
 from bench.config import default_warmup
 from bench.errors import UsageError
 from bench.preset_run import execute
+from bench.usage import OneLineParser, refuse
 from strategies import registry
 
 DEFAULT_WORKERS = (1, 2, 4)
@@ -134,8 +134,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         validate(args)
     except UsageError as exc:
-        print(f"bench: error: {exc}", file=sys.stderr)
-        return 2
+        return refuse(exc)
     runs = plan(args.strategies, args.models, args.workers, args.steps, args.convergence_steps, args.repeats)
     folder = Path(args.output) / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
     folder.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ from bench.emulated import session
 from bench.emulated.placement import Placement, agent_environment, enter, mpirun_host_args
 from bench.errors import UsageError
 from bench.lifecycle import close_run, exit_status, join_environment, joined_run, open_run
+from bench.mpi_environment import under_mpi
 from bench.processes import start
 from bench.records import RunFolder
 from bench.supervisor import supervise
@@ -31,8 +32,6 @@ from strategies.base import WorkerContext
 
 
 def launch(config: RunConfig) -> int:
-    from bench.cli import under_mpi
-
     if under_mpi():
         return run_rank(config)
     return start_ranks(config)
@@ -56,26 +55,12 @@ def mpirun_command(np: int, placement: Placement | None = None) -> list[str]:
     return cmd + (mpirun_host_args(placement) if placement else [])
 
 
-def rank_command(config: RunConfig, placement: Placement | None = None) -> list[str]:
-    if config.option("hvd_controller") == "gloo":
-        horovodrun = find_tool("horovodrun")
-        if horovodrun is None:
-            raise UsageError("horovodrun not found: run ./run_bench.sh setup")
-        hosts = ",".join(f"{h.address}:1" for h in placement.roles["worker"]) if placement \
-            else f"localhost:{config.workers}"
-        # remote hosts: horovodrun reaches them with `ssh`, which is the namespace agent on PATH
-        nic = ["--network-interface", "eth0"] if placement else []
-        return [horovodrun, "--gloo", "-np", str(config.workers), "-H", hosts, *nic]
-    return mpirun_command(config.workers, placement)
-
-
 def start_ranks(config: RunConfig) -> int:
-    processes = {"worker": config.workers}
-    placement = session.place(config, processes) if config.emulated_cluster else None
-    launcher = rank_command(config, placement)
+    strategy_cls = registry.get(config.strategy)
+    placement = session.place(config, strategy_cls.processes(config)) if config.emulated_cluster else None
+    launcher = strategy_cls.rank_launcher(config, placement) or mpirun_command(config.workers, placement)
     run_start = time.time()
     folder = open_run(config, run_start)
-    strategy_cls = registry.get(config.strategy)
     env = {**join_environment(folder, run_start), **strategy_cls.environment(config, str(folder.path))}
     argv = [*launcher, sys.executable, "-m", "bench", *config_argv(config.replace(emulated_cluster=None))]
     if placement:
@@ -90,7 +75,7 @@ def start_ranks(config: RunConfig) -> int:
     status = outcome.status
     if status.startswith("failed"):
         status = f"failed: {which_rank_failed(child.log) or status.removeprefix('failed: ')}"
-    extra = {"network": session.network_record(placement, folder, config, processes)} if placement else {}
+    extra = {"network": session.network_record(placement, folder, config)} if placement else {}
     close_run(folder, config, status, ended_after_failure_s=outcome.ended_after_failure_s,
               startup_s=report.get("startup_s"), runtime=report.get("runtime"),
               strategy_info=report.get("strategy_info"), **extra)
@@ -140,10 +125,8 @@ def run_rank(config: RunConfig) -> int:
         folder = RunFolder(Path(path))
     else:
         folder, run_start = joined
-    if owner and config.option("timeline"):
-        hvd.start_timeline(str(folder.path / "horovod_timeline.json"))
     context = WorkerContext(rank=hvd.rank(), num_workers=hvd.size(), is_chief=hvd.rank() == 0,
-                            run_start=run_start)
+                            run_start=run_start, run_dir=str(folder.path))
     report: dict = {"runtime": runtime}
     try:
         outcome = run_worker(config, context, folder, show_progress=hvd.rank() == 0)

@@ -18,12 +18,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.cli import OneLineParser
 from bench.config import default_warmup
 from bench.emulated import network
 from bench.errors import UsageError
 from bench.matrix import DEFAULT_STEPS
 from bench.preset_run import execute
+from bench.usage import OneLineParser, refuse
 
 CLUSTER = "benchnet"  # its own name: the preset never takes over a cluster the user brought up
 LINKS = (100.0, 1000.0, 10000.0)
@@ -97,8 +97,7 @@ def main(argv: Sequence[str]) -> int:
         network.require_tools()
         network.up(args.workers + MAX_PS, args.links[0], CLUSTER)
     except UsageError as exc:
-        print(f"bench: error: {exc}", file=sys.stderr)
-        return 2
+        return refuse(exc)
     previous = signal.signal(signal.SIGTERM, _end_on_sigterm)
     folder = Path(args.output) / f"network-{time.strftime('%Y%m%d-%H%M%S')}"
     folder.mkdir(parents=True, exist_ok=True)

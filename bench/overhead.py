@@ -44,9 +44,10 @@ def bare_loop(model_name: str, batch_size: int, steps: int) -> float:
 
 def harness_single(model_name: str, batch_size: int, steps: int) -> float:
     """Throughput that the harness records for `single` on the same job."""
-    from bench.config import RunConfig, validate
+    from bench.config import RunConfig
     from bench.launcher import run_in_process
     from bench.records import RunFolder
+    from bench.validation import validate
 
     with tempfile.TemporaryDirectory() as out:
         config = validate(RunConfig(model=model_name, data="synthetic", batch_size=batch_size,

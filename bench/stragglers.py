@@ -17,30 +17,31 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench import models
-from bench.cli import OneLineParser
 from bench.errors import UsageError
 from bench.preset_run import execute
+from bench.usage import OneLineParser, refuse
+from strategies import registry
 
 FACTOR = 3.0
 STRAGGLER = 1  # never the chief: the chief also evaluates and writes run.json
-CONVERGENCE_VARIANTS = ("ps-async", "ps-sync R=N")
 
 
-def variants(workers: int) -> list[tuple[str, list[str]]]:
-    return [("ps-async", ["--strategy", "ps-async"]),
-            ("ps-sync R=N", ["--strategy", "ps-sync"]),
-            ("ps-sync R=N-1", ["--strategy", "ps-sync", "--replicas-to-aggregate", str(workers - 1)]),
-            ("allreduce", ["--strategy", "allreduce"]),
-            ("allreduce-tf", ["--strategy", "allreduce-tf"])]
+def variants(workers: int) -> list[tuple[str, list[str], bool]]:
+    """(label, arguments, whether it also gets the convergence pair)."""
+    return [("ps-async", ["--strategy", "ps-async"], True),
+            ("ps-sync R=N", ["--strategy", "ps-sync"], True),
+            ("ps-sync R=N-1", ["--strategy", "ps-sync", "--replicas-to-aggregate", str(workers - 1)], False),
+            ("allreduce", ["--strategy", "allreduce"], False),
+            ("allreduce-tf", ["--strategy", "allreduce-tf"], False)]
 
 
 def plan(workers: int, steps: int, convergence_steps: int, model: str = "cnn",
          chosen: Sequence[str] | None = None) -> list[tuple[str, list[str]]]:
     runs = []
-    picked = [(label, args) for label, args in variants(workers) if chosen is None or label in chosen]
-    for label, args in picked:
+    picked = [v for v in variants(workers) if chosen is None or v[0] in chosen]
+    for label, args, _ in picked:
         # halfway through the run: an asynchronous worker does about steps / workers steps of its own
-        halfway = steps // (2 * workers) if label == "ps-async" else steps // 2
+        halfway = steps // (2 * workers) if registry.get(args[1]).asynchronous else steps // 2
         scenarios = {"clean": [], "straggler": ["--straggler", f"{STRAGGLER}:{FACTOR:g}"],
                      "kill": ["--kill-worker", f"{STRAGGLER}@{max(1, halfway)}"]}
         for scenario, extra in scenarios.items():
@@ -49,8 +50,8 @@ def plan(workers: int, steps: int, convergence_steps: int, model: str = "cnn",
                                                  str(workers), "--steps", str(steps), "--warmup-steps", "5",
                                                  "--eval-every", "0", "--run-name", name, *extra]))
     convergence = {"clean": [], "straggler": ["--straggler", f"{STRAGGLER}:{FACTOR:g}"]}
-    for label, args in picked if convergence_steps else []:
-        if label not in CONVERGENCE_VARIANTS:
+    for label, args, with_convergence in picked if convergence_steps else []:
+        if not with_convergence:
             continue
         for scenario in ("clean", "straggler"):
             name = f"stragglers-convergence-{scenario}-{label.replace(' ', '').replace('=', '')}"
@@ -68,13 +69,13 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--steps", type=int, default=100, help="global steps of each throughput run (default: 100)")
     p.add_argument("--model", default="cnn", help="model of the throughput runs (default: cnn)")
     p.add_argument("--variants", type=lambda t: [v for v in t.split(",") if v], default=None,
-                   help=f"comma-separated, of: {', '.join(label for label, _ in variants(4))} (default: all)")
+                   help=f"comma-separated, of: {', '.join(label for label, *_ in variants(4))} (default: all)")
     p.add_argument("--convergence-steps", type=int, default=300,
                    help="steps of each convergence run on digits; 0 leaves them out (default: 300)")
     p.add_argument("--output", default="results")
     p.add_argument("--timeout-s", type=float, default=600)
     args, extra = p.parse_known_args(list(argv))
-    known = [label for label, _ in variants(args.workers)]
+    known = [label for label, *_ in variants(args.workers)]
     problem = ("--workers must be >= 2 and --steps >= 10" if args.workers < 2 or args.steps < 10 else
                f"--variants: choose from {', '.join(known)}" if args.variants and set(args.variants) - set(known)
                else None)
@@ -84,8 +85,7 @@ def main(argv: Sequence[str]) -> int:
         except UsageError as exc:
             problem = str(exc)
     if problem:
-        print(f"bench: error: {problem}", file=sys.stderr)
-        return 2
+        return refuse(problem)
     folder = Path(args.output) / f"stragglers-{time.strftime('%Y%m%d-%H%M%S')}"
     folder.mkdir(parents=True, exist_ok=True)
     runs = plan(args.workers, args.steps, args.convergence_steps, args.model, args.variants)

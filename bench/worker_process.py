@@ -39,7 +39,7 @@ def run_role(config: RunConfig, folder: RunFolder, role: str, index: int, cluste
         try:
             report["runtime"] = prepare_process(config)
             context = WorkerContext(rank=index, num_workers=len(cluster["worker"]), is_chief=index == 0,
-                                    run_start=run_start, cluster=cluster)
+                                    run_start=run_start, cluster=cluster, run_dir=str(folder.path))
             outcome = run_worker(config, context, folder, show_progress=index == 0)
             report.update(startup_s=outcome.startup_s, local_steps=outcome.local_steps,
                           strategy_info=outcome.strategy_info)

@@ -7,8 +7,9 @@ from typing import ClassVar
 
 from bench.config import RunConfig
 from bench.errors import UsageError
+from bench.metrics import ps_server_bytes, ps_worker_bytes
 from bench.options import Option, positive
-from strategies.base import TF_CLUSTER, Strategy
+from strategies.base import PARAMETER_SERVER, TF_CLUSTER, Strategy
 
 PS_PLACEMENT = Option("ps_placement", str, "round-robin",
                       "ps strategies: how variables go to ps tasks (round-robin | balanced by bytes)",
@@ -22,6 +23,7 @@ PS_OPTIONS = (PS_PLACEMENT, PS_PARTITION_MB, STARTUP_TIMEOUT)
 
 
 class ParameterServerStrategy(Strategy):
+    family = PARAMETER_SERVER
     launch = TF_CLUSTER
     options: ClassVar[tuple[Option, ...]] = PS_OPTIONS
 
@@ -35,3 +37,13 @@ class ParameterServerStrategy(Strategy):
     @classmethod
     def processes(cls, config: RunConfig) -> dict[str, int]:
         return {"ps": config.ps, "worker": config.workers}
+
+    @classmethod
+    def parameter_servers(cls, config: RunConfig) -> int:
+        return config.ps
+
+    @classmethod
+    def traffic(cls, config: RunConfig, gradient_bytes: int) -> dict[str, tuple[float, float]]:
+        # a worker pushes its gradients and pulls the parameters; a ps task takes its share of both
+        share = ps_server_bytes(gradient_bytes, 1, config.ps)
+        return {"worker": (ps_worker_bytes(gradient_bytes), gradient_bytes), "ps": (share, share)}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.options import Option, flag_bool
-from strategies.base import Strategy
+from strategies.base import IN_GRAPH, Strategy
 
 VARIABLE_DEVICE = Option("variable_device", str, "cpu", "multi-tower/mirrored: where variables live (cpu|gpu0)",
                          choices=("cpu", "gpu0"))
@@ -18,6 +18,7 @@ TOWER_OPTIONS = (VARIABLE_DEVICE, GPU_MEMORY_FRACTION, ALLOW_GROWTH)
 
 
 class TowerStrategy(Strategy):
+    family = IN_GRAPH
     options = TOWER_OPTIONS
 
     @classmethod

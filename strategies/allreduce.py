@@ -10,11 +10,17 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.config import RunConfig
 from bench.errors import UsageError
+from bench.metrics import ring_allreduce_bytes
 from bench.options import Option, flag_bool, non_negative
-from strategies.base import MPI, Strategy
+from bench.tools import find_tool
+from strategies.base import ALLREDUCE, MPI, Strategy
+
+if TYPE_CHECKING:
+    from bench.emulated.placement import Placement
 
 CONTROLLER = Option("hvd_controller", str, "mpi", "allreduce: Horovod controller, mpi (mpirun) or gloo (horovodrun)",
                     choices=("mpi", "gloo"))
@@ -44,15 +50,41 @@ def horovod_missing() -> str | None:
 class Allreduce(Strategy):
     name = "allreduce"
     description = "Horovod ring allreduce (DistributedGradientTape), one process per rank"
+    family = ALLREDUCE
     worker = "strategies.workers.allreduce:AllreduceWorker"
     launch = MPI
     options = (CONTROLLER, FUSION_MB, CYCLE_MS, FP16, TIMELINE)
+    default_under_mpi = True
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:
         problem = horovod_missing()
         if problem:
             raise UsageError(problem)
+
+    @classmethod
+    def variant(cls, config: RunConfig) -> str:
+        return f"{cls.name} (gloo)" if config.option("hvd_controller") == "gloo" else cls.name
+
+    @classmethod
+    def rank_launcher(cls, config: RunConfig, placement: Placement | None) -> list[str] | None:
+        """allreduce: horovodrun --gloo for the Gloo controller (None: mpirun)."""
+        if config.option("hvd_controller") != "gloo":
+            return None
+        horovodrun = find_tool("horovodrun")
+        if horovodrun is None:
+            raise UsageError(f"horovodrun not found: {SETUP_HINT}")
+        hosts = ",".join(f"{h.address}:1" for h in placement.roles["worker"]) if placement \
+            else f"localhost:{config.workers}"
+        # remote hosts: horovodrun reaches them with `ssh`, which is the namespace agent on PATH
+        nic = ["--network-interface", "eth0"] if placement else []
+        return [horovodrun, "--gloo", "-np", str(config.workers), "-H", hosts, *nic]
+
+    @classmethod
+    def traffic(cls, config: RunConfig, gradient_bytes: int) -> dict[str, tuple[float, float]]:
+        sent = gradient_bytes // 2 if config.option("fp16_allreduce") else gradient_bytes
+        ring = ring_allreduce_bytes(sent, config.workers)
+        return {"worker": (ring, ring)}
 
     @classmethod
     def environment(cls, config: RunConfig, run_dir: str | None) -> dict[str, str]:

@@ -17,7 +17,7 @@ import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -25,9 +25,17 @@ from bench.config import RunConfig
 from bench.data import Dataset, Split
 from bench.options import Option
 
+if TYPE_CHECKING:
+    from bench.emulated.placement import Placement
+
 IN_PROCESS = "in-process"  # one process runs the whole job
 TF_CLUSTER = "tf-cluster"  # ps and worker processes of a tf.distribute.Server cluster
 MPI = "mpi"  # one process per rank under mpirun / horovodrun
+
+# families: how replicas are kept in step
+IN_GRAPH = "in-graph"  # one process, one graph, replicas on its devices
+PARAMETER_SERVER = "parameter-server"  # variables on ps tasks, workers push gradients and pull parameters
+ALLREDUCE = "allreduce"  # every worker holds all weights; gradients averaged by a collective
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,7 @@ class WorkerContext:
     is_chief: bool = True
     run_start: float = 0.0  # epoch seconds every process measures from
     cluster: dict[str, list[str]] | None = None  # {"ps": [...], "worker": [...]} for TF clusters
+    run_dir: str | None = None  # the run folder, for files a strategy writes of its own (a timeline)
 
 
 @dataclass(frozen=True)
@@ -59,10 +68,14 @@ class Strategy:
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    family: ClassVar[str]  # IN_GRAPH, PARAMETER_SERVER, ALLREDUCE
     worker: ClassVar[str]  # "module:Class" of its Worker
     launch: ClassVar[str] = IN_PROCESS
     options: ClassVar[tuple[Option, ...]] = ()
     worker_range: ClassVar[tuple[int, int | None]] = (1, None)  # worker counts it runs with (None: no limit)
+    baseline: ClassVar[bool] = False  # its 1-worker throughput is what scaling efficiency divides by
+    asynchronous: ClassVar[bool] = False  # workers update without waiting for each other (staleness recorded)
+    default_under_mpi: ClassVar[bool] = False  # what `mpirun ... python -m bench` runs without --strategy
 
     @classmethod
     def implementation(cls) -> type[Worker]:
@@ -83,6 +96,34 @@ class Strategy:
     def environment(cls, config: RunConfig, run_dir: str | None) -> dict[str, str]:
         """Environment variables every process of the run starts with."""
         return {}
+
+    @classmethod
+    def variant(cls, config: RunConfig) -> str:
+        """The strategy with what distinguishes its flavours, as the report labels its runs."""
+        return cls.name
+
+    @classmethod
+    def parameter_servers(cls, config: RunConfig) -> int:
+        """ps tasks the run has."""
+        return 0
+
+    @classmethod
+    def rank_launcher(cls, config: RunConfig, placement: Placement | None) -> list[str] | None:
+        """MPI launch: the command that starts the ranks, when it is not mpirun."""
+        return None
+
+    @classmethod
+    def traffic(cls, config: RunConfig, gradient_bytes: int) -> dict[str, tuple[float, float]]:
+        """{role: (bytes sent, bytes received)} per task per worker step, by the exchange's
+        formula (bench.metrics); empty for a strategy that moves nothing over a network."""
+        return {}
+
+    @classmethod
+    def facts(cls, config: RunConfig) -> dict[str, Any]:
+        """run.json's "strategy": what the report, presets and launchers read instead of its name."""
+        return {"name": cls.name, "family": cls.family, "variant": cls.variant(config), "launch": cls.launch,
+                "baseline": cls.baseline, "asynchronous": cls.asynchronous,
+                "parameter_servers": cls.parameter_servers(config)}
 
     @classmethod
     def worker_batch(cls, config: RunConfig) -> int:
@@ -147,6 +188,10 @@ class Worker(ABC):
     def info(self) -> dict[str, Any]:
         """Facts for run.json: devices used, bytes moved per step, placement, ..."""
         return {}
+
+    def sent_per_step(self) -> float:
+        """Bytes one worker sends per step, by its strategy's formula."""
+        return self.strategy.traffic(self.config, self.model.gradient_bytes).get("worker", (0, 0))[0]
 
     def teardown(self) -> None:
         """Release what setup acquired. Called on success and on failure."""

@@ -10,6 +10,7 @@ class PSAsync(ParameterServerStrategy):
     name = "ps-async"
     description = "parameter servers, asynchronous updates (between-graph replication)"
     worker = "strategies.workers.ps_async:PSAsyncWorker"
+    asynchronous = True
 
     @classmethod
     def tolerates_worker_loss(cls, config: RunConfig) -> bool:

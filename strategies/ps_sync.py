@@ -49,6 +49,11 @@ class PSSync(ParameterServerStrategy):
         return config.option("replicas_to_aggregate") or config.workers
 
     @classmethod
+    def variant(cls, config: RunConfig) -> str:
+        extra = cls.replicas(config) - config.workers
+        return f"{cls.name} R=N{extra:+d}" if extra else f"{cls.name} R=N"
+
+    @classmethod
     def tolerates_worker_loss(cls, config: RunConfig) -> bool:
         # with backup workers the others still supply R gradients per step
         return cls.replicas(config) < config.workers

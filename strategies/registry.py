@@ -11,6 +11,7 @@ import warnings
 from functools import cache
 
 import strategies
+from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.options import Option
 from strategies.base import Strategy
@@ -41,6 +42,24 @@ def get(name: str) -> type[Strategy]:
     if name not in known:
         raise UsageError(f"--strategy: unknown strategy {name!r}; choose from {', '.join(sorted(known))}")
     return known[name]
+
+
+def with_defaults(config: RunConfig) -> RunConfig:
+    """The config with its strategy's options complete: each one not given takes its default."""
+    return config.replace(options={opt.name: config.options.get(opt.name, opt.default)
+                                   for opt in get(config.strategy).options})
+
+
+def baseline() -> str:
+    """The strategy whose 1-worker throughput scaling efficiency divides by."""
+    return next(name for name, cls in all_strategies().items() if cls.baseline)
+
+
+def default(under_mpi: bool) -> str:
+    """What runs without --strategy: the baseline, or under mpirun the one that declares itself for it."""
+    if under_mpi:
+        return next(name for name, cls in all_strategies().items() if cls.default_under_mpi)
+    return baseline()
 
 
 def all_options() -> list[Option]:

@@ -1,11 +1,13 @@
 """single: one process, one device, a tf.function training step. The baseline of
 every scaling-efficiency figure, so it adds nothing to a bare training loop."""
 
-from strategies.base import Strategy
+from strategies.base import IN_GRAPH, Strategy
 
 
 class Single(Strategy):
     name = "single"
     description = "one process, one device: the baseline"
+    family = IN_GRAPH
+    baseline = True
     worker = "strategies.workers.single:SingleWorker"
     worker_range = (1, 1)

@@ -8,6 +8,7 @@ import numpy as np
 from bench import data as data_sources
 from bench import models
 from bench.config import RunConfig
+from bench.validation import validate
 from strategies import registry
 from strategies.base import WorkerContext
 
@@ -15,10 +16,8 @@ BASE = dict(model="mlp", data="digits", optimizer="sgd", lr=0.1, steps=5, warmup
 
 
 def config_for(strategy: str, **changes) -> RunConfig:
-    cls = registry.get(strategy)
-    options = {opt.name: opt.default for opt in cls.options}
-    options.update(changes.pop("options", {}))
-    return RunConfig(strategy=strategy, options=options, **{**BASE, **changes})
+    """A validated config: the strategy's options not given take their defaults."""
+    return validate(RunConfig(strategy=strategy, **{**BASE, **changes}))
 
 
 def train_in_process(config: RunConfig, steps: int) -> list[np.ndarray]:

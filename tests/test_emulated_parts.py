@@ -12,11 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bench.config import RunConfig
 from bench.emulated import network
 from bench.emulated.meter import NETWORK_FILE, bytes_per_step
 from bench.emulated.network import Cluster, Host
 from bench.emulated.placement import AGENT, Placement, mpirun_host_args
-from bench.traffic import predicted_per_step
+from bench.validation import validate
+from strategies import registry
 
 
 def a_cluster(hosts: int = 6, link: float | None = 100.0) -> Cluster:
@@ -66,10 +68,16 @@ def test_the_ssh_stand_in_enters_the_namespace_of_the_address(tmp_path, argv):
     assert unknown.returncode == 255 and "not a host" in unknown.stderr
 
 
-def test_formulas_per_role():
-    assert predicted_per_step({"worker": 4, "ps": 2}, 1000) == {"worker": (1000, 1000), "ps": (500, 500)}
-    assert predicted_per_step({"worker": 4}, 1000) == {"worker": (1500, 1500)}
-    assert predicted_per_step({"worker": 4}, 1000, fp16=True) == {"worker": (750, 750)}
+def test_each_strategy_declares_its_formula_per_role():
+    def traffic(strategy: str, **options) -> dict:
+        config = validate(RunConfig(strategy=strategy, workers=4 if strategy != "single" else 1, ps=2,
+                                    data="synthetic", options=options))
+        return registry.get(strategy).traffic(config, 1000)
+
+    assert traffic("ps-sync") == traffic("ps-async") == {"worker": (1000, 1000), "ps": (500, 500)}
+    assert traffic("allreduce") == traffic("allreduce-tf") == {"worker": (1500, 1500)}
+    assert traffic("allreduce", fp16_allreduce=True) == {"worker": (750, 750)}
+    assert traffic("single") == traffic("multi-tower") == {}
 
 
 def write_run(folder: Path, steps: list[tuple], counters: list[tuple]) -> None:
@@ -129,7 +137,7 @@ def test_the_report_compares_ps_with_allreduce_per_link(tmp_path):
     verdict = verdict[:verdict.index("</table>")]
     assert 'data-col="ps_over_allreduce" data-value="0.25"' in verdict
     assert 'data-col="ps_over_allreduce" data-value="1.3333333333333333"' in verdict
-    assert 'data-col="best_ps" data-value="ps-sync 1 ps"' in verdict
+    assert 'data-col="best_ps" data-value="ps-sync R=N 1 ps"' in verdict
     summary = pd.read_csv(tmp_path / "out" / "summary.csv")
     assert sorted(summary["link_mbit"]) == [100, 100, 10000, 10000]
     assert set(summary["net_ps_link_utilisation"].dropna()) == {0.9}

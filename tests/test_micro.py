@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.micro.bandwidth import FAST_SIZES, busbw
+from bench.metrics import busbw
+from bench.micro.bandwidth import FAST_SIZES
 from tests.processes import bench
 
 pytestmark = pytest.mark.slow

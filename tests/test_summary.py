@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from bench import summary
+from bench import metrics, summary
 
 
 def steps_frame(durations, workers=1, examples=10):
@@ -18,7 +18,7 @@ def steps_frame(durations, workers=1, examples=10):
 
 
 def throughput(frame):
-    return summary.throughput(frame, summary.applied_examples(frame))
+    return metrics.throughput(frame, metrics.applied_examples(frame))
 
 
 def test_constant_rate_has_a_zero_width_interval():
@@ -59,7 +59,7 @@ def test_dropped_gradients_do_not_count_as_throughput():
     frame = steps_frame([0.01] * 100, workers=3)
     frame["applied"] = np.where(frame["worker"] == 2, 0, 1)  # backup worker: its gradients are dropped
     applied = throughput(frame)[0]
-    computed = summary.throughput(frame, frame["examples"].to_numpy(dtype=float))[0]
+    computed = metrics.throughput(frame, frame["examples"].to_numpy(dtype=float))[0]
     assert math.isclose(applied, 2000.0, rel_tol=1e-6) and math.isclose(computed, 3000.0, rel_tol=1e-6)
 
 
@@ -77,20 +77,20 @@ def test_time_to_target_is_measured_from_the_first_training_step(tmp_path):
 
 def test_warmup_rows_are_left_out():
     frame = steps_frame([1.0] * 5 + [0.01] * 100)
-    assert len(summary.measured_steps(frame, 5)) == 100
+    assert len(metrics.measured_steps(frame, 5)) == 100
 
 
 def test_percentiles_and_ci_of_known_samples():
     frame = steps_frame(list(np.linspace(0.01, 0.02, 101)))
-    p = summary.step_time_percentiles(frame)
+    p = metrics.step_time_percentiles(frame)
     assert math.isclose(p["step_time_p50_s"], 0.015) and p["step_time_p99_s"] > p["step_time_p90_s"]
-    mean, half = summary.mean_and_ci95(np.array([1.0, 2.0, 3.0]))
+    mean, half = metrics.mean_and_ci95(np.array([1.0, 2.0, 3.0]))
     assert mean == 2.0 and math.isclose(half, 4.302652729911275 * 1.0 / math.sqrt(3), rel_tol=1e-9)
 
 
 def test_time_to_accuracy_and_scaling_efficiency():
     evals = pd.DataFrame({"global_step": [10, 20, 30], "wall_s": [1.0, 2.0, 3.0],
                           "accuracy": [0.5, 0.91, 0.95]})
-    assert summary.time_to_accuracy(evals, 0.9) == (2.0, 20.0)
-    assert all(math.isnan(v) for v in summary.time_to_accuracy(evals, 0.99))
-    assert summary.scaling_efficiency(300.0, 4, 100.0) == 0.75
+    assert metrics.time_to_accuracy(evals, 0.9) == (2.0, 20.0)
+    assert all(math.isnan(v) for v in metrics.time_to_accuracy(evals, 0.99))
+    assert metrics.scaling_efficiency(300.0, 4, 100.0) == 0.75

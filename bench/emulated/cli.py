@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
-from bench.cli import OneLineParser
 from bench.emulated import linkcheck, network
 from bench.errors import UsageError
+from bench.usage import OneLineParser, refuse
 
 
 def parser() -> argparse.ArgumentParser:
@@ -58,6 +57,5 @@ def main(argv: Sequence[str]) -> int:
             cluster = network.find(args.name)
             print(describe(cluster) if cluster else f"cluster {args.name}: not up")
     except UsageError as exc:
-        print(f"bench: error: {exc}", file=sys.stderr)
-        return 2
+        return refuse(exc)
     return 0

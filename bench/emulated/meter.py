@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from bench.emulated.network import Cluster, counters
+from bench.metrics import link_utilisation, measured_steps
 from bench.records import CsvAppender
-from bench.summary import measured_steps
 
 NETWORK_FILE = "network.csv"
 NETWORK_COLUMNS = ("t_s", "host", "sent_bytes", "received_bytes")
@@ -97,6 +97,6 @@ def bytes_per_step(run_dir: Path, labels: dict[int, str], warmup_steps: int, lin
                  "predicted_sent_per_step": p_sent * scale if p_sent is not None else None,
                  "predicted_received_per_step": p_received * scale if p_received is not None else None}
         if link_mbit and hi > lo:
-            entry["link_utilisation"] = max(sent, received) * 8 / (hi - lo) / (link_mbit * 1e6)
+            entry["link_utilisation"] = link_utilisation(max(sent, received), hi - lo, link_mbit)
         out[label] = entry
     return out

@@ -13,7 +13,7 @@ from bench.emulated.meter import Meter, bytes_per_step
 from bench.emulated.placement import Placement
 from bench.errors import UsageError
 from bench.records import RunFolder
-from bench.traffic import predicted_per_step
+from strategies import registry
 
 
 def place(config: RunConfig, processes: dict[str, int]) -> Placement:
@@ -44,13 +44,13 @@ def metered(placement: Placement | None, run_dir: Path, run_start: float) -> Ite
         network.end_processes(namespaces)
 
 
-def network_record(placement: Placement, folder: RunFolder, config: RunConfig, processes: dict[str, int]) -> dict:
+def network_record(placement: Placement, folder: RunFolder, config: RunConfig) -> dict:
     """run.json's "network": the hosts, the link cap, and bytes per step against the formulas."""
     gradient_bytes = folder.read_run()["model"].get("gradient_bytes_per_step")
     if gradient_bytes is None:  # the chief never built its model
         return {**placement.describe(), "per_host": {"error": "the run ended before its model was built"}}
     run_dir = folder.path
-    predicted = predicted_per_step(processes, gradient_bytes, bool(config.options.get("fp16_allreduce")))
+    predicted = registry.get(config.strategy).traffic(config, gradient_bytes)
     try:
         per_host = bytes_per_step(run_dir, placement.labels(), config.warmup_steps, placement.cluster.link_mbit,
                                   predicted)

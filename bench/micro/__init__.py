@@ -1,2 +1,5 @@
 """Communication micro-benchmarks (pytest-benchmark): allreduce through Horovod, mpi4py and
 TensorFlow collectives, parameter-server push/pull, and the memory-copy ceiling."""
+
+# the collectives the micro-benchmarks time, each under mpirun (or horovodrun) with n ranks
+COLLECTIVES = ("mpi4py", "horovod-mpi", "horovod-gloo", "tf-collective")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench.metrics import ALLREDUCE_OP, algbw, busbw
 from bench.micro import settings
-from bench.micro.bandwidth import algbw, busbw
 
 
 class MPI4Py:
@@ -95,6 +95,6 @@ def test_allreduce(benchmark, transport, nbytes):
     benchmark.group = f"allreduce {settings.label(nbytes)}"
     benchmark.pedantic(run, setup=impl.barrier, rounds=settings.rounds(), iterations=1, warmup_rounds=1)
     seconds = benchmark.stats.stats.median
-    benchmark.extra_info.update(transport=name, kind="allreduce", processes=impl.size, bytes=nbytes,
+    benchmark.extra_info.update(transport=name, kind=ALLREDUCE_OP, processes=impl.size, bytes=nbytes,
                                 algbw_bytes_per_s=algbw(nbytes, seconds),
-                                busbw_bytes_per_s=busbw("allreduce", nbytes, seconds, impl.size))
+                                busbw_bytes_per_s=busbw(ALLREDUCE_OP, nbytes, seconds, impl.size))

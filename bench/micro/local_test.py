@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
+from bench.metrics import COPY_OP, PS_ROUNDTRIP_OP, algbw, busbw
 from bench.micro import settings
-from bench.micro.bandwidth import algbw, busbw
 
 PS_SERVER = "import sys, json, tensorflow as tf; c = json.loads(sys.argv[1]); " \
             "tf.distribute.Server(tf.train.ClusterSpec(c), 'ps', int(sys.argv[2])).join()"
@@ -32,7 +32,7 @@ def test_memory_copy(benchmark, nbytes):
     dst = np.empty_like(src)
     benchmark.group = f"copy {settings.label(nbytes)}"
     benchmark.pedantic(np.copyto, args=(dst, src), rounds=settings.rounds() * 3, iterations=1, warmup_rounds=1)
-    record(benchmark, "memory-copy", "copy", 1, nbytes)
+    record(benchmark, "memory-copy", COPY_OP, 1, nbytes)
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=lambda k: f"{k}ps")
@@ -83,4 +83,4 @@ def test_ps_push_pull(benchmark, ps_cluster, nbytes):
         step()
         benchmark.group = f"ps {settings.label(nbytes)}"
         benchmark.pedantic(step, rounds=settings.rounds(), iterations=1, warmup_rounds=1)
-    record(benchmark, f"ps-{tasks}ps", "ps_roundtrip", tasks + 1, nbytes)
+    record(benchmark, f"ps-{tasks}ps", PS_ROUNDTRIP_OP, tasks + 1, nbytes)

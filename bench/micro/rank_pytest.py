@@ -10,17 +10,12 @@ from pathlib import Path
 
 import pytest
 
-RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "HOROVOD_RANK")
-SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "HOROVOD_SIZE")
-
-
-def from_env(names: tuple[str, ...]) -> int:
-    return next(int(os.environ[n]) for n in names if n in os.environ)
+from bench.mpi_environment import world_rank, world_size
 
 
 def main() -> int:
     out, name, test_file = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
-    rank, size = from_env(RANK_VARIABLES), from_env(SIZE_VARIABLES)
+    rank, size = world_rank() or 0, world_size() or 1
     ports = os.environ.get("DISTBENCH_MICRO_TF_PORTS")
     if ports:
         workers = [f"127.0.0.1:{p}" for p in ports.split(",")[:size]]

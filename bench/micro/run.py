@@ -12,14 +12,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.cli import OneLineParser
+from bench.micro import COLLECTIVES
 from bench.micro.summary import summarize, write_summary
 from bench.mpi_launcher import mpirun_command
 from bench.processes import free_ports
 from bench.tools import find_tool
+from bench.usage import OneLineParser
 
 HERE = Path(__file__).parent
-COLLECTIVES = ("mpi4py", "horovod-mpi", "horovod-gloo", "tf-collective")
 
 
 def collective_argv(transport: str, np: int, out: Path) -> list[str]:

@@ -8,19 +8,17 @@ import math
 import numpy as np
 import pandas as pd
 
-from bench.report.collect import GROUP_KEY
-from bench.summary import mean_and_ci95, scaling_efficiency
+from bench.metrics import mean_and_ci95, scaling_efficiency
+from bench.report.collect import DECLARED, GROUP_KEY
 
-BASELINE_STRATEGY = "single"
 MATCH_KEY = ["purpose", "strategy", "model", "data", "workers", "batch_size"]
 
 
 def add_scaling_efficiency(runs: pd.DataFrame) -> pd.DataFrame:
-    """Scaling efficiency of every run against the mean 1-worker `single` throughput of the
-    same model, data and per-worker batch."""
+    """Scaling efficiency of every run against the mean 1-worker throughput of the baseline
+    strategy (the one that declares itself so) on the same model, data and per-worker batch."""
     runs = runs.copy()
-    ok = runs[runs["ok"] & (runs["strategy"] == BASELINE_STRATEGY) & (runs["workers"] == 1)]
-    base = ok.groupby(["model", "data", "batch_size"])["throughput_examples_per_s"].mean()
+    base = baseline_throughput(runs)
 
     def efficiency(row: pd.Series) -> float:
         key = (row["model"], row["data"], row["batch_size"])
@@ -30,6 +28,12 @@ def add_scaling_efficiency(runs: pd.DataFrame) -> pd.DataFrame:
 
     runs["scaling_efficiency"] = runs.apply(efficiency, axis=1) if len(runs) else []
     return runs
+
+
+def baseline_throughput(runs: pd.DataFrame) -> pd.Series:
+    """Mean throughput of the ok 1-worker baseline runs, by (model, data, batch_size)."""
+    ok = runs[runs["ok"] & runs["scaling_baseline"].fillna(False).astype(bool) & (runs["workers"] == 1)]
+    return ok.groupby(["model", "data", "batch_size"])["throughput_examples_per_s"].mean()
 
 
 def settings(runs: pd.DataFrame) -> pd.DataFrame:
@@ -47,7 +51,8 @@ def settings(runs: pd.DataFrame) -> pd.DataFrame:
             half = float(group["throughput_ci95_examples_per_s"].iloc[0]) \
                 if len(values) and pd.notna(group["throughput_ci95_examples_per_s"].iloc[0]) else math.nan
             spread = "95% CI over time windows of the run"
-        rows.append({**dict(zip(GROUP_KEY, key, strict=True)), "repeats": len(group),
+        rows.append({**dict(zip(GROUP_KEY, key, strict=True)),
+                     **{c: group[c].iloc[0] for c in DECLARED if c in group}, "repeats": len(group),
                      "throughput_examples_per_s": mean, "throughput_ci95_examples_per_s": half,
                      "spread": spread, "scaling_efficiency": float(np.nanmean(group["scaling_efficiency"]))
                      if group["scaling_efficiency"].notna().any() else math.nan,

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.cli import OneLineParser
+from bench.usage import OneLineParser, refuse
 
 
 def main(argv: Sequence[str]) -> int:
@@ -21,8 +20,7 @@ def main(argv: Sequence[str]) -> int:
     paths = [Path(x) for x in args.paths]
     missing = [str(x) for x in [*paths, *map(Path, args.baseline or [])] if not x.exists()]
     if missing:
-        print(f"bench: error: no such folder: {', '.join(missing)}", file=sys.stderr)
-        return 2
+        return refuse(f"no such folder: {', '.join(missing)}")
     from bench.report.build import write_report
 
     out = Path(args.output) if args.output else (paths[0] if paths[0].is_dir() else paths[0].parent)

@@ -10,9 +10,14 @@ from typing import Any
 
 import pandas as pd
 
+from bench.config import RunConfig
+from bench.errors import UsageError
 from bench.owner import owner_state, settle_if_abandoned
 from bench.records import EVALS_FILE, RUN_FILE, STEPS_FILE
+from strategies import registry
 
+# what a run's strategy declared of itself (one value per GROUP_KEY setting)
+DECLARED = ["family", "variant", "scaling_baseline", "asynchronous"]
 GROUP_KEY = ["purpose", "strategy", "model", "data", "workers", "ps", "batch_size", "options", "link_mbit"]
 
 
@@ -42,15 +47,17 @@ def scenario_of(config: dict[str, Any]) -> str:
     return "clean"
 
 
-def variant_of(config: dict[str, Any]) -> str:
-    """The strategy, with what distinguishes its flavours (ps-sync's R against N)."""
-    strategy = config.get("strategy", "")
-    replicas = (config.get("options") or {}).get("replicas_to_aggregate")
-    if strategy == "ps-sync":
-        workers = config.get("workers", 0)
-        r = replicas or workers
-        return "ps-sync R=N" if r == workers else f"ps-sync R=N{r - workers:+d}"
-    return strategy
+def strategy_facts(record: dict[str, Any]) -> dict[str, Any]:
+    """What the run's strategy declared (run.json's "strategy"); for a record written before
+    it was recorded, asked of the registered strategy of that name."""
+    facts = record.get("strategy")
+    if isinstance(facts, dict):
+        return facts
+    config = record.get("config") or {}
+    try:
+        return registry.get(config.get("strategy", "")).facts(registry.with_defaults(RunConfig.from_dict(config)))
+    except (UsageError, TypeError, KeyError, ValueError):
+        return {"name": config.get("strategy"), "variant": config.get("strategy")}
 
 
 def network_columns(network: dict[str, Any] | None) -> dict[str, Any]:
@@ -74,6 +81,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
     record = settle_if_abandoned(run_dir, json.loads((run_dir / RUN_FILE).read_text()))
     config, summary = record.get("config", {}), record.get("summary") or {}
     info, env = record.get("strategy_info") or {}, record.get("environment") or {}
+    facts = strategy_facts(record)
     status = record.get("status", "unknown")
     if status == "running" and owner_state(record.get("owner")) == "unknown":
         status = "failed: no end was recorded, and its owner cannot be checked from this host"
@@ -81,7 +89,8 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "run_id": record.get("run_id", run_dir.name), "path": str(run_dir), "status": status,
         "ok": status == "ok", "purpose": purpose_of(config), "strategy": config.get("strategy"),
         "model": config.get("model"), "data": config.get("data"), "workers": config.get("workers"),
-        "ps": config.get("ps") if config.get("strategy", "").startswith("ps-") else 0,
+        "ps": facts.get("parameter_servers", 0), "family": facts.get("family"),
+        "scaling_baseline": bool(facts.get("baseline")), "asynchronous": bool(facts.get("asynchronous")),
         "batch_size": config.get("batch_size"), "steps": config.get("steps"),
         "warmup_steps": summary.get("warmup_steps", config.get("warmup_steps")),
         "optimizer": config.get("optimizer"), "lr": config.get("lr"),
@@ -102,7 +111,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "staleness_mean_steps": summary.get("staleness_mean_steps"),
         "gradients_dropped": (record.get("records") or {}).get("gradients_dropped"),
         "lost_workers": ", ".join(record.get("lost_workers") or []),
-        "scenario": scenario_of(config), "variant": variant_of(config), "kill_worker": config.get("kill_worker"),
+        "scenario": scenario_of(config), "variant": facts.get("variant"), "kill_worker": config.get("kill_worker"),
         "straggler": config.get("straggler") or (f"random x{config['straggler_random']:g}"
                                                  if config.get("straggler_random") else None),
         "ended_s": record.get("ended_s"), "last_step": record.get("last_step"),

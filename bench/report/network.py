@@ -7,17 +7,13 @@ import pandas as pd
 from bench.report import aggregate, plots
 from bench.report.collect import GROUP_KEY
 from bench.report.html import figure, note, section, table
-
-ALLREDUCE = ("allreduce", "allreduce-tf")
+from strategies.base import ALLREDUCE, PARAMETER_SERVER
 
 
 def network_variant(row: pd.Series) -> str:
-    """ps-sync with 1 and 2 ps tasks are two lines; the others are their strategy."""
-    if str(row["strategy"]).startswith("ps-"):
-        return f"{row['strategy']} {int(row['ps'])} ps"
-    if '"hvd_controller": "gloo"' in str(row.get("options", "")):
-        return f"{row['strategy']} (gloo)"
-    return str(row["strategy"])
+    """The declared variant, with its ps task count where it has ps tasks (1 and 2 ps are two lines)."""
+    variant = str(row["variant"] if pd.notna(row.get("variant")) else row["strategy"])
+    return f"{variant} {int(row['ps'])} ps" if row.get("ps") else variant
 
 
 def settings(runs: pd.DataFrame) -> pd.DataFrame:
@@ -37,8 +33,8 @@ def verdicts(table_: pd.DataFrame) -> pd.DataFrame:
     """Per model and link: the best ps variant against the best allreduce variant."""
     rows = []
     for (model, link), group in table_.groupby(["model", "link_mbit"]):
-        ps = group[group["variant"].str.startswith("ps-")]
-        ar = group[group["strategy"].isin(ALLREDUCE)]
+        ps = group[group["family"] == PARAMETER_SERVER]
+        ar = group[group["family"] == ALLREDUCE]
         if ps.empty or ar.empty:
             continue
         best_ps = ps.loc[ps["throughput_examples_per_s"].idxmax()]

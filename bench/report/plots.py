@@ -13,19 +13,21 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from bench.metrics import ALLREDUCE_OP, COPY_OP, measured_steps  # noqa: E402
+from bench.micro import COLLECTIVES  # noqa: E402
 from bench.report.collect import evals_of, steps_of  # noqa: E402
-from bench.summary import measured_steps  # noqa: E402
+from strategies import registry  # noqa: E402
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "distbench", "figure.dpi": 96,
                      "axes.grid": True, "grid.alpha": 0.3, "font.size": 9})
-KNOWN = ("single", "multi-tower", "mirrored", "ps-async", "ps-sync", "allreduce", "allreduce-tf", "mpi4py",
-         "horovod-mpi", "horovod-gloo", "tf-collective", "ps-1ps", "ps-2ps")
 
 
 def _color(name: str) -> str:
-    """The same colour for a strategy in every plot and every report."""
+    """The same colour for a strategy (or a micro-benchmark transport) in every plot and report:
+    registered strategies take the palette in order, then the collectives."""
+    known = (*registry.all_strategies(), *COLLECTIVES)
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    index = KNOWN.index(name) if name in KNOWN else zlib.crc32(name.encode())
+    index = known.index(name) if name in known else zlib.crc32(name.encode())
     return palette[index % len(palette)]
 
 
@@ -52,7 +54,8 @@ def throughput_vs_workers(settings: pd.DataFrame) -> str:
 
     def draw(ax: plt.Axes, model: str) -> None:
         rows = thr[thr["model"] == model]
-        base = rows[(rows["strategy"] == "single") & (rows["workers"] == 1)]["throughput_examples_per_s"]
+        base = rows[rows["scaling_baseline"].fillna(False).astype(bool) & (rows["workers"] == 1)]
+        base = base["throughput_examples_per_s"]
         for strategy, group in rows.groupby("strategy"):
             group = group.sort_values("workers")
             ax.errorbar(group["workers"], group["throughput_examples_per_s"],
@@ -60,7 +63,7 @@ def throughput_vs_workers(settings: pd.DataFrame) -> str:
                         label=strategy, color=_color(strategy))
         if len(base):
             ns = np.array(sorted(rows["workers"].unique()))
-            ax.plot(ns, ns * base.iloc[0], "k--", linewidth=1, label="ideal (n x single)")
+            ax.plot(ns, ns * base.iloc[0], "k--", linewidth=1, label=f"ideal (n x {registry.baseline()})")
         ax.set_xlabel("workers")
         ax.set_ylabel("examples/s (95% CI)")
         ax.set_xticks(sorted(rows["workers"].unique()))
@@ -161,13 +164,13 @@ def staleness_histogram(runs: pd.DataFrame) -> str:
 
 def bandwidth_vs_size(table: pd.DataFrame) -> str:
     """Bus bandwidth against message size per transport; the memory copy drawn as the ceiling."""
-    counts = sorted(table.loc[table["kind"] == "allreduce", "processes"].unique()) or [1]
+    counts = sorted(table.loc[table["kind"] == ALLREDUCE_OP, "processes"].unique()) or [1]
     fig, axes = plt.subplots(1, len(counts), figsize=(5 * len(counts), 3.4), squeeze=False)
     for ax, n in zip(axes[0], counts, strict=True):
-        rows = table[(table["processes"] == n) | (table["kind"] != "allreduce")]
+        rows = table[(table["processes"] == n) | (table["kind"] != ALLREDUCE_OP)]
         for (transport, kind), group in rows.groupby(["transport", "kind"]):
             group = group.sort_values("bytes")
-            style = {"color": "k", "linestyle": "--"} if kind == "copy" else {"color": _color(transport)}
+            style = {"color": "k", "linestyle": "--"} if kind == COPY_OP else {"color": _color(transport)}
             ax.plot(group["bytes"], group["busbw_gb_per_s"], marker="o", label=transport, **style)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("message size (bytes)")

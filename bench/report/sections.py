@@ -9,6 +9,7 @@ import pandas as pd
 from bench.report import aggregate, plots
 from bench.report.build import RUN_COLUMNS
 from bench.report.html import figure, note, section, table
+from strategies import registry
 
 
 def micro_sections(paths) -> list[str]:
@@ -50,7 +51,7 @@ def all_sections(runs: pd.DataFrame) -> list[str]:
         convergence_section(convergence),
         time_to_accuracy(convergence),
         step_times(plain),
-        staleness(ok[ok["strategy"] == "ps-async"]),
+        staleness(ok[ok["asynchronous"].fillna(False).astype(bool)]),
         *([stragglers(plain)] if (plain["scenario"] != "clean").any() else []),
     ] if len(plain) else [run_table(runs)]
     return [
@@ -77,15 +78,16 @@ def throughput(settings: pd.DataFrame) -> str:
     return section("throughput", "Throughput against workers", figure(
         plots.throughput_vs_workers(settings),
         "Error bars: 95% confidence interval of the mean (over repeats, or over the run's time windows "
-        "for a single run). Dashed: n times the 1-worker single baseline."))
+        f"for a single run). Dashed: n times the 1-worker {registry.baseline()} baseline."))
 
 
 def efficiency(settings: pd.DataFrame) -> str:
     if settings.empty or settings["scaling_efficiency"].isna().all():
-        return section("scaling", "Scaling efficiency", note("Needs a 1-worker single run of the same model."))
+        return section("scaling", "Scaling efficiency",
+                       note(f"Needs a 1-worker {registry.baseline()} run of the same model."))
     return section("scaling", "Scaling efficiency", figure(
         plots.efficiency_vs_workers(settings),
-        "throughput / (workers x 1-worker single throughput, same model and per-worker batch)"))
+        f"throughput / (workers x 1-worker {registry.baseline()} throughput, same model and per-worker batch)"))
 
 
 def run_table(runs: pd.DataFrame) -> str:
@@ -126,8 +128,8 @@ def step_times(runs: pd.DataFrame) -> str:
 
 def staleness(runs: pd.DataFrame) -> str:
     if runs.empty:
-        return section("staleness", "ps-async staleness", note("No ps-async runs."))
-    return section("staleness", "ps-async staleness", figure(
+        return section("staleness", "Staleness", note("No run of an asynchronous strategy."))
+    return section("staleness", f"Staleness ({', '.join(sorted(runs['strategy'].unique()))})", figure(
         plots.staleness_histogram(runs), "Updates applied by other workers while a worker computed its own."))
 
 

@@ -11,7 +11,6 @@ from bench import models
 from bench.config import RunConfig
 from bench.data import Dataset
 from bench.errors import RunFailed
-from bench.traffic import ring_allreduce_bytes
 from bench.training import feed_for, make_optimizer
 from strategies.allreduce import Allreduce
 from strategies.base import StepResult
@@ -50,6 +49,9 @@ class AllreduceWorker(EagerWorker):
             optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
             return loss
 
+        if self.config.option("timeline") and "HOROVOD_TIMELINE" not in os.environ and self.context.run_dir:
+            # started by the user's mpirun (our launcher sets HOROVOD_TIMELINE for its ranks)
+            hvd.start_timeline(os.path.join(self.context.run_dir, "horovod_timeline.json"))
         # every rank starts from rank 0's weights (they are seeded alike; this makes it so)
         hvd.broadcast_variables(model.weights, root_rank=0)
         self._optimizer = optimizer
@@ -69,5 +71,5 @@ class AllreduceWorker(EagerWorker):
         controller = "gloo" if self.hvd.gloo_enabled() else "mpi" if self.hvd.mpi_enabled() else "none"
         return {"ranks": size, "controller": controller,
                 "gradient_bytes_per_step": gradient_bytes,
-                "bytes_sent_per_rank_per_step": ring_allreduce_bytes(gradient_bytes, size),
+                "bytes_sent_per_rank_per_step": self.sent_per_step(),
                 "horovod_environment": {k: v for k, v in os.environ.items() if k.startswith("HOROVOD_")}}

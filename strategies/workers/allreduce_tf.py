@@ -9,7 +9,6 @@ import tensorflow as tf
 from bench import models
 from bench.config import RunConfig
 from bench.data import Dataset
-from bench.traffic import ring_allreduce_bytes
 from bench.training import feed_for, make_optimizer
 from strategies.allreduce_tf import AllreduceTF
 from strategies.workers.eager import EagerWorker
@@ -57,4 +56,4 @@ class AllreduceTFWorker(EagerWorker):
         n = self.context.num_workers
         return {"workers": n, "communication": "RING",
                 "gradient_bytes_per_step": self.model.gradient_bytes,
-                "bytes_sent_per_rank_per_step": ring_allreduce_bytes(self.model.gradient_bytes, n)}
+                "bytes_sent_per_rank_per_step": self.sent_per_step()}

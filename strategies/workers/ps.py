@@ -20,8 +20,8 @@ from bench import models
 from bench.config import RunConfig
 from bench.data import Dataset, Split
 from bench.errors import RunFailed
+from bench.metrics import ps_server_bytes, ps_worker_bytes
 from bench.models.base import Model
-from bench.traffic import ps_server_bytes, ps_worker_bytes
 from bench.training import evaluate_in_chunks, feed_for, make_optimizer
 from strategies.base import StepResult, Worker
 

@@ -1,0 +1,166 @@
+"""Every figure the suite reports, defined once; every consumer calls these.
+
+Run figures (from a run's steps.csv and evals.csv; bench.summary applies them):
+- measured steps: every worker's steps from its local step `warmup_steps` on
+  (`measured_steps`: the summary, the report's plots and the link meter use it).
+- throughput (examples/s): examples whose gradients reached the model (`applied`;
+  all examples computed, except where a strategy drops stale gradients) over the
+  measured span, from the first measured step's start to the last one's end.
+  `computed_throughput_examples_per_s` counts every example a worker computed.
+- its 95% interval: batch means over consecutive steps. The measured steps, in
+  order of their end, are cut into up to 10 batches of consecutive steps; each
+  batch has its examples and its own elapsed time (end of its last step minus end
+  of the previous batch's last step), so the interval reflects how step times
+  vary. Half-width: Student t (k-1 degrees of freedom) times the standard error of
+  the ratio estimator sum(examples) / sum(seconds) over the k batches.
+- step time (s): t_end - t_start of each measured step of each worker; p50/p90/p99.
+- start-up (s): from the run's start (the launcher's clock) to its first training step.
+- time to target (s): from the first training step to the first evaluation whose
+  accuracy >= target (start-up is not in it).
+- scaling efficiency: throughput / (workers x throughput of the 1-worker run of the
+  baseline strategy, same model and per-worker batch).
+
+Bytes (S = the float32 gradient bytes one worker produces per step):
+- ring allreduce: every rank sends and receives 2(n-1)/n x S per step (the ring factor).
+- parameter servers: a worker sends S (gradients) and receives S (parameters) per step;
+  k ps tasks sharing the variables evenly each receive n x S / k per global step of n workers.
+- link utilisation: bytes in the busier direction x 8 / seconds / the link's bit rate.
+
+Bandwidth, as NCCL's tests define it (their doc/PERFORMANCE.md):
+- algbw = bytes / time of the operation as a whole.
+- busbw = algbw x the bytes the busiest link carries per byte of buffer: the ring
+  factor for allreduce, 2 for a ps round trip (up and back), 1 for a local copy.
+  The figure to hold against a link's bandwidth.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+MAX_BATCHES = 10
+MIN_STEPS_PER_BATCH = 3
+
+# kinds of operation a micro-benchmark times (its records' "kind")
+ALLREDUCE_OP, PS_ROUNDTRIP_OP, COPY_OP = "allreduce", "ps_roundtrip", "copy"
+
+
+def measured_steps(steps: pd.DataFrame, warmup_steps: int) -> pd.DataFrame:
+    """Rows from each worker's local step `warmup_steps` on (local steps count from 0)."""
+    return steps[steps["local_step"] >= warmup_steps]
+
+
+def applied_examples(steps: pd.DataFrame) -> np.ndarray:
+    """Examples of each step whose gradient reached the model (a step marked applied=0 adds none)."""
+    examples = steps["examples"].to_numpy(dtype=float)
+    if "applied" not in steps:
+        return examples
+    applied = steps["applied"].to_numpy(dtype=float)
+    return np.where(np.isnan(applied) | (applied != 0), examples, 0.0)
+
+
+def step_batches(steps: pd.DataFrame, examples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(examples, seconds) of up to MAX_BATCHES batches of consecutive steps (by end time)."""
+    if len(steps) < 2:
+        return np.array([]), np.array([])
+    order = np.argsort(steps["t_end_s"].to_numpy(), kind="stable")
+    ends = steps["t_end_s"].to_numpy()[order]
+    count = max(1, min(MAX_BATCHES, len(steps) // MIN_STEPS_PER_BATCH))
+    bounds = np.linspace(0, len(steps), count + 1).astype(int)
+    edges = np.concatenate([[steps["t_start_s"].min()], ends[bounds[1:] - 1]])
+    return np.add.reduceat(examples[order], bounds[:-1]), np.diff(edges)
+
+
+def ratio_and_ci95(examples: np.ndarray, seconds: np.ndarray) -> tuple[float, float]:
+    """sum(examples)/sum(seconds) and the half-width of its 95% interval over the batches."""
+    total = float(np.sum(seconds))
+    if len(seconds) == 0 or total <= 0:
+        return math.nan, math.nan
+    ratio = float(np.sum(examples)) / total
+    k = len(seconds)
+    if k < 2:
+        return ratio, math.nan
+    from scipy.stats import t
+
+    residuals = examples - ratio * seconds
+    stderr = math.sqrt(float(np.sum(residuals**2)) / (k * (k - 1))) / (total / k)
+    return ratio, float(t.ppf(0.975, k - 1) * stderr)
+
+
+def throughput(measured: pd.DataFrame, examples: np.ndarray) -> tuple[float, float]:
+    """Examples/s over the measured steps and its 95% interval (batch means)."""
+    return ratio_and_ci95(*step_batches(measured, examples))
+
+
+def mean_and_ci95(samples: np.ndarray) -> tuple[float, float]:
+    """Mean and the half-width of its 95% confidence interval (nan with < 2 samples)."""
+    if len(samples) == 0:
+        return math.nan, math.nan
+    mean = float(np.mean(samples))
+    if len(samples) < 2:
+        return mean, math.nan
+    from scipy.stats import t
+
+    half = t.ppf(0.975, len(samples) - 1) * np.std(samples, ddof=1) / math.sqrt(len(samples))
+    return mean, float(half)
+
+
+def step_time_percentiles(steps: pd.DataFrame) -> dict[str, float]:
+    durations = (steps["t_end_s"] - steps["t_start_s"]).to_numpy()
+    if len(durations) == 0:
+        return {f"step_time_p{p}_s": math.nan for p in (50, 90, 99)}
+    return {f"step_time_p{p}_s": float(np.percentile(durations, p)) for p in (50, 90, 99)}
+
+
+def time_to_accuracy(evals: pd.DataFrame, target: float) -> tuple[float, float]:
+    """(seconds since the run's start, global step) of the first evaluation reaching `target`; nan if never."""
+    reached = evals[evals["accuracy"] >= target]
+    if reached.empty:
+        return math.nan, math.nan
+    first = reached.sort_values("wall_s").iloc[0]
+    return float(first["wall_s"]), float(first["global_step"])
+
+
+def scaling_efficiency(throughput: float, workers: int, baseline_throughput: float) -> float:
+    """throughput / (workers x 1-worker baseline throughput); 1.0 is perfect scaling."""
+    if not baseline_throughput or workers < 1 or math.isnan(baseline_throughput):
+        return math.nan
+    return throughput / (workers * baseline_throughput)
+
+
+def ring_factor(ranks: int) -> float:
+    """Bytes each rank sends (and receives) per byte of buffer in a ring allreduce: 2(n-1)/n."""
+    return 2 * (ranks - 1) / ranks if ranks > 1 else 0.0
+
+
+def ring_allreduce_bytes(gradient_bytes: int, ranks: int) -> int:
+    """Sent (and received) per rank per step by ring allreduce."""
+    return int(ring_factor(ranks) * gradient_bytes)
+
+
+def ps_worker_bytes(gradient_bytes: int) -> int:
+    """Sent per worker per step to the ps tasks (gradients); it receives as much (parameters)."""
+    return gradient_bytes
+
+
+def ps_server_bytes(gradient_bytes: int, workers: int, ps_tasks: int) -> int:
+    """Received per ps task per global step of `workers` workers, the variables shared evenly."""
+    return int(workers * gradient_bytes / max(ps_tasks, 1))
+
+
+def link_utilisation(busier_direction_bytes: float, seconds: float, link_mbit: float) -> float:
+    """Share of a link's capacity used in its busier direction."""
+    return busier_direction_bytes * 8 / seconds / (link_mbit * 1e6)
+
+
+def algbw(nbytes: int, seconds: float) -> float:
+    """Bytes per second of the operation as a whole."""
+    return nbytes / seconds
+
+
+def busbw(kind: str, nbytes: int, seconds: float, processes: int) -> float:
+    """Bytes per second over the busiest link, by the kind of operation."""
+    factor = {ALLREDUCE_OP: ring_factor(processes), PS_ROUNDTRIP_OP: 2.0, COPY_OP: 1.0}[kind]
+    return algbw(nbytes, seconds) * factor

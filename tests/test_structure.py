@@ -1,0 +1,161 @@
+"""The shape of the code, checked from its source: no import cycles in bench/ and
+strategies/, and no strategy recognised by its name outside strategies/ (code there asks
+what a strategy declares; presets may still list names as arguments)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from strategies import registry
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("bench", "strategies")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def sources(*packages: str) -> dict[str, Path]:
+    return {module_name(p): p for package in packages for p in sorted((ROOT / package).rglob("*.py"))}
+
+
+def type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return True
+    return False
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """Modules of `known` that `name` imports anywhere in its source (inside functions too,
+    where an import only hides a cycle), except imports made for type checkers only."""
+    tree = ast.parse(path.read_text())
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if type_checking_only(node, parents):
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+    return {m for m in found if m in known and m != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = sources(*PACKAGES)
+    return {name: imports_of(name, path, set(modules)) for name, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in state:
+                cycle = visit(nxt)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            cycle = visit(start)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_import_graph_reads_relative_and_function_level_imports(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("from . import x\ndef f():\n    from bench.y import z\n")
+    assert imports_of("bench.m", path, {"bench.x", "bench.y", "bench.y.z"}) == {"bench.x", "bench.y.z"}
+
+
+def test_bench_and_strategies_import_each_other_without_a_cycle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def _names_in(node: ast.AST, constants: dict[str, set[str]]) -> Iterator[str]:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            yield sub.value
+        elif isinstance(sub, ast.Name) and sub.id in constants:
+            yield from constants[sub.id]
+
+
+def module_constants(tree: ast.Module) -> dict[str, set[str]]:
+    """Strings held by the module's top-level constants (a tuple of names tested later)."""
+    out: dict[str, set[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = {c.value for c in ast.walk(node.value)
+                                       if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+    return out
+
+
+def decisions_in(tree: ast.Module) -> Iterator[ast.AST]:
+    """Every expression a decision is made on: conditions, comparisons, prefix tests, membership."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Assert)):
+            yield node.test
+        elif isinstance(node, ast.comprehension):
+            yield from node.ifs
+        elif isinstance(node, ast.Compare):
+            yield node
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("startswith", "endswith", "isin", "removeprefix"):
+            yield from node.args
+        elif isinstance(node, ast.Match):
+            yield from (case.pattern for case in node.cases)
+
+
+def name_branches(path: Path, names: set[str]) -> list[str]:
+    tree = ast.parse(path.read_text())
+    constants = module_constants(tree)
+    prefixes = {n.split("-")[0] + "-" for n in names if "-" in n}
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+    found: dict[str, None] = {}  # ordered, once each (an if's test is also a comparison)
+    for test in decisions_in(tree):
+        for text in _names_in(test, constants):
+            if text in names or text in prefixes:
+                found[f"{shown}:{getattr(test, 'lineno', '?')}: {text!r}"] = None
+    return list(found)
+
+
+def test_the_name_branch_finder_sees_the_ways_a_name_is_tested(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text('KNOWN = ("ps-async", "x")\nif s == "single": pass\nok = [r for r in rs if r in KNOWN]\n'
+                    'y = s.startswith("ps-")\nargs = ["--strategy", "single"]\n')
+    found = {line.split(": ", 1)[1] for line in name_branches(path, {"single", "ps-async"})}
+    assert found == {"'single'", "'ps-async'", "'ps-'"}
+
+
+def test_no_code_outside_strategies_branches_on_a_strategy_name():
+    names = set(registry.all_strategies())
+    found = [hit for path in sorted((ROOT / "bench").rglob("*.py")) for hit in name_branches(path, names)]
+    assert not found, "ask the strategy's declaration instead:\n" + "\n".join(found)
