@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from bench.config import OPTIMIZERS, RunConfig
 from bench.errors import UsageError
-from bench.mpi_environment import under_mpi, world_size
-from bench.supervisor import STARTUP_LIMIT_S
+from bench.launch.mpi_environment import under_mpi, world_size
+from bench.launch.supervisor import STARTUP_LIMIT_S
 from bench.usage import OneLineParser, refuse
 from bench.validation import validate
 
@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = config_from_args(argv)
     except UsageError as exc:
         return refuse(exc)
-    from bench.launcher import launch
+    from bench.launch.launcher import launch
 
     try:
         return launch(config)
@@ -152,7 +152,7 @@ def _subcommand(name: str, argv: list[str]) -> int:
 
         return report_main(argv)
     if name == "all":
-        from bench.matrix import main as matrix_main
+        from bench.presets.matrix import main as matrix_main
 
         return matrix_main(argv)
     if name == "micro":
@@ -160,7 +160,7 @@ def _subcommand(name: str, argv: list[str]) -> int:
 
         return micro_main(argv)
     if name == "stragglers":
-        from bench.stragglers import main as stragglers_main
+        from bench.presets.stragglers import main as stragglers_main
 
         return stragglers_main(argv)
     if name == "cluster":
@@ -168,9 +168,9 @@ def _subcommand(name: str, argv: list[str]) -> int:
 
         return cluster_main(argv)
     if name == "network":
-        from bench.network_preset import main as network_main
+        from bench.presets.network import main as network_main
 
         return network_main(argv)
-    from bench.worker_process import main as worker_main
+    from bench.launch.worker_process import main as worker_main
 
     return worker_main(argv)

@@ -1,6 +1,6 @@
 """Every figure the suite reports, defined once; every consumer calls these.
 
-Run figures (from a run's steps.csv and evals.csv; bench.summary applies them):
+Run figures (from a run's steps.csv and evals.csv; bench.run.summary applies them):
 - measured steps: every worker's steps from its local step `warmup_steps` on
   (`measured_steps`: the summary, the report's plots and the link meter use it).
 - throughput (examples/s): examples whose gradients reached the model (`applied`;

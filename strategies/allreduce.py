@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from bench.config import RunConfig
 from bench.errors import UsageError
+from bench.launch.tools import find_tool
 from bench.metrics import ring_allreduce_bytes
 from bench.options import Option, flag_bool, non_negative
-from bench.tools import find_tool
 from strategies.base import ALLREDUCE, MPI, Strategy
 
 if TYPE_CHECKING:

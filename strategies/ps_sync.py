@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bench.config import RunConfig
 from bench.options import Option, positive
-from bench.records import STEPS_FILE
+from bench.run.records import STEPS_FILE
 from strategies._ps import PS_OPTIONS, ParameterServerStrategy
 
 REPLICAS_TO_AGGREGATE = Option("replicas_to_aggregate", int, None,

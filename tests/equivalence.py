@@ -64,7 +64,7 @@ def sgd_step_on(config: RunConfig, x: np.ndarray, y: np.ndarray) -> list[np.ndar
 
 def batches_of(config: RunConfig, picks: list[tuple[int, int]], count: int) -> tuple[np.ndarray, np.ndarray]:
     """Unshuffled batches, concatenated: pick (k, j) is worker k's (of `count`) batch j, from 0."""
-    from bench.training import worker_split
+    from bench.run.training import worker_split
 
     data = data_sources.load(config.data, models.get(config.model).input_shape, config.batch_size, config.seed,
                              config.data_dir)

@@ -134,7 +134,7 @@ def test_real_cifar_batches_still_load(tmp_path):
 
 
 def test_the_default_comparison_gives_each_run_only_its_own_strategy_flags():
-    from bench.matrix import own_flags, worker_counts
+    from bench.presets.matrix import own_flags, worker_counts
 
     extra = ["--hvd-fusion-threshold-mb", "8", "--replicas-to-aggregate=2", "--lr", "0.05"]
     assert own_flags("allreduce", extra) == ["--hvd-fusion-threshold-mb", "8", "--lr", "0.05"]

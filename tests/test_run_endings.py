@@ -12,8 +12,8 @@ import time
 import pandas as pd
 import pytest
 
-from bench.owner import OWNER_GONE
-from bench.processes import free_ports
+from bench.launch.processes import free_ports
+from bench.run.owner import OWNER_GONE
 from tests.conftest import ROOT
 from tests.processes import bench, leftover_processes, run_record, seconds_from_kill_to_end, task_process
 

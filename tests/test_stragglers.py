@@ -7,7 +7,7 @@ import re
 import pandas as pd
 import pytest
 
-from bench.stragglers import plan
+from bench.presets.stragglers import plan
 from tests.processes import bench, leftover_processes
 
 pytestmark = pytest.mark.slow

@@ -3,7 +3,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from bench import metrics, summary
+from bench import metrics
+from bench.run import summary
 
 
 def steps_frame(durations, workers=1, examples=10):

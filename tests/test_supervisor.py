@@ -4,9 +4,9 @@ import time
 
 import pytest
 
-from bench import harness
-from bench.processes import start
-from bench.supervisor import supervise
+from bench.launch.processes import start
+from bench.launch.supervisor import supervise
+from bench.run import harness
 
 
 def child(tmp_path, name, script):
@@ -38,7 +38,7 @@ def test_a_killed_ps_is_named_while_workers_train(tmp_path):
 
 
 def test_the_stall_clock_starts_at_the_first_step_and_start_up_has_its_own_limit(tmp_path, monkeypatch):
-    from bench import supervisor
+    from bench.launch import supervisor
 
     monkeypatch.setattr(supervisor, "STARTUP_LIMIT_S", 1.5)
     steps = iter([0] * 6 + [1, 2])  # polled every 0.1 s: first step after ~0.6 s, then never another

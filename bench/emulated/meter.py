@@ -17,7 +17,7 @@ import pandas as pd
 
 from bench.emulated.network import Cluster, counters
 from bench.metrics import link_utilisation, measured_steps
-from bench.records import CsvAppender
+from bench.run.records import CsvAppender
 
 NETWORK_FILE = "network.csv"
 NETWORK_COLUMNS = ("t_s", "host", "sent_bytes", "received_bytes")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.errors import UsageError
-from bench.tools import find_tool
+from bench.launch.tools import find_tool
 
 DEFAULT_NAME = "bench"
 # Private /24s tried in order; the first that overlaps nothing on the machine is used.

@@ -12,7 +12,7 @@ from bench.emulated import network
 from bench.emulated.meter import Meter, bytes_per_step
 from bench.emulated.placement import Placement
 from bench.errors import UsageError
-from bench.records import RunFolder
+from bench.run.records import RunFolder
 from strategies import registry
 
 

@@ -43,7 +43,7 @@ def ps_cluster(request):
 
     import tensorflow as tf
 
-    from bench.processes import free_ports
+    from bench.launch.processes import free_ports
 
     tasks = request.param
     ports = free_ports(tasks + 1)

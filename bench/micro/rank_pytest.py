@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.mpi_environment import world_rank, world_size
+from bench.launch.mpi_environment import world_rank, world_size
 
 
 def main() -> int:

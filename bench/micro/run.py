@@ -12,11 +12,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.launch.mpi import mpirun_command
+from bench.launch.processes import free_ports
+from bench.launch.tools import find_tool
 from bench.micro import COLLECTIVES
 from bench.micro.summary import summarize, write_summary
-from bench.mpi_launcher import mpirun_command
-from bench.processes import free_ports
-from bench.tools import find_tool
 from bench.usage import OneLineParser
 
 HERE = Path(__file__).parent

@@ -8,26 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from bench.report import aggregate, collect
+from bench.report.columns import NETWORK_COLUMNS, SUMMARY_COLUMNS
 from bench.report.html import note, page
-
-RUN_COLUMNS = [
-    ("run_id", "run", "text"), ("strategy", "strategy", "text"), ("model", "model", "text"),
-    ("data", "data", "text"), ("workers", "workers", "int"), ("batch_size", "batch/worker", "int"),
-    ("status", "status", "text"), ("throughput_examples_per_s", "examples/s", "rate"),
-    ("throughput_ci95_examples_per_s", "± 95% CI", "rate"), ("scaling_efficiency", "scaling eff.", "pct"),
-    ("step_time_p50_s", "p50 step ms", "ms"), ("step_time_p99_s", "p99 step ms", "ms"),
-    ("final_accuracy", "final acc.", "acc"), ("bytes_sent_per_worker_per_step", "sent/worker/step", "bytes"),
-]
-SUMMARY_COLUMNS = [c for c, *_ in RUN_COLUMNS] + [
-    "purpose", "ps", "steps", "optimizer", "lr", "options", "step_time_p90_s", "best_accuracy",
-    "target_accuracy", "time_to_target_s", "steps_to_target", "gradient_bytes_per_step", "staleness_mean_steps",
-    "gradients_dropped", "lost_workers", "scenario", "variant", "straggler", "kill_worker",
-    "startup_s", "started_at", "host", "suite_commit", "path"]
-# runs on the emulated cluster (bench.emulated) add these
-NETWORK_COLUMNS = [
-    "link_mbit", "net_worker_sent_per_step", "net_worker_predicted_sent_per_step", "net_worker_received_per_step",
-    "net_worker_predicted_received_per_step", "net_ps_sent_per_step", "net_ps_received_per_step",
-    "net_ps_predicted_received_per_step", "net_ps_link_utilisation", "net_worker_link_utilisation"]
 
 
 def summary_frame(paths: Sequence[Path], baseline: Sequence[Path] | None = None) -> pd.DataFrame:

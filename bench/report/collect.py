@@ -12,8 +12,8 @@ import pandas as pd
 
 from bench.config import RunConfig
 from bench.errors import UsageError
-from bench.owner import owner_state, settle_if_abandoned
-from bench.records import EVALS_FILE, RUN_FILE, STEPS_FILE
+from bench.run.owner import owner_state, settle_if_abandoned
+from bench.run.records import EVALS_FILE, RUN_FILE, STEPS_FILE
 from strategies import registry
 
 # what a run's strategy declared of itself (one value per GROUP_KEY setting)

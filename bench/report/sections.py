@@ -7,7 +7,7 @@ import html as html_lib
 import pandas as pd
 
 from bench.report import aggregate, plots
-from bench.report.build import RUN_COLUMNS
+from bench.report.columns import RUN_COLUMNS
 from bench.report.html import figure, note, section, table
 from strategies import registry
 

@@ -11,7 +11,7 @@ from bench import models
 from bench.config import RunConfig
 from bench.data import Dataset
 from bench.errors import RunFailed
-from bench.training import feed_for, make_optimizer
+from bench.run.training import feed_for, make_optimizer
 from strategies.allreduce import Allreduce
 from strategies.base import StepResult
 from strategies.workers.eager import EagerWorker

@@ -9,7 +9,7 @@ import tensorflow as tf
 from bench import models
 from bench.config import RunConfig
 from bench.data import Dataset
-from bench.training import feed_for, make_optimizer
+from bench.run.training import feed_for, make_optimizer
 from strategies.allreduce_tf import AllreduceTF
 from strategies.workers.eager import EagerWorker
 

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from bench.data import Split
 from bench.models.base import Model
-from bench.training import evaluate_in_chunks
+from bench.run.training import evaluate_in_chunks
 from strategies.base import StepResult, Worker
 
 

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from bench import models
 from bench.data import Dataset
-from bench.training import feed_for, make_optimizer
+from bench.run.training import feed_for, make_optimizer
 from strategies.mirrored import Mirrored
 from strategies.workers import towers as _towers
 

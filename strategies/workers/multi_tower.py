@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from bench import models
 from bench.data import Dataset
-from bench.training import feed_for, make_optimizer
+from bench.run.training import feed_for, make_optimizer
 from strategies.multi_tower import MultiTower
 from strategies.workers import towers as _towers
 

@@ -22,7 +22,7 @@ from bench.data import Dataset, Split
 from bench.errors import RunFailed
 from bench.metrics import ps_server_bytes, ps_worker_bytes
 from bench.models.base import Model
-from bench.training import evaluate_in_chunks, feed_for, make_optimizer
+from bench.run.training import evaluate_in_chunks, feed_for, make_optimizer
 from strategies.base import StepResult, Worker
 
 SESSION_POLL_S = 0.25  # instead of the 30 s default wait of a non-chief for the chief's init

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from bench import models
 from bench.data import Dataset
-from bench.training import feed_for, make_optimizer
+from bench.run.training import feed_for, make_optimizer
 from strategies.single import Single
 from strategies.workers.eager import EagerWorker
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from bench import devices
 from bench.config import RunConfig
+from bench.run import devices
 from strategies.workers.eager import EagerWorker
 
 

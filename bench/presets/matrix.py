@@ -9,16 +9,13 @@ goes on.
 from __future__ import annotations
 
 import argparse
-import shutil
-import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.config import default_warmup
 from bench.errors import UsageError
-from bench.preset_run import execute
+from bench.presets.runner import run_all
 from bench.usage import OneLineParser, refuse
 from strategies import registry
 
@@ -38,11 +35,11 @@ class Planned:
     steps: int
     purpose: str  # "throughput" or "convergence"
 
-    def argv(self, output: Path, batch_size: int, extra: Sequence[str]) -> list[str]:
+    def argv(self, batch_size: int, extra: Sequence[str]) -> list[str]:
         args = ["--strategy", self.strategy, "--model", self.model, "--data", self.data,
                 "--workers", str(self.workers), "--steps", str(self.steps),
                 "--warmup-steps", str(default_warmup(self.steps)),
-                "--batch-size", str(batch_size), "--output", str(output),
+                "--batch-size", str(batch_size),
                 "--run-name", f"{self.purpose}-{self.strategy}-{self.model}-w{self.workers}"]
         if self.purpose == "convergence":
             args += ["--eval-every", str(CONVERGENCE["eval_every"])]
@@ -136,20 +133,5 @@ def main(argv: Sequence[str]) -> int:
     except UsageError as exc:
         return refuse(exc)
     runs = plan(args.strategies, args.models, args.workers, args.steps, args.convergence_steps, args.repeats)
-    folder = Path(args.output) / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
-    folder.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    for i, run in enumerate(runs, 1):
-        print(f"[{i}/{len(runs)}] {run.purpose}: {run.strategy} {run.model} x{run.workers}", file=sys.stderr,
-              flush=True)
-        execute(run.argv(folder, args.batch_size, extra), args.timeout_s, folder, folder / "matrix.log")
-    elapsed = time.monotonic() - started
-    from bench.report.build import write_report
-
-    html = write_report([folder], folder, remark=f"The comparison took {elapsed / 60:.1f} min.")
-    latest = Path(args.output)
-    shutil.copy(html, latest / "report.html")
-    shutil.copy(folder / "summary.csv", latest / "summary.csv")
-    print(f"{len(runs)} runs in {elapsed / 60:.1f} min", file=sys.stderr)
-    print(f"report: {(latest / 'report.html').resolve()}")
-    return 0
+    return run_all("compare", [(f"{run.purpose}: {run.strategy} {run.model} x{run.workers}",
+                                run.argv(args.batch_size, extra)) for run in runs], Path(args.output), args.timeout_s)

@@ -18,9 +18,9 @@ import numpy as np
 from bench import data as data_sources
 from bench import models
 from bench.config import RunConfig
-from bench.lifecycle import model_facts
-from bench.progress import Progress
-from bench.records import RunFolder
+from bench.run.lifecycle import model_facts
+from bench.run.progress import Progress
+from bench.run.records import RunFolder
 from strategies import registry
 from strategies.base import Worker, WorkerContext
 

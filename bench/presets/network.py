@@ -11,18 +11,16 @@ removed at its end, whatever happens (root only).
 from __future__ import annotations
 
 import argparse
-import shutil
 import signal
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from bench.config import default_warmup
 from bench.emulated import network
 from bench.errors import UsageError
-from bench.matrix import DEFAULT_STEPS
-from bench.preset_run import execute
+from bench.presets.matrix import DEFAULT_STEPS
+from bench.presets.runner import run_all
 from bench.usage import OneLineParser, refuse
 
 CLUSTER = "benchnet"  # its own name: the preset never takes over a cluster the user brought up
@@ -99,29 +97,20 @@ def main(argv: Sequence[str]) -> int:
     except UsageError as exc:
         return refuse(exc)
     previous = signal.signal(signal.SIGTERM, _end_on_sigterm)
-    folder = Path(args.output) / f"network-{time.strftime('%Y%m%d-%H%M%S')}"
-    folder.mkdir(parents=True, exist_ok=True)
     runs = plan(args.workers, args.links, args.models, args.steps, args.batch_size, args.variants)
-    started = time.monotonic()
+    shaped: list[float] = []
+
+    def cap_links(i: int) -> None:
+        link = runs[i][0]
+        if shaped[-1:] != [link]:
+            cluster = network.up(args.workers + MAX_PS, link, CLUSTER)
+            print(f"links capped at {link:g} Mbit/s on {len(cluster.hosts)} hosts ({cluster.subnet})",
+                  file=sys.stderr, flush=True)
+            shaped.append(link)
+
     try:
-        shaped = None
-        for i, (link, label, run_args) in enumerate(runs, 1):
-            if link != shaped:
-                cluster = network.up(args.workers + MAX_PS, link, CLUSTER)
-                print(f"links capped at {link:g} Mbit/s on {len(cluster.hosts)} hosts ({cluster.subnet})",
-                      file=sys.stderr, flush=True)
-                shaped = link
-            print(f"[{i}/{len(runs)}] {label}", file=sys.stderr, flush=True)
-            execute([*run_args, "--output", str(folder), *extra], args.timeout_s, folder, folder / "matrix.log")
+        return run_all("network", [(label, [*run_args, *extra]) for _, label, run_args in runs], Path(args.output),
+                       args.timeout_s, before=cap_links)
     finally:
         network.down(CLUSTER)
         signal.signal(signal.SIGTERM, previous)
-    from bench.report.build import write_report
-
-    elapsed = time.monotonic() - started
-    html = write_report([folder], folder, remark=f"Network preset: {len(runs)} runs in {elapsed / 60:.1f} min.")
-    shutil.copy(html, Path(args.output) / "report.html")
-    shutil.copy(folder / "summary.csv", Path(args.output) / "summary.csv")
-    print(f"{len(runs)} runs in {elapsed / 60:.1f} min", file=sys.stderr)
-    print(f"report: {(Path(args.output) / 'report.html').resolve()}")
-    return 0

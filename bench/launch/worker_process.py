@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.config import RunConfig
-from bench.records import RunFolder
+from bench.run.records import RunFolder
 from strategies import registry
 from strategies.base import WorkerContext
 
@@ -19,9 +19,9 @@ from strategies.base import WorkerContext
 def run_role(config: RunConfig, folder: RunFolder, role: str, index: int, cluster: dict[str, list[str]],
              run_start: float, exit_process: bool = True) -> int:
     """Run this task; a worker writes workers/worker<i>.json with what it reports."""
-    from bench.harness import run_worker
-    from bench.launcher import failure_reason, prepare_process
-    from bench.quiet_tf import import_tensorflow_quietly
+    from bench.run.harness import run_worker
+    from bench.run.process import failure_reason, prepare_process
+    from bench.run.quiet_tf import import_tensorflow_quietly
 
     import_tensorflow_quietly()  # a ps task imports it too (a worker's prepare_process would)
     strategy_cls = registry.get(config.strategy)

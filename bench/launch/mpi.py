@@ -16,17 +16,17 @@ import sys
 import time
 from pathlib import Path
 
-from bench.cluster_launcher import steps_written
 from bench.config import RunConfig
 from bench.emulated import session
 from bench.emulated.placement import Placement, agent_environment, enter, mpirun_host_args
 from bench.errors import UsageError
-from bench.lifecycle import close_run, exit_status, join_environment, joined_run, open_run
-from bench.mpi_environment import under_mpi
-from bench.processes import start
-from bench.records import RunFolder
-from bench.supervisor import supervise
-from bench.tools import find_tool
+from bench.launch.cluster import steps_written
+from bench.launch.mpi_environment import under_mpi
+from bench.launch.processes import start
+from bench.launch.supervisor import supervise
+from bench.launch.tools import find_tool
+from bench.run.lifecycle import close_run, exit_status, join_environment, joined_run, open_run
+from bench.run.records import RunFolder
 from strategies import registry
 from strategies.base import WorkerContext
 
@@ -106,13 +106,13 @@ def config_argv(config: RunConfig) -> list[str]:
 
 def run_rank(config: RunConfig) -> int:
     """This process is one rank."""
-    from bench.quiet_tf import import_tensorflow_quietly
+    from bench.run.quiet_tf import import_tensorflow_quietly
 
     import_tensorflow_quietly()  # before Horovod imports it
     import horovod.tensorflow as hvd
 
-    from bench.harness import run_worker
-    from bench.launcher import failure_reason, prepare_process
+    from bench.run.harness import run_worker
+    from bench.run.process import failure_reason, prepare_process
 
     runtime = prepare_process(config)
     hvd.init()

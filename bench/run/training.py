@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from bench.config import RunConfig
 from bench.data import Dataset, Split
-from bench.feed import DeviceFeed
+from bench.run.feed import DeviceFeed
 
 MOMENTUM = 0.9
 EVAL_CHUNK = 1000

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bench.interrupts import Interrupted, interruptible
-from bench.processes import Child, end_all
+from bench.launch.interrupts import Interrupted, interruptible
+from bench.launch.processes import Child, end_all
 
 POLL_S = 0.1
 HELPERS_EXIT_GRACE_S = 5.0

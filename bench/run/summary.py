@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from bench.metrics import applied_examples, measured_steps, step_time_percentiles, throughput, time_to_accuracy
-from bench.records import EVALS_FILE, STEPS_FILE
+from bench.run.records import EVALS_FILE, STEPS_FILE
 
 
 def read_steps(run_dir: Path) -> pd.DataFrame:

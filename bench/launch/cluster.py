@@ -17,10 +17,10 @@ from bench.config import RunConfig
 from bench.emulated import session
 from bench.emulated.placement import enter
 from bench.errors import UsageError
-from bench.lifecycle import close_run, exit_status, join_environment, joined_run, open_run
-from bench.processes import free_ports, port_in_use, start
-from bench.records import RUN_FILE, STEPS_FILE, RunFolder
-from bench.supervisor import supervise
+from bench.launch.processes import free_ports, port_in_use, start
+from bench.launch.supervisor import supervise
+from bench.run.lifecycle import close_run, exit_status, join_environment, joined_run, open_run
+from bench.run.records import RUN_FILE, STEPS_FILE, RunFolder
 from strategies import registry
 
 
@@ -122,7 +122,7 @@ def hand_started_folder(config: RunConfig) -> RunFolder:
 
 def run_task(config: RunConfig) -> int:
     """One task of a multi-host cluster, started by hand (or by a scheduler) on its host."""
-    from bench import worker_process
+    from bench.launch import worker_process
 
     cluster = {"worker": list(config.worker_hosts)}
     if config.ps_hosts:

@@ -8,11 +8,11 @@ import sys
 import time
 from typing import Any
 
-from bench import environment
 from bench.config import RunConfig
-from bench.owner import describe_owner
-from bench.records import RunFolder
-from bench.summary import summarize
+from bench.run import environment
+from bench.run.owner import describe_owner
+from bench.run.records import RunFolder
+from bench.run.summary import summarize
 from strategies import registry
 
 # Set by a launcher for the processes it starts: they join its run folder instead of opening one.

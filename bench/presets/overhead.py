@@ -1,7 +1,7 @@
 """How much the harness costs: `single` through the full harness against a minimal
 hand-written tf.function loop on the same model, batch and data, in one process.
 
-    python -m bench.overhead --model mlp --batch-size 128 --steps 2000 --repeats 3
+    python -m bench.presets.overhead --model mlp --batch-size 128 --steps 2000 --repeats 3
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import statistics
 import tempfile
 import time
 
-from bench.quiet_tf import import_tensorflow_quietly
+from bench.run.quiet_tf import import_tensorflow_quietly
 
 
 def bare_loop(model_name: str, batch_size: int, steps: int) -> float:
@@ -45,8 +45,8 @@ def bare_loop(model_name: str, batch_size: int, steps: int) -> float:
 def harness_single(model_name: str, batch_size: int, steps: int) -> float:
     """Throughput that the harness records for `single` on the same job."""
     from bench.config import RunConfig
-    from bench.launcher import run_in_process
-    from bench.records import RunFolder
+    from bench.launch.launcher import run_in_process
+    from bench.run.records import RunFolder
     from bench.validation import validate
 
     with tempfile.TemporaryDirectory() as out:

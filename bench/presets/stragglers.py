@@ -10,15 +10,12 @@ straggler) for ps-async and ps-sync. Then the report, which gains the section
 from __future__ import annotations
 
 import argparse
-import shutil
-import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from bench import models
 from bench.errors import UsageError
-from bench.preset_run import execute
+from bench.presets.runner import run_all
 from bench.usage import OneLineParser, refuse
 from strategies import registry
 
@@ -86,17 +83,6 @@ def main(argv: Sequence[str]) -> int:
             problem = str(exc)
     if problem:
         return refuse(problem)
-    folder = Path(args.output) / f"stragglers-{time.strftime('%Y%m%d-%H%M%S')}"
-    folder.mkdir(parents=True, exist_ok=True)
     runs = plan(args.workers, args.steps, args.convergence_steps, args.model, args.variants)
-    started = time.monotonic()
-    for i, (label, run_args) in enumerate(runs, 1):
-        print(f"[{i}/{len(runs)}] {label}", file=sys.stderr, flush=True)
-        execute([*run_args, "--output", str(folder), *extra], args.timeout_s, folder, folder / "matrix.log")
-    from bench.report.build import write_report
-
-    html = write_report([folder], folder, remark=f"Stragglers preset: {time.monotonic() - started:.0f} s.")
-    shutil.copy(html, Path(args.output) / "report.html")
-    shutil.copy(folder / "summary.csv", Path(args.output) / "summary.csv")
-    print(f"report: {(Path(args.output) / 'report.html').resolve()}")
-    return 0
+    return run_all("stragglers", [(label, [*run_args, *extra]) for label, run_args in runs], Path(args.output),
+                   args.timeout_s)

@@ -5,12 +5,15 @@ marked as such in its run.json."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench.records import RUN_FILE, RunFolder
+from bench.run.records import RUN_FILE, RunFolder
 
 END_GRACE_S = 15.0  # a launcher ends its own processes on SIGTERM well within this
 
@@ -67,3 +70,26 @@ def execute(argv: list[str], timeout_s: float, output: Path, log: Path) -> int:
                   lines[-1] if lines else "")
     print(f"  {result}", file=sys.stderr, flush=True)
     return process.returncode
+
+
+def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, timeout_s: float,
+            before: Callable[[int], None] | None = None) -> int:
+    """Every run of a preset, one after the other, into `output`/NAME-<time>/; then the report,
+    also copied (with summary.csv) to `output`. `before(i)` prepares run i (a link cap)."""
+    from bench.report.build import write_report
+
+    folder = output / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    for i, (label, argv) in enumerate(runs, 1):
+        if before is not None:
+            before(i - 1)
+        print(f"[{i}/{len(runs)}] {label}", file=sys.stderr, flush=True)
+        execute([*argv, "--output", str(folder)], timeout_s, folder, folder / "matrix.log")
+    elapsed = time.monotonic() - started
+    html = write_report([folder], folder, remark=f"The {name} preset: {len(runs)} runs in {elapsed / 60:.1f} min.")
+    shutil.copy(html, output / "report.html")
+    shutil.copy(folder / "summary.csv", output / "summary.csv")
+    print(f"{len(runs)} runs in {elapsed / 60:.1f} min", file=sys.stderr)
+    print(f"report: {(output / 'report.html').resolve()}")
+    return 0

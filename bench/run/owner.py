@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from bench.records import STEPS_FILE, RunFolder
+from bench.run.records import STEPS_FILE, RunFolder
 
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 OWNER_GONE = "failed: launcher gone (no end recorded)"
@@ -66,7 +66,7 @@ def settle_if_abandoned(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]
     the summary of what it recorded; run.json is updated where it can be written."""
     if record.get("status") != "running" or owner_state(record.get("owner")) != "gone":
         return record
-    from bench.summary import summarize
+    from bench.run.summary import summarize
 
     config = record.get("config") or {}
     fields: dict[str, Any] = {"status": OWNER_GONE, "last_step": last_step(run_dir), "closed_by": "report"}

@@ -62,7 +62,7 @@ def git_commit() -> str | None:
 
 
 def mpi_version() -> str | None:
-    from bench.tools import find_tool
+    from bench.launch.tools import find_tool
 
     mpirun = find_tool("mpirun")
     if not mpirun:

@@ -6,26 +6,13 @@ import time
 import traceback
 
 from bench.config import RunConfig
-from bench.harness import run_worker
-from bench.interrupts import Interrupted, interruptible
-from bench.lifecycle import close_run, open_run
-from bench.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
+from bench.launch.interrupts import Interrupted, interruptible
+from bench.run.harness import run_worker
+from bench.run.lifecycle import close_run, open_run
+from bench.run.process import failure_reason, prepare_process
 from bench.usage import refuse
 from strategies import registry
 from strategies.base import IN_PROCESS, MPI, TF_CLUSTER, WorkerContext
-
-
-def failure_reason(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
-def prepare_process(config: RunConfig) -> dict:
-    """Import TensorFlow and configure it for the strategy, then start its runtime (quietly)."""
-    import_tensorflow_quietly()
-    runtime = registry.get(config.strategy).implementation().configure_runtime(config)
-    start_runtime_quietly()
-    return runtime
 
 
 def run_in_process(config: RunConfig) -> int:
@@ -52,11 +39,11 @@ def launch(config: RunConfig) -> int:
     if kind == IN_PROCESS:
         return run_in_process(config)
     if kind == TF_CLUSTER:
-        from bench import cluster_launcher
+        from bench.launch import cluster as cluster_launcher
 
         return cluster_launcher.launch(config)
     if kind == MPI:
-        from bench import mpi_launcher
+        from bench.launch import mpi as mpi_launcher
 
         return mpi_launcher.launch(config)
     return refuse(f"strategy {config.strategy} has unknown launch kind {kind!r}")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from bench.environment import gpu_memory_mb
 from bench.errors import RunFailed
+from bench.run.environment import gpu_memory_mb
 
 
 def configure(towers: int, gpu_memory_fraction: float | None = None, allow_growth: bool = False) -> dict:

@@ -1,0 +1,21 @@
+"""Making this process a training process: TensorFlow imported and configured for the
+strategy before its runtime starts; and how a failure in it is told in one line."""
+
+from __future__ import annotations
+
+from bench.config import RunConfig
+from bench.run.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
+from strategies import registry
+
+
+def failure_reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def prepare_process(config: RunConfig) -> dict:
+    """Import TensorFlow and configure it for the strategy, then start its runtime (quietly)."""
+    import_tensorflow_quietly()
+    runtime = registry.get(config.strategy).implementation().configure_runtime(config)
+    start_runtime_quietly()
+    return runtime
