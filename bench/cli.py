@@ -13,6 +13,7 @@ from bench.config import OPTIMIZERS, RunConfig
 from bench.errors import UsageError
 from bench.launch.mpi_environment import under_mpi, world_size
 from bench.launch.supervisor import STARTUP_LIMIT_S
+from bench.launch.tf_config import topology_from_tf_config
 from bench.usage import OneLineParser, refuse
 from bench.validation import validate
 
@@ -84,18 +85,6 @@ def run_parser() -> argparse.ArgumentParser:
         g.add_argument(opt.flag, dest=opt.name, type=opt.type, default=argparse.SUPPRESS,
                        help=f"{opt.help} [default: {opt.default}]")
     return p
-
-
-def topology_from_tf_config(text: str) -> dict:
-    """--ps-hosts/--worker-hosts/--job-name/--task-index from a TF_CONFIG value."""
-    try:
-        spec = json.loads(text)
-        cluster, task = spec["cluster"], spec.get("task", {})
-        return {"worker_hosts": tuple(cluster.get("worker", ())) + tuple(cluster.get("chief", ())),
-                "ps_hosts": tuple(cluster.get("ps", ())), "job_name": task.get("type"),
-                "task_index": task.get("index")}
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise UsageError(f"TF_CONFIG is not valid cluster JSON: {exc}") from None
 
 
 def strategy_options(strategy_cls, args: dict) -> dict:

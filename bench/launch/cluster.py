@@ -19,6 +19,7 @@ from bench.emulated.placement import enter
 from bench.errors import UsageError
 from bench.launch.processes import free_ports, port_in_use, start
 from bench.launch.supervisor import supervise
+from bench.launch.tf_config import tf_config
 from bench.run.lifecycle import close_run, exit_status, join_environment, joined_run, open_run
 from bench.run.records import RUN_FILE, STEPS_FILE, RunFolder
 from strategies import registry
@@ -27,10 +28,6 @@ from strategies import registry
 def local_cluster(roles: dict[str, int]) -> dict[str, list[str]]:
     ports = iter(free_ports(sum(roles.values())))
     return {role: [f"127.0.0.1:{next(ports)}" for _ in range(n)] for role, n in roles.items()}
-
-
-def tf_config(cluster: dict[str, list[str]], role: str, index: int) -> str:
-    return json.dumps({"cluster": cluster, "task": {"type": role, "index": index}})
 
 
 def task_argv(folder: RunFolder, config: RunConfig, cluster: dict, role: str, index: int,

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.config import RunConfig
+from bench.launch.tf_config import tf_config
 from bench.run.records import RunFolder
 from strategies import registry
 from strategies.base import WorkerContext
@@ -26,7 +27,7 @@ def run_role(config: RunConfig, folder: RunFolder, role: str, index: int, cluste
     import_tensorflow_quietly()  # a ps task imports it too (a worker's prepare_process would)
     strategy_cls = registry.get(config.strategy)
     # TensorFlow's own multi-worker strategies read the cluster from here
-    os.environ.setdefault("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": role, "index": index}}))
+    os.environ.setdefault("TF_CONFIG", tf_config(cluster, role, index))
     code = 0
     if role != "worker":
         try:

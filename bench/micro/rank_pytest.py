@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.launch.mpi_environment import world_rank, world_size
+from bench.launch.tf_config import tf_config
 
 
 def main() -> int:
@@ -19,8 +19,7 @@ def main() -> int:
     ports = os.environ.get("DISTBENCH_MICRO_TF_PORTS")
     if ports:
         workers = [f"127.0.0.1:{p}" for p in ports.split(",")[:size]]
-        os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": workers},
-                                              "task": {"type": "worker", "index": rank}})
+        os.environ["TF_CONFIG"] = tf_config({"worker": workers}, "worker", rank)
     target = out / (f"{name}.json" if rank == 0 else f".{name}-rank{rank}.json")
     args = [test_file, "-q", "-p", "no:cacheprovider", "-o", "addopts=", f"--benchmark-json={target}",
             "--benchmark-sort=name"]

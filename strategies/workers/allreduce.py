@@ -35,6 +35,7 @@ class AllreduceWorker(EagerWorker):
         self.hvd = hvd
         model = models.build(self.config.model, self.config.seed)
         optimizer = make_optimizer(self.config)
+        # allreduce: each rank reads its own shard of the data
         feed = feed_for(self.config, data, hvd.rank(), hvd.size())
         variables = model.trainables
         compression = hvd.Compression.fp16 if self.config.option("fp16_allreduce") else hvd.Compression.none
@@ -44,7 +45,7 @@ class AllreduceWorker(EagerWorker):
             x, y = feed.batch()
             with tf.GradientTape() as tape:
                 loss = model.loss(x, y)
-            # the gradients come back averaged over all ranks (ring allreduce)
+            # allreduce: the gradients come back averaged over all ranks (ring allreduce)
             tape = hvd.DistributedGradientTape(tape, compression=compression)
             optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
             return loss
@@ -52,7 +53,7 @@ class AllreduceWorker(EagerWorker):
         if self.config.option("timeline") and "HOROVOD_TIMELINE" not in os.environ and self.context.run_dir:
             # started by the user's mpirun (our launcher sets HOROVOD_TIMELINE for its ranks)
             hvd.start_timeline(os.path.join(self.context.run_dir, "horovod_timeline.json"))
-        # every rank starts from rank 0's weights (they are seeded alike; this makes it so)
+        # allreduce: every rank starts from rank 0's weights (they are seeded alike; this makes it so)
         hvd.broadcast_variables(model.weights, root_rank=0)
         self._optimizer = optimizer
         self.use(model, train_step)
@@ -60,7 +61,7 @@ class AllreduceWorker(EagerWorker):
     def step(self) -> StepResult:
         result = super().step()
         if result.global_step == 1 and self._optimizer.variables():
-            # optimizer slots exist only after the first step: make them rank 0's too
+            # allreduce: optimizer slots exist only after the first step: make them rank 0's too
             self.hvd.broadcast_variables(self._optimizer.variables(), root_rank=0)
         return result
 

@@ -20,7 +20,7 @@ class AllreduceTFWorker(EagerWorker):
 
     @classmethod
     def configure_runtime(cls, config: RunConfig) -> dict[str, Any]:
-        # must exist before TensorFlow starts its runtime: it sets up the collective context
+        # allreduce-tf: must exist before TensorFlow starts its runtime (it sets up the collectives)
         options = tf.distribute.experimental.CommunicationOptions(
             implementation=tf.distribute.experimental.CommunicationImplementation.RING)
         cls._tf_strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
@@ -31,7 +31,7 @@ class AllreduceTFWorker(EagerWorker):
         if strategy is None:
             raise RuntimeError("configure_runtime() was not called before setup()")
         rank, workers = self.context.rank, self.context.num_workers
-        with strategy.scope():
+        with strategy.scope():  # allreduce-tf: mirrored variables, one copy per worker
             model = models.build(self.config.model, self.config.seed)
             optimizer = make_optimizer(self.config)
         feed = feed_for(self.config, data, rank, workers)
@@ -41,7 +41,7 @@ class AllreduceTFWorker(EagerWorker):
             x, y = feed.batch()
             with tf.GradientTape() as tape:
                 loss = model.loss(x, y)
-                # TF1 optimizers sum the replicas' gradients (the allreduce); 1/n makes it the mean
+                # allreduce-tf: the optimizer sums the replicas' gradients (the allreduce); 1/n: the mean
                 scaled = loss / strategy.num_replicas_in_sync
             optimizer.apply_gradients(list(zip(tape.gradient(scaled, variables), variables)))
             return loss

@@ -19,6 +19,7 @@ class MirroredWorker(_towers.TowerWorker):
     def setup(self, data: Dataset) -> None:
         n, b = self.place()
         cross_device = tf.distribute.ReductionToOneDevice(reduce_to_device=self.param_device)
+        # mirrored: the same towers, reduced to the same parameter device, by TensorFlow
         strategy = tf.distribute.MirroredStrategy(devices=self.towers, cross_device_ops=cross_device)
         with strategy.scope():
             model = models.build(self.config.model, self.config.seed)
@@ -31,7 +32,7 @@ class MirroredWorker(_towers.TowerWorker):
             i = tf.distribute.get_replica_context().replica_id_in_sync_group
             with tf.GradientTape() as tape:
                 loss = model.loss(_towers.tower_slice(x, i, b), _towers.tower_slice(y, i, b))
-                # TF1 optimizers sum the replicas' gradients; scaling by 1/n makes that the mean
+                # mirrored: the optimizer sums the replicas' gradients; scaling by 1/n makes that the mean
                 scaled = loss / n
             optimizer.apply_gradients(list(zip(tape.gradient(scaled, variables), variables)))
             return loss

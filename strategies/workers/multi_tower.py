@@ -22,14 +22,14 @@ class MultiTowerWorker(_towers.TowerWorker):
 
     def setup(self, data: Dataset) -> None:
         n, b = self.place()
-        with tf.device(self.param_device):
+        with tf.device(self.param_device):  # multi-tower: variables on the parameter device
             model = models.build(self.config.model, self.config.seed)
             feed = feed_for(self.config, data, 0, 1, batch_size=n * b)
         optimizer = make_optimizer(self.config)
         variables = model.trainables
 
         def tower_gradients(x, y, i):
-            with tf.device(self.towers[i]):
+            with tf.device(self.towers[i]):  # multi-tower: tower i's slice of the global batch
                 with tf.GradientTape() as tape:
                     loss = model.loss(_towers.tower_slice(x, i, b), _towers.tower_slice(y, i, b))
                 return loss, tape.gradient(loss, variables)
@@ -40,7 +40,7 @@ class MultiTowerWorker(_towers.TowerWorker):
                 x, y = feed.batch()
             results = [tower_gradients(x, y, i) for i in range(n)]
             with tf.device(self.param_device):
-                # the seed's average_gradients: mean of each variable's tower gradients
+                # multi-tower: the seed's average_gradients, mean of each variable's tower gradients
                 averaged = [tf.add_n(list(g)) / n for g in zip(*(grads for _, grads in results))]
                 optimizer.apply_gradients(zip(averaged, variables))
                 return tf.add_n([loss for loss, _ in results]) / n

@@ -127,7 +127,7 @@ class ParameterServerWorker(Worker):
     def serve(cls, role: str, index: int, config: RunConfig, cluster: dict[str, list[str]]) -> None:
         """A ps task: serve variables until every worker has put its done token."""
         spec = tf.train.ClusterSpec(cluster)
-        server = tf.distribute.Server(spec, job_name=role, task_index=index, start=True)
+        server = tf.distribute.Server(spec, job_name=role, task_index=index, start=True)  # ps: one server per task
         num_workers = len(cluster["worker"])
         with tf.Graph().as_default():
             take = done_queue(index, num_workers).dequeue()
@@ -145,6 +145,7 @@ class ParameterServerWorker(Worker):
         self.worker_device = f"/job:worker/task:{ctx.rank}"
         self.server = tf.distribute.Server(self.spec, job_name="worker", task_index=ctx.rank,
                                            config=session_config(ctx.rank), start=True)
+        # ps: variables on the ps tasks (round-robin or balanced by bytes), the rest on this worker
         setter = tf.compat.v1.train.replica_device_setter(
             ps_tasks=config.ps, worker_device=self.worker_device, cluster=self.spec,
             ps_strategy=placement_strategy(config))

@@ -21,6 +21,7 @@ class PSAsyncWorker(ParameterServerWorker):
             loss = self.model.loss(x, y)
         grads = tf.gradients(loss, variables)
         with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
+            # ps-async: applied on the ps tasks at once, whatever the other workers are doing
             train = optimizer.apply_gradients(zip(grads, variables))
         # ... and the step its update became: the difference, less one, is how many other
         # updates came in between (the increment is atomic, so every update has its own step)

@@ -14,6 +14,7 @@ class PSSyncWorker(ParameterServerWorker):
 
     def build_train_op(self, feed, optimizer):
         n, r = self.context.num_workers, self.strategy.replicas(self.config)
+        # ps-sync: each global step averages the first r gradients computed for it
         self.sync = tf.compat.v1.train.SyncReplicasOptimizer(optimizer, replicas_to_aggregate=r,
                                                              total_num_replicas=n)
         variables = self.model.trainables
@@ -65,6 +66,7 @@ class PSSyncWorker(ParameterServerWorker):
         # step 1 (with the default R tokens a fast chief can supply a whole step alone). When
         # R > N, R tokens: with only the R - N the optimizer asks for, a worker that takes
         # them all leaves the first step short of gradients and every worker waiting.
+        # ps-sync: the chief's queue runner hands out the tokens that let workers start a step
         hook = self.sync.make_session_run_hook(self.context.is_chief, num_tokens=0 if r <= n else r)
         fetches = {"loss": loss, "at_arrival": at_arrival, "ticket": ticket, "after": after, "next_token": next_token}
         return fetches, [hook]
