@@ -17,7 +17,7 @@ from bench.launch.tf_config import topology_from_tf_config
 from bench.usage import OneLineParser, refuse
 from bench.validation import validate
 
-SUBCOMMANDS = ("report", "all", "stragglers", "micro", "cluster", "network", "worker")
+SUBCOMMANDS = ("report", "all", "stragglers", "micro", "cluster", "network", "project", "worker")
 
 
 def _hosts(text: str) -> tuple[str, ...]:
@@ -156,6 +156,10 @@ def _subcommand(name: str, argv: list[str]) -> int:
         from bench.emulated.cli import main as cluster_main
 
         return cluster_main(argv)
+    if name == "project":
+        from bench.projection.cli import main as project_main
+
+        return project_main(argv)
     if name == "network":
         from bench.presets.network import main as network_main
 

@@ -160,7 +160,11 @@ def algbw(nbytes: int, seconds: float) -> float:
     return nbytes / seconds
 
 
+def bus_factor(kind: str, processes: int) -> float:
+    """Bytes the busiest link carries per byte of buffer, by the kind of operation."""
+    return {ALLREDUCE_OP: ring_factor(processes), PS_ROUNDTRIP_OP: 2.0, COPY_OP: 1.0}[kind]
+
+
 def busbw(kind: str, nbytes: int, seconds: float, processes: int) -> float:
     """Bytes per second over the busiest link, by the kind of operation."""
-    factor = {ALLREDUCE_OP: ring_factor(processes), PS_ROUNDTRIP_OP: 2.0, COPY_OP: 1.0}[kind]
-    return algbw(nbytes, seconds) * factor
+    return algbw(nbytes, seconds) * bus_factor(kind, processes)

@@ -40,7 +40,9 @@ def render(runs: pd.DataFrame, paths: Sequence[Path], remark: str) -> str:
     from bench.report import sections
 
     intro = note(f"{len(runs)} runs from {', '.join(map(str, paths))}. {remark}".strip())
-    micro = sections.micro_sections(paths)
+    from bench.report.projection import projection_sections
+
+    micro = [*sections.micro_sections(paths), *projection_sections(paths)]
     if runs.empty:
         return page("distbench report", intro, [*micro] or [note("No run folders found.")])
     return page("distbench report", intro, [*sections.all_sections(runs), *micro])

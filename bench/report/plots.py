@@ -209,3 +209,20 @@ def ps_link_utilisation(table: pd.DataFrame) -> str:
         ax.set_ylabel("ps link utilisation %")
 
     return per_model(sorted(ps["model"].unique()) or sorted(table["model"].unique()), draw)
+
+
+def projected_throughput(table: pd.DataFrame) -> str:
+    """Projected examples/s against workers, one line per scheme (and ps count) and link."""
+    def draw(ax: plt.Axes, model: str) -> None:
+        rows = table[table["model"] == model]
+        for (scheme, ps, gbit), group in rows.groupby(["scheme", "ps", "link_gbit"]):
+            group = group.sort_values("workers")
+            label = f"{scheme}{f', {ps} ps' if ps else ''}, {gbit:g} Gbit/s"
+            ax.plot(group["workers"], group["throughput_examples_per_s"], marker=".", label=label,
+                    color=_color(scheme), alpha=0.35 + 0.65 * (gbit / rows["link_gbit"].max()))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("workers")
+        ax.set_ylabel("projected examples/s")
+
+    return per_model(sorted(table["model"].unique()), draw, height=4.0)

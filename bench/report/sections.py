@@ -20,12 +20,12 @@ def micro_sections(paths) -> list[str]:
 
     out = []
     for folder in sorted({p.parent for root in map(Path, paths) for p in Path(root).rglob(SUMMARY_FILE)}):
-        table = pd.read_csv(folder / SUMMARY_FILE)
-        if table.empty:
+        sweep = pd.read_csv(folder / SUMMARY_FILE)
+        if sweep.empty:
             continue
-        best = best_fractions(table)
+        best = best_fractions(sweep)
         out.append(section(f"micro-{folder.name}", f"Communication micro-benchmarks ({folder.name})",
-                           figure(plots.bandwidth_vs_size(table),
+                           figure(plots.bandwidth_vs_size(sweep),
                                   "busbw as NCCL's tests define it: allreduce algbw x 2(n-1)/n; ps round trip "
                                   "2 x algbw; copy algbw. Dashed: single-process memory copy."),
                            table(best, [("transport", "transport", "text"), ("processes", "processes", "int"),

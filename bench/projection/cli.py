@@ -1,0 +1,183 @@
+"""`python -m bench project`: predict throughput per exchange scheme for worker counts and
+links nobody ran, from a calibration on what was measured under --from; and check the
+model against the emulated-cluster runs found there (left out of the calibration).
+
+    python -m bench project --from results/ --workers 8,64,512 --link-gbit 10,25,100
+    python -m bench project --from results/ --compute-ms 120 --model resnet20 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from bench.errors import UsageError
+from bench.projection import costs
+from bench.projection.calibrate import Calibration, calibrate, one_machine_runs
+from bench.projection.model import EXCHANGE, SCHEMES, predict
+from bench.report import collect
+from bench.report.projection import PROJECTION_FILE
+from bench.usage import OneLineParser, refuse
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v]
+
+
+def _floats(text: str) -> list[float]:
+    return [float(v) for v in text.split(",") if v]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m bench project", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--from", dest="source", default="results", help="results folder to calibrate from")
+    p.add_argument("--workers", type=_ints, default=[2, 8, 64, 256, 1024], help="(default: 2,8,64,256,1024)")
+    p.add_argument("--link-gbit", type=_floats, default=[1, 10, 25, 100], help="(default: 1,10,25,100)")
+    p.add_argument("--ps", type=_ints, default=None,
+                   help="ps tasks of the ps schemes, comma-separated (default: 1 and n/4 of n workers)")
+    p.add_argument("--compute-ms", type=float, default=None,
+                   help="one worker's step compute in ms, e.g. what a GPU does (default: measured here)")
+    p.add_argument("--model", action="append", default=None, help="(default: every model under --from)")
+    p.add_argument("--output", default=None, help=f"folder for {PROJECTION_FILE} (default: --from)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    return p
+
+
+def ps_counts(workers: int, wanted: Sequence[int] | None) -> list[int]:
+    return sorted(set(wanted)) if wanted else sorted({1, max(1, workers // 4)})
+
+
+def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[float],
+               ps: Sequence[int] | None) -> pd.DataFrame:
+    rows = []
+    for model in cal.models.values():
+        for n in workers:
+            for gbit in links_gbit:
+                for scheme in SCHEMES.values():
+                    for k in ps_counts(n, ps) if EXCHANGE[scheme] == "ps" else [0]:
+                        out = predict(scheme, model, n, k, gbit * 1e9 / 8, cal.latency_s[EXCHANGE[scheme]],
+                                      ring_overhead_s=cal.ring_overhead_s)
+                        rows.append({"model": model.model, "workers": n, "link_gbit": gbit, "scheme": scheme,
+                                     "ps": k, **dataclasses.asdict(out),
+                                     "scaling_efficiency": out.throughput_examples_per_s
+                                     / (n * model.batch_size / model.compute_s)})
+    return pd.DataFrame(rows)
+
+
+def winners(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model, workers and link: the fastest scheme (and ps count), and the fastest of the
+    synchronous ones (an asynchronous scheme's examples/s do not count what staleness costs)."""
+    key = ["model", "workers", "link_gbit"]
+
+    def best(rows: pd.DataFrame, name: str) -> pd.DataFrame:
+        top = rows.loc[rows.groupby(key)["throughput_examples_per_s"].idxmax()]
+        label = top["scheme"] + top["ps"].map(lambda k: f", {k} ps" if k else "")
+        return pd.DataFrame({**{c: top[c].to_numpy() for c in key}, name: label.to_numpy(),
+                             f"{name}_examples_per_s": top["throughput_examples_per_s"].to_numpy()})
+
+    synchronous = table[~table["scheme"].isin([s for (_, asynchronous), s in SCHEMES.items() if asynchronous])]
+    return best(table, "fastest").merge(best(synchronous, "fastest_synchronous"), on=key)
+
+
+def validation(cal: Calibration, results: Path) -> pd.DataFrame:
+    """Each emulated-cluster run's measured throughput against the model's prediction for its
+    workers, ps tasks and link cap. Its emulated hosts share this machine's cores, so each
+    worker's compute is stretched by workers / cores (the calibration ran one worker alone)."""
+    runs = collect.load([results])
+    if runs.empty or "link_mbit" not in runs:
+        return pd.DataFrame()
+    rows = []
+    for _, run in runs[runs["ok"] & runs["link_mbit"].notna()].iterrows():
+        scheme = SCHEMES.get((run.get("family"), bool(run.get("asynchronous"))))
+        model = cal.models.get(run["model"])
+        if scheme is None or model is None or pd.isna(run["throughput_examples_per_s"]):
+            continue
+        ratio = int(run["batch_size"]) / model.batch_size  # compute taken as proportional to the batch
+        scaled = dataclasses.replace(model, batch_size=int(run["batch_size"]), compute_s=model.compute_s * ratio,
+                                     compute_sd_s=model.compute_sd_s * ratio)
+        cores = run.get("cpu_count") if pd.notna(run.get("cpu_count")) else 1
+        out = predict(scheme, scaled, int(run["workers"]), int(run["ps"] or 1), float(run["link_mbit"]) * 1e6 / 8,
+                      cal.latency_s[EXCHANGE[scheme]], compute_scale=max(1.0, int(run["workers"]) / float(cores)),
+                      ring_overhead_s=cal.ring_overhead_s)
+        measured = float(run["throughput_examples_per_s"])
+        rows.append({"model": run["model"], "variant": run["variant"], "scheme": scheme,
+                     "workers": int(run["workers"]), "ps": int(run["ps"] or 0), "link_mbit": float(run["link_mbit"]),
+                     "measured_examples_per_s": measured,
+                     "predicted_examples_per_s": out.throughput_examples_per_s,
+                     "error": out.throughput_examples_per_s / measured - 1,
+                     "predicted_communication_s": out.communication_s, "predicted_step_s": out.step_s})
+    return pd.DataFrame(rows)
+
+
+def crossover(workers: Sequence[int]) -> pd.DataFrame:
+    return pd.DataFrame([{"workers": n, "ps_hosts_to_beat_ring": costs.byteps_crossover_ps_tasks(n)}
+                         for n in workers])
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
+    source = Path(args.source)
+    try:
+        if not source.is_dir():
+            raise UsageError(f"--from {source}: no such folder")
+        if not args.workers or min(args.workers) < 1 or not args.link_gbit or min(args.link_gbit) <= 0:
+            raise UsageError("--workers must be >= 1 and --link-gbit > 0")
+        if args.compute_ms is not None and args.compute_ms <= 0:
+            raise UsageError(f"--compute-ms: must be > 0, got {args.compute_ms}")
+        if args.ps is not None and (not args.ps or min(args.ps) < 1):
+            raise UsageError("--ps: give ps task counts >= 1")
+        if one_machine_runs(source).empty and args.compute_ms is None:
+            raise UsageError(f"--from {source}: no finished run to calibrate from")
+        cal = calibrate(source, args.model, args.compute_ms)
+    except UsageError as exc:
+        return refuse(exc)
+    table = projection(cal, args.workers, args.link_gbit, args.ps)
+    checked = validation(cal, source) if args.compute_ms is None else pd.DataFrame()
+    result = {"calibration": {"models": cal.describe().to_dict("records"), "latency_s": cal.latency_s,
+                              "latency_from": cal.latency_source, "ring_overhead_s": cal.ring_overhead_s},
+              "projection": table.to_dict("records"), "winners": winners(table).to_dict("records"),
+              "crossover": crossover(args.workers).to_dict("records"),
+              "validation": checked.to_dict("records"), "validation_summary": error_summary(checked)}
+    out = Path(args.output) if args.output else source
+    out.mkdir(parents=True, exist_ok=True)
+    (out / PROJECTION_FILE).write_text(json.dumps(result, indent=1, default=float))
+    if args.json:
+        print(json.dumps(result, default=float))
+        return 0
+    show(cal, table, checked, result["validation_summary"], args.workers)
+    print(f"written: {(out / PROJECTION_FILE).resolve()}", file=sys.stderr)
+    return 0
+
+
+def error_summary(checked: pd.DataFrame) -> dict:
+    if checked.empty:
+        return {"settings": 0}
+    errors = checked["error"].abs()
+    return {"settings": int(len(checked)), "median_abs_error": float(errors.median()),
+            "worst_abs_error": float(errors.max())}
+
+
+def show(cal: Calibration, table: pd.DataFrame, checked: pd.DataFrame, summary: dict, workers: Sequence[int]) -> None:
+    pd.set_option("display.width", 160)
+    print("Calibration")
+    print(cal.describe().to_string(index=False))
+    for exchange, value in cal.latency_s.items():
+        print(f"  latency per message, {exchange} exchange: {value * 1e6:.1f} us ({cal.latency_source[exchange]})")
+    print(f"  allreduce framework overhead per step: {cal.ring_overhead_s * 1e3:.2f} ms (Horovod less raw MPI)")
+    print("\nWinner per model, workers and link (examples/s)")
+    print(winners(table).to_string(index=False, float_format=lambda v: f"{v:,.0f}"))
+    print("\nps hosts above which a ps exchange beats the ring (BytePS, section 4)")
+    print(crossover(workers).to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    if len(checked):
+        print("\nValidation: emulated-cluster runs, measured against predicted")
+        print(checked[["model", "variant", "workers", "ps", "link_mbit", "measured_examples_per_s",
+                       "predicted_examples_per_s", "error"]].to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
+        print(f"median |error| {summary['median_abs_error']:.0%}, worst {summary['worst_abs_error']:.0%} "
+              f"over {summary['settings']} settings")

@@ -1,0 +1,44 @@
+"""A step's time and a run's throughput, per exchange scheme, from the cost terms and a
+calibration: what the projection predicts for a worker count and a link."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.projection import costs
+from bench.projection.calibrate import ModelCalibration
+from strategies.base import ALLREDUCE, PARAMETER_SERVER
+
+# (family, asynchronous) -> scheme; the families that exchange over a network
+SCHEMES = {(ALLREDUCE, False): "allreduce (ring)", (PARAMETER_SERVER, False): "ps, synchronous",
+           (PARAMETER_SERVER, True): "ps, asynchronous"}
+EXCHANGE = {"allreduce (ring)": "ring", "ps, synchronous": "ps", "ps, asynchronous": "ps"}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    step_s: float  # one worker's step
+    throughput_examples_per_s: float
+    compute_s: float
+    communication_s: float
+    waiting_s: float
+
+
+def predict(scheme: str, model: ModelCalibration, workers: int, ps_tasks: int, bandwidth_bytes_per_s: float,
+            latency_s: float, compute_scale: float = 1.0, ring_overhead_s: float = 0.0) -> Prediction:
+    """`compute_scale` stretches the calibrated compute (workers sharing one machine's cores);
+    `ring_overhead_s` is a framework's fixed cost per allreduce step."""
+    link = costs.Link(latency_s, bandwidth_bytes_per_s)
+    own = model.compute_s * compute_scale
+    sd = model.compute_sd_s * compute_scale
+    size = model.gradient_bytes
+    if scheme == "ps, asynchronous":
+        exchange = costs.ps_sync_exchange_s(1, 1, size, link)  # its own push and pull, the links otherwise idle
+        updates = costs.ps_async_updates_per_s(workers, ps_tasks, size, link, own + exchange)
+        step = workers / updates
+        return Prediction(step, updates * model.batch_size, own, exchange, step - own - exchange)
+    slowest = costs.synchronous_compute_s(workers, own, sd)
+    exchange = ring_overhead_s + costs.ring_allreduce_s(workers, size, link) if scheme == "allreduce (ring)" \
+        else costs.ps_sync_exchange_s(workers, ps_tasks, size, link)
+    step = slowest + exchange
+    return Prediction(step, workers * model.batch_size / step, own, exchange, slowest - own)
