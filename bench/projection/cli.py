@@ -50,8 +50,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def ps_counts(workers: int, wanted: Sequence[int] | None) -> list[int]:
-    return sorted(set(wanted)) if wanted else sorted({1, max(1, workers // 4)})
+def ps_counts(workers: int, wanted: Sequence[int] | None) -> list[tuple[int, str]]:
+    """(ps tasks, how they were chosen): those given, or 1 and a quarter of the workers."""
+    if wanted:
+        return [(k, str(k)) for k in sorted(set(wanted))]
+    return sorted({(1, "1"), (max(1, workers // 4), "n/4")}, key=lambda pair: pair[1]) if workers >= 8 \
+        else [(1, "1")]
 
 
 def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[float],
@@ -61,11 +65,11 @@ def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[fl
         for n in workers:
             for gbit in links_gbit:
                 for scheme in SCHEMES.values():
-                    for k in ps_counts(n, ps) if EXCHANGE[scheme] == "ps" else [0]:
+                    for k, rule in ps_counts(n, ps) if EXCHANGE[scheme] == "ps" else [(0, "")]:
                         out = predict(scheme, model, n, k, gbit * 1e9 / 8, cal.latency_s[EXCHANGE[scheme]],
                                       ring_overhead_s=cal.ring_overhead_s)
                         rows.append({"model": model.model, "workers": n, "link_gbit": gbit, "scheme": scheme,
-                                     "ps": k, **dataclasses.asdict(out),
+                                     "ps": k, "ps_rule": rule, **dataclasses.asdict(out),
                                      "scaling_efficiency": out.throughput_examples_per_s
                                      / (n * model.batch_size / model.compute_s)})
     return pd.DataFrame(rows)

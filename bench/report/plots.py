@@ -212,17 +212,29 @@ def ps_link_utilisation(table: pd.DataFrame) -> str:
 
 
 def projected_throughput(table: pd.DataFrame) -> str:
-    """Projected examples/s against workers, one line per scheme (and ps count) and link."""
-    def draw(ax: plt.Axes, model: str) -> None:
-        rows = table[table["model"] == model]
-        for (scheme, ps, gbit), group in rows.groupby(["scheme", "ps", "link_gbit"]):
-            group = group.sort_values("workers")
-            label = f"{scheme}{f', {ps} ps' if ps else ''}, {gbit:g} Gbit/s"
-            ax.plot(group["workers"], group["throughput_examples_per_s"], marker=".", label=label,
-                    color=_color(scheme), alpha=0.35 + 0.65 * (gbit / rows["link_gbit"].max()))
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("workers")
-        ax.set_ylabel("projected examples/s")
-
-    return per_model(sorted(table["model"].unique()), draw, height=4.0)
+    """Projected examples/s against workers: a row per model, a panel per link; colour: scheme,
+    dashed: a quarter as many ps tasks as workers (solid: one)."""
+    models, links = sorted(table["model"].unique()), sorted(table["link_gbit"].unique())
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colours = {scheme: palette[i % len(palette)] for i, scheme in enumerate(sorted(table["scheme"].unique()))}
+    fig, axes = plt.subplots(len(models), len(links), figsize=(3.2 * len(links), 2.8 * len(models)),
+                             squeeze=False, sharey="row")
+    for r, model in enumerate(models):
+        for c, gbit in enumerate(links):
+            ax = axes[r][c]
+            rows = table[(table["model"] == model) & (table["link_gbit"] == gbit)]
+            for (scheme, rule), group in rows.groupby(["scheme", "ps_rule"]):
+                group = group.sort_values("workers")
+                ax.plot(group["workers"], group["throughput_examples_per_s"], marker=".",
+                        color=colours[scheme], linestyle="--" if rule == "n/4" else "-",
+                        label=f"{scheme}{f', {rule} ps' if rule else ''}")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_title(f"{model}, {gbit:g} Gbit/s", fontsize=9)
+            ax.set_xlabel("workers")
+            if c == 0:
+                ax.set_ylabel("projected examples/s")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(5, len(labels)), fontsize=7,
+               bbox_to_anchor=(0.5, 1.02 + 0.03 / len(models)))
+    return svg(fig)
