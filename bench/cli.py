@@ -31,12 +31,14 @@ def run_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="python -m bench",
         description="Train one model under one distribution strategy and record throughput "
-        "and convergence into results/<run_id>/. Subcommands: report, all.",
+        "and convergence into results/<run_id>/. Subcommands: "
+        f"{', '.join(c for c in SUBCOMMANDS if c != 'worker')} (python -m bench SUBCOMMAND --help).",
     )
     d = RunConfig()
     g = p.add_argument_group("what to train")
     g.add_argument("--strategy", default=None,
-                   help=f"one of {', '.join(names)} (default: single; allreduce under mpirun)")
+                   help=f"one of {', '.join(names)} (default: {registry.baseline()}; "
+                        f"{registry.default(under_mpi=True)} under mpirun)")
     g.add_argument("--model", default=d.model, help="mlp, cnn or resnet20 (default: %(default)s)")
     g.add_argument("--data", default=d.data,
                    help="synthetic, digits, mnist or cifar10 (default: %(default)s)")
