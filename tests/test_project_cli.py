@@ -18,14 +18,14 @@ STEP_S = 0.05
 
 
 def run_folder(root: Path, name: str, strategy: str, workers: int, rate: float, link: float | None = None,
-               ps: int = 0, steps: bool = False) -> None:
+               ps: int = 0, steps: bool = False, p50: float | None = None) -> None:
     folder = root / name
     folder.mkdir(parents=True)
     record = {"run_id": name, "status": "ok", "environment": {"cpu_count": 4},
               "config": {"strategy": strategy, "model": "cnn", "data": "synthetic", "workers": workers, "ps": ps,
                          "batch_size": 64, "steps": 40, "warmup_steps": 2, "options": {}},
               "model": {"gradient_bytes_per_step": GRADIENT_BYTES},
-              "summary": {"throughput_examples_per_s": rate, "warmup_steps": 2}}
+              "summary": {"throughput_examples_per_s": rate, "warmup_steps": 2, "step_time_p50_s": p50}}
     if link is not None:
         record["network"] = {"link_mbit": link, "per_host": {}}
     (folder / "run.json").write_text(json.dumps(record))
@@ -57,6 +57,8 @@ def results(tmp_path):
     # 4 workers on 4 cores at 100 Mbit/s: ring 2(3)/4 x 4 MB at 12.5 MB/s = 0.48 s + compute
     run_folder(tmp_path, "ar-100", "allreduce", 4, 4 * 64 / 0.55, link=100)
     run_folder(tmp_path, "ps-100", "ps-sync", 4, 4 * 64 / 2.6, link=100, ps=1)
+    # the same 4 workers on this machine's loopback: steps twice the 1-worker compute (cores shared)
+    run_folder(tmp_path, "ar-local", "allreduce-tf", 4, 4 * 64 / 0.1, p50=2 * STEP_S)
     return tmp_path
 
 
@@ -67,6 +69,7 @@ def test_it_calibrates_from_the_one_machine_runs_and_checks_the_emulated_ones(re
     assert model["compute_ms"] == pytest.approx(STEP_S * 1e3, rel=1e-6)  # the single run's measured steps
     assert out["calibration"]["latency_s"]["ring"] == pytest.approx(20e-6, rel=1e-3)
     assert {r["variant"] for r in out["validation"]} == {"allreduce", "ps-sync R=N"}  # checked, not learnt
+    assert [r["compute_stretch"] for r in out["validation"]] == [pytest.approx(2.0)] * 2  # the loopback run's
     ring = next(r for r in out["validation"] if r["variant"] == "allreduce")
     # expected slowest of 4 + the ring at 100 Mbit/s (latency 6 x 20 us)
     predicted_step = ring["predicted_step_s"]

@@ -16,6 +16,7 @@ from bench.metrics import ALLREDUCE_OP, PS_ROUNDTRIP_OP
 from bench.micro.summary import SUMMARY_FILE
 from bench.projection.fit import fit_transports, messages, step_spread
 from bench.report import collect
+from strategies.base import ALLREDUCE, PARAMETER_SERVER
 
 # without a micro-benchmark sweep: a TCP round trip between hosts of one rack, about 50 us
 DEFAULT_LATENCY_S = 50e-6
@@ -25,6 +26,9 @@ DEFAULT_LATENCY_S = 50e-6
 LATENCY_FROM = {"ring": (ALLREDUCE_OP, ("mpi4py", "horovod-mpi", "horovod-gloo", "tf-collective")),
                 "ps": (PS_ROUNDTRIP_OP, ("ps-1ps", "ps-2ps"))}
 RING_OVERHEAD_FROM = ("horovod-mpi", "mpi4py")
+
+
+EXCHANGING = (ALLREDUCE, PARAMETER_SERVER)
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,22 @@ def ring_overhead(fitted: pd.DataFrame) -> float:
         return 0.0
     hops = messages(ALLREDUCE_OP, int(raw["processes"]))
     return max(0.0, (float(framework["alpha_us"]) - float(raw["alpha_us"])) * hops / 1e6)
+
+
+def shared_cpu_stretch(runs: pd.DataFrame, model: ModelCalibration, workers: int, cores: float) -> tuple[float, str]:
+    """How much longer one worker's step compute takes when `workers` workers share this machine's
+    cores (as the emulated cluster's hosts do): the median p50 step of this machine's runs of the
+    model with that many workers of a synchronous exchanging strategy (over loopback, where the
+    exchange is small next to compute), over the calibrated compute. Without such runs: workers / cores."""
+    exchanging = runs["family"].isin(EXCHANGING) & ~runs["asynchronous"].fillna(False).astype(bool) \
+        if len(runs) else pd.Series(dtype=bool)
+    same = runs[exchanging & (runs["model"] == model.model) & (runs["workers"] == workers)
+                & (runs["batch_size"] == model.batch_size)] if len(runs) else runs
+    steps = same["step_time_p50_s"].dropna() if len(same) else pd.Series(dtype=float)
+    if steps.empty:
+        return max(1.0, workers / cores), f"{workers} workers / {cores:g} cores"
+    return max(1.0, float(steps.median()) / model.compute_s), \
+        f"median p50 step of {len(steps)} one-machine runs at {workers} workers"
 
 
 def calibrate(results: Path, models: list[str] | None, compute_ms: float | None) -> Calibration:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from bench.errors import UsageError
 from bench.projection import costs
-from bench.projection.calibrate import Calibration, calibrate, one_machine_runs
+from bench.projection.calibrate import Calibration, calibrate, one_machine_runs, shared_cpu_stretch
 from bench.projection.model import EXCHANGE, SCHEMES, predict
 from bench.report import collect
 from bench.report.projection import PROJECTION_FILE
@@ -93,10 +93,12 @@ def winners(table: pd.DataFrame) -> pd.DataFrame:
 def validation(cal: Calibration, results: Path) -> pd.DataFrame:
     """Each emulated-cluster run's measured throughput against the model's prediction for its
     workers, ps tasks and link cap. Its emulated hosts share this machine's cores, so each
-    worker's compute is stretched by workers / cores (the calibration ran one worker alone)."""
+    worker's compute is stretched as measured by the one-machine runs at that worker count
+    (calibrate.shared_cpu_stretch)."""
     runs = collect.load([results])
     if runs.empty or "link_mbit" not in runs:
         return pd.DataFrame()
+    local = one_machine_runs(results)
     rows = []
     for _, run in runs[runs["ok"] & runs["link_mbit"].notna()].iterrows():
         scheme = SCHEMES.get((run.get("family"), bool(run.get("asynchronous"))))
@@ -106,17 +108,18 @@ def validation(cal: Calibration, results: Path) -> pd.DataFrame:
         ratio = int(run["batch_size"]) / model.batch_size  # compute taken as proportional to the batch
         scaled = dataclasses.replace(model, batch_size=int(run["batch_size"]), compute_s=model.compute_s * ratio,
                                      compute_sd_s=model.compute_sd_s * ratio)
-        cores = run.get("cpu_count") if pd.notna(run.get("cpu_count")) else 1
+        cores = float(run["cpu_count"]) if pd.notna(run.get("cpu_count")) else 1.0
+        stretch, stretch_from = shared_cpu_stretch(local, scaled, int(run["workers"]), cores)
         out = predict(scheme, scaled, int(run["workers"]), int(run["ps"] or 1), float(run["link_mbit"]) * 1e6 / 8,
-                      cal.latency_s[EXCHANGE[scheme]], compute_scale=max(1.0, int(run["workers"]) / float(cores)),
-                      ring_overhead_s=cal.ring_overhead_s)
+                      cal.latency_s[EXCHANGE[scheme]], compute_scale=stretch, ring_overhead_s=cal.ring_overhead_s)
         measured = float(run["throughput_examples_per_s"])
         rows.append({"model": run["model"], "variant": run["variant"], "scheme": scheme,
                      "workers": int(run["workers"]), "ps": int(run["ps"] or 0), "link_mbit": float(run["link_mbit"]),
                      "measured_examples_per_s": measured,
                      "predicted_examples_per_s": out.throughput_examples_per_s,
                      "error": out.throughput_examples_per_s / measured - 1,
-                     "predicted_communication_s": out.communication_s, "predicted_step_s": out.step_s})
+                     "predicted_communication_s": out.communication_s, "predicted_step_s": out.step_s,
+                     "compute_stretch": stretch, "compute_stretch_from": stretch_from})
     return pd.DataFrame(rows)
 
 

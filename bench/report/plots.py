@@ -134,9 +134,9 @@ def step_time_boxes(runs: pd.DataFrame) -> str:
         for strategy, group in rows.groupby("strategy"):
             run = group.sort_values("workers").iloc[-1]
             steps = steps_of(run["path"])
-            steps = measured_steps(steps, int(run["warmup_steps"]))
-            if steps.empty:
+            if steps.empty:  # a run folder without its steps.csv
                 continue
+            steps = measured_steps(steps, int(run["warmup_steps"]))
             data.append((steps["t_end_s"] - steps["t_start_s"]).to_numpy() * 1000)
             labels.append(f"{strategy}\nx{int(run['workers'])}")
         if data:
