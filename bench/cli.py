@@ -90,14 +90,15 @@ def run_parser() -> argparse.ArgumentParser:
 
 
 def strategy_options(strategy_cls, args: dict) -> dict:
-    """The chosen strategy's options (typed or default); a typed option of another strategy is an error."""
+    """The chosen strategy's options that were typed (validation fills in the rest); a typed option
+    of another strategy is an error."""
     from strategies import registry
 
     for opt in registry.others_options(strategy_cls.name):
         if opt.name in args:
             raise UsageError(f"{opt.flag} is an option of {', '.join(registry.strategies_taking(opt))}; "
                              f"--strategy {strategy_cls.name} does not take it")
-    return {opt.name: args.get(opt.name, opt.default) for opt in strategy_cls.options}
+    return {opt.name: args[opt.name] for opt in strategy_cls.options if opt.name in args}
 
 
 def config_from_args(argv: Sequence[str]) -> RunConfig:
