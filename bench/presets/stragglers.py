@@ -38,7 +38,8 @@ def plan(workers: int, steps: int, convergence_steps: int, model: str = "cnn",
     picked = [v for v in variants(workers) if chosen is None or v[0] in chosen]
     for label, args, _ in picked:
         # halfway through the run: an asynchronous worker does about steps / workers steps of its own
-        halfway = steps // (2 * workers) if registry.get(args[1]).asynchronous else steps // 2
+        strategy = registry.get(args[args.index("--strategy") + 1])
+        halfway = steps // (2 * workers) if strategy.asynchronous else steps // 2
         scenarios = {"clean": [], "straggler": ["--straggler", f"{STRAGGLER}:{FACTOR:g}"],
                      "kill": ["--kill-worker", f"{STRAGGLER}@{max(1, halfway)}"]}
         for scenario, extra in scenarios.items():

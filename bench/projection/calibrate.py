@@ -54,8 +54,8 @@ class Calibration:
                               "compute_from": m.source} for m in self.models.values()])
 
 
-def one_machine_runs(results: Path) -> pd.DataFrame:
-    runs = collect.load([results])
+def one_machine_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The finished runs of a results table that did not run on the emulated cluster."""
     if runs.empty or "ok" not in runs:
         return runs
     emulated = runs["link_mbit"].notna() if "link_mbit" in runs else False
@@ -134,8 +134,10 @@ def shared_cpu_stretch(runs: pd.DataFrame, model: ModelCalibration, workers: int
         f"median p50 step of {len(steps)} one-machine runs at {workers} workers"
 
 
-def calibrate(results: Path, models: list[str] | None, compute_ms: float | None) -> Calibration:
-    runs = one_machine_runs(results)
+def calibrate(results: Path, all_runs: pd.DataFrame, models: list[str] | None,
+              compute_ms: float | None) -> Calibration:
+    """`all_runs`: collect.load of `results` (read once by the caller)."""
+    runs = one_machine_runs(all_runs)
     names = models or (sorted(runs["model"].dropna().unique()) if len(runs) else [])
     if not names:
         raise UsageError(f"--from {results}: no finished run to calibrate from")

@@ -90,15 +90,14 @@ def winners(table: pd.DataFrame) -> pd.DataFrame:
     return best(table, "fastest").merge(best(synchronous, "fastest_synchronous"), on=key)
 
 
-def validation(cal: Calibration, results: Path) -> pd.DataFrame:
+def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
     """Each emulated-cluster run's measured throughput against the model's prediction for its
     workers, ps tasks and link cap. Its emulated hosts share this machine's cores, so each
     worker's compute is stretched as measured by the one-machine runs at that worker count
     (calibrate.shared_cpu_stretch)."""
-    runs = collect.load([results])
     if runs.empty or "link_mbit" not in runs:
         return pd.DataFrame()
-    local = one_machine_runs(results)
+    local = one_machine_runs(runs)
     rows = []
     for _, run in runs[runs["ok"] & runs["link_mbit"].notna()].iterrows():
         scheme = SCHEMES.get((run.get("family"), bool(run.get("asynchronous"))))
@@ -140,13 +139,14 @@ def main(argv: Sequence[str]) -> int:
             raise UsageError(f"--compute-ms: must be > 0, got {args.compute_ms}")
         if args.ps is not None and (not args.ps or min(args.ps) < 1):
             raise UsageError("--ps: give ps task counts >= 1")
-        if one_machine_runs(source).empty and args.compute_ms is None:
+        runs = collect.load([source])
+        if one_machine_runs(runs).empty and args.compute_ms is None:
             raise UsageError(f"--from {source}: no finished run to calibrate from")
-        cal = calibrate(source, args.model, args.compute_ms)
+        cal = calibrate(source, runs, args.model, args.compute_ms)
     except UsageError as exc:
         return refuse(exc)
     table = projection(cal, args.workers, args.link_gbit, args.ps)
-    checked = validation(cal, source) if args.compute_ms is None else pd.DataFrame()
+    checked = validation(cal, runs) if args.compute_ms is None else pd.DataFrame()
     result = {"calibration": {"models": cal.describe().to_dict("records"), "latency_s": cal.latency_s,
                               "latency_from": cal.latency_source, "ring_overhead_s": cal.ring_overhead_s},
               "projection": table.to_dict("records"), "winners": winners(table).to_dict("records"),

@@ -9,10 +9,10 @@ from bench.projection import costs
 from bench.projection.calibrate import ModelCalibration
 from strategies.base import ALLREDUCE, PARAMETER_SERVER
 
+RING, PS_SYNC, PS_ASYNC = "allreduce (ring)", "ps, synchronous", "ps, asynchronous"
 # (family, asynchronous) -> scheme; the families that exchange over a network
-SCHEMES = {(ALLREDUCE, False): "allreduce (ring)", (PARAMETER_SERVER, False): "ps, synchronous",
-           (PARAMETER_SERVER, True): "ps, asynchronous"}
-EXCHANGE = {"allreduce (ring)": "ring", "ps, synchronous": "ps", "ps, asynchronous": "ps"}
+SCHEMES = {(ALLREDUCE, False): RING, (PARAMETER_SERVER, False): PS_SYNC, (PARAMETER_SERVER, True): PS_ASYNC}
+EXCHANGE = {RING: "ring", PS_SYNC: "ps", PS_ASYNC: "ps"}
 
 
 @dataclass(frozen=True)
@@ -32,13 +32,13 @@ def predict(scheme: str, model: ModelCalibration, workers: int, ps_tasks: int, b
     own = model.compute_s * compute_scale
     sd = model.compute_sd_s * compute_scale
     size = model.gradient_bytes
-    if scheme == "ps, asynchronous":
+    if scheme == PS_ASYNC:
         exchange = costs.ps_sync_exchange_s(1, 1, size, link)  # its own push and pull, the links otherwise idle
         updates = costs.ps_async_updates_per_s(workers, ps_tasks, size, link, own + exchange)
         step = workers / updates
         return Prediction(step, updates * model.batch_size, own, exchange, step - own - exchange)
     slowest = costs.synchronous_compute_s(workers, own, sd)
-    exchange = ring_overhead_s + costs.ring_allreduce_s(workers, size, link) if scheme == "allreduce (ring)" \
+    exchange = ring_overhead_s + costs.ring_allreduce_s(workers, size, link) if scheme == RING \
         else costs.ps_sync_exchange_s(workers, ps_tasks, size, link)
     step = slowest + exchange
     return Prediction(step, workers * model.batch_size / step, own, exchange, slowest - own)
