@@ -51,6 +51,18 @@ class WorkerContext:
 
 
 @dataclass(frozen=True)
+class StepTimes:
+    """Where one step's time went on this worker, measured by timestamps inside its graph
+    (bench.run.breakdown has the definitions)."""
+
+    compute_s: float  # forward and backward of its batch, and an update applied here
+    exchange_s: float  # gradients and parameters moving, and waiting for other workers
+    waiting_s: float | None  # the waiting in exchange_s; None: a collective's wait for the last
+    # worker, told afterwards from every worker's `ready_at`
+    ready_at: float | None = None  # epoch seconds when this worker's gradients were ready
+
+
+@dataclass(frozen=True)
 class StepResult:
     """What one call of Worker.step did on this worker."""
 
@@ -60,6 +72,7 @@ class StepResult:
     staleness: int | None = None  # steps the parameters (or the gradient) were behind, where it applies
     applied: bool | None = None  # False: the gradient arrived stale and was dropped (ps-sync backup workers)
     arrival: int | None = None  # order in which this step's gradient reached the parameter servers
+    times: StepTimes | None = None  # where the step's time went
     extra: dict[str, Any] = field(default_factory=dict)
 
 

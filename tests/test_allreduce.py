@@ -10,6 +10,7 @@ from bench.launch.tools import find_tool
 from tests.conftest import ROOT
 from tests.equivalence import assert_weights_close, config_for, load_weights, train_in_process
 from tests.processes import bench, leftover_processes, run_record, seconds_from_kill_to_end
+from tests.time_split import STAMPED_CNN, assert_time_split
 
 B = 16
 
@@ -66,6 +67,7 @@ def test_after_20_steps_every_rank_holds_the_same_weights(results, strategy, ext
     assert record["status"] == "ok"
     steps = pd.read_csv(folder / "steps.csv")
     assert sorted(steps["worker"].unique()) == [0, 1] and len(steps) == 40
+    assert_time_split(folder, accounted=STAMPED_CNN)
     assert record["strategy_info"]["bytes_sent_per_rank_per_step"] > 0
 
 
@@ -86,6 +88,7 @@ def test_the_mpirun_path_converges_on_digits(results, tmp_path):
     assert record["config"]["strategy"] == "allreduce" and record["config"]["workers"] == 2
     assert record["status"] == "ok" and record["summary"]["best_accuracy"] >= 0.90
     assert_ranks_hold_the_same_weights(run_dir(results))  # momentum: the slots were made rank 0's too
+    assert_time_split(run_dir(results))
 
 
 @pytest.mark.slow

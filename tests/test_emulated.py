@@ -98,12 +98,53 @@ def test_ps_sync_across_three_hosts_trains_mlp_on_digits(hosts, results):
     assert all(h["sent_per_step"] > 0.5 * record["network"]["gradient_bytes_per_step"] for h in per_host.values())
 
 
+HOROVOD_RUN = ("--strategy", "allreduce", "--workers", "2", "--model", "mlp", "--data", "synthetic", "--steps",
+               "80", "--warmup-steps", "5", "--batch-size", "16", "--eval-every", "0", "--optimizer", "momentum",
+               "--save-weights")
+
+
 @pytest.fixture(scope="module")
 def horovod_across_hosts(hosts, tmp_path_factory) -> tuple[dict, Path]:
     """One Horovod (MPI) run across two hosts, shared by the tests of what it must show."""
-    return on_cluster(tmp_path_factory.mktemp("horovod"), "--strategy", "allreduce", "--workers", "2", "--model",
-                      "mlp", "--data", "synthetic", "--steps", "80", "--warmup-steps", "5", "--batch-size", "16",
-                      "--eval-every", "0", "--optimizer", "momentum", "--save-weights")
+    return on_cluster(tmp_path_factory.mktemp("horovod"), *HOROVOD_RUN)
+
+
+def test_the_projection_predicts_an_emulated_run_it_did_not_learn_from(horovod_across_hosts, tmp_path):
+    import json
+    import shutil
+
+    record, folder = horovod_across_hosts
+    shutil.copytree(folder, tmp_path / folder.name)
+    done = bench("--strategy", "single", "--model", "mlp", "--data", "synthetic", "--steps", "60", "--batch-size",
+                 "16", "--eval-every", "0", "--output", str(tmp_path))  # the calibration: one worker's compute
+    assert done.returncode == 0, done.stderr[-2000:]
+    done = bench("project", "--from", str(tmp_path), "--workers", "8", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    (checked,) = json.loads(done.stdout)["validation"]
+    assert checked["variant"] == "allreduce" and checked["link_mbit"] == 100
+    assert checked["measured_examples_per_s"] == record["summary"]["throughput_examples_per_s"]
+    predicted, measured = checked["predicted_examples_per_s"], checked["measured_examples_per_s"]
+    assert checked["error"] == pytest.approx(predicted / measured - 1)
+    for term in ("compute", "communication", "waiting"):  # each term against the run's own split
+        assert checked[f"measured_{term}_s"] is not None and checked[f"predicted_{term}_s"] is not None
+    # not a threshold on the error: it is recorded, and the README quotes it
+    assert (tmp_path / "projection.json").is_file()
+
+
+def test_a_ten_times_narrower_link_grows_communication_not_compute(hosts, horovod_across_hosts, tmp_path):
+    from bench.run.breakdown import per_worker_medians
+
+    cluster("up", "--hosts", "3", "--link-mbit", "1000")
+    try:
+        _, wide = on_cluster(tmp_path, *HOROVOD_RUN)
+    finally:
+        cluster("up", "--hosts", "3", "--link-mbit", "100")
+    narrow = horovod_across_hosts[1]  # the same run at 100 Mbit/s
+    at_100, at_1000 = (per_worker_medians(folder, 5).mean() for folder in (narrow, wide))
+    # mlp's 0.3 MB of gradients: ~25 ms on the wire at 100 Mbit/s, ~2.5 ms at 1000
+    assert at_100["communication_s"] > 3 * at_1000["communication_s"], (at_100, at_1000)
+    # compute does not grow (it may shrink: on the narrow link the workers leave each other more CPU)
+    assert at_100["compute_s"] < 1.5 * at_1000["compute_s"], (at_100, at_1000)
 
 
 def test_horovod_across_two_hosts_ends_with_the_same_weights_on_both(hosts, horovod_across_hosts):

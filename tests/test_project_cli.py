@@ -18,7 +18,7 @@ STEP_S = 0.05
 
 
 def run_folder(root: Path, name: str, strategy: str, workers: int, rate: float, link: float | None = None,
-               ps: int = 0, steps: bool = False, p50: float | None = None) -> None:
+               ps: int = 0, steps: bool = False, p50: float | None = None, split: dict | None = None) -> None:
     folder = root / name
     folder.mkdir(parents=True)
     record = {"run_id": name, "status": "ok", "environment": {"cpu_count": 4},
@@ -26,6 +26,10 @@ def run_folder(root: Path, name: str, strategy: str, workers: int, rate: float, 
                          "batch_size": 64, "steps": 40, "warmup_steps": 2, "options": {}},
               "model": {"gradient_bytes_per_step": GRADIENT_BYTES},
               "summary": {"throughput_examples_per_s": rate, "warmup_steps": 2, "step_time_p50_s": p50}}
+    if split:  # seconds per part of every worker's median step, as bench.run.breakdown summarizes them
+        parts = {part: {"p50_s": split.get(part, 0.0), "p95_s": split.get(part, 0.0)}
+                 for part in ("step", "compute", "communication", "waiting", "other")}
+        record["summary"]["breakdown"] = {"per_worker": {str(w): parts for w in range(workers)}}
     if link is not None:
         record["network"] = {"link_mbit": link, "per_host": {}}
     (folder / "run.json").write_text(json.dumps(record))
@@ -79,6 +83,23 @@ def test_it_calibrates_from_the_one_machine_runs_and_checks_the_emulated_ones(re
     assert out["validation_summary"]["settings"] == 2
     assert {(r["workers"], r["link_gbit"]) for r in out["winners"]} == {(8, 10), (8, 100), (64, 10), (64, 100)}
     assert (results / "projection.json").is_file()
+
+
+def test_the_compute_of_the_loopback_runs_split_stretches_the_check_and_each_term_is_compared(results, capsys):
+    # a ps-sync run on this machine whose step is half waiting: its compute, not its step, is the stretch
+    run_folder(results, "ps-local", "ps-sync", 4, 4 * 64 / 0.2, p50=0.2, ps=1,
+               split={"step": 0.2, "compute": 3 * STEP_S, "communication": 0.02, "waiting": 0.03})
+    run_folder(results, "ps-100-split", "ps-sync", 4, 4 * 64 / 2.6, link=100, ps=1,
+               split={"step": 2.6, "compute": 0.16, "communication": 1.3, "waiting": 1.1})
+    assert main(["project", "--from", str(results), "--workers", "8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    checked = {r["variant"]: r for r in out["validation"] if r["measured_compute_s"] is not None}
+    ps = checked["ps-sync R=N"]
+    assert ps["compute_stretch"] == pytest.approx(3.0)  # the same family's measured compute / 1-worker compute
+    assert ps["measured_communication_s"] == pytest.approx(1.3) and ps["measured_waiting_s"] == pytest.approx(1.1)
+    assert ps["predicted_compute_s"] == pytest.approx(3 * STEP_S)
+    ring = next(r for r in out["validation"] if r["variant"] == "allreduce")
+    assert ring["compute_stretch"] == pytest.approx(2.0) and ring["measured_compute_s"] is None  # no split recorded
 
 
 def test_the_report_shows_the_projection_and_the_sweep(results):

@@ -4,6 +4,7 @@ import pytest
 
 from tests.equivalence import assert_weights_close, batches_of, config_for, load_weights, sgd_step_on, train_in_process
 from tests.processes import bench, leftover_processes, run_record
+from tests.time_split import assert_time_split
 
 pytestmark = pytest.mark.slow
 B = 16
@@ -39,6 +40,8 @@ def test_ps_async_counts_every_step_and_records_staleness(results):
     assert steps["staleness_steps"].notna().all() and (steps["staleness_steps"] > 0).any()
     assert record["status"] == "ok" and record["summary"]["best_accuracy"] >= 0.90
     assert not leftover_processes(str(results))
+    parts = assert_time_split(run_dir(results))
+    assert (parts["waiting_s"] == 0).all()  # nobody waits for anybody
 
 
 def one_step_with_r(results, workers: int, replicas: int):
@@ -114,6 +117,8 @@ def test_ps_sync_converges_on_digits(results):
                  "--output", str(results))
     assert done.returncode == 0, done.stderr[-2000:]
     assert run_record(results)["summary"]["best_accuracy"] >= 0.90
+    parts = assert_time_split(run_dir(results))
+    assert (parts["waiting_s"] > 0).mean() > 0.5  # a worker waits for its token (the others' gradients)
 
 
 def simulate(placement: str, sizes: dict[str, int], tasks: int) -> dict[str, int]:

@@ -13,7 +13,7 @@ from bench.report.build import write_report
 from tests.conftest import ROOT
 
 SECTIONS = ["headline", "throughput", "scaling", "runs", "convergence", "time-to-accuracy", "step-times",
-            "staleness", "failed", "environment"]
+            "breakdown", "staleness", "failed", "environment"]
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +119,19 @@ def test_numbers_in_the_html_match_summary_csv(report_dir):
     assert checked >= 12
     efficiency = summary.set_index("run_id")["scaling_efficiency"].dropna()
     assert len(efficiency) >= 3 and (efficiency > 0).all()
+
+
+def test_the_split_of_step_time_shows_every_throughput_run(report_dir):
+    page = (report_dir / "report.html").read_text()
+    summary = pd.read_csv(report_dir / "summary.csv").set_index("run_id")
+    shown = cells(page, "breakdown-table")
+    finished = summary[(summary["purpose"] == "throughput") & (summary["status"] == "ok")]
+    assert {run for run, _ in shown} == set(finished.index)
+    for run in finished.index:
+        for part in ("compute", "communication", "waiting", "other"):
+            assert float(shown[(run, f"{part}_p50_s")]) == pytest.approx(summary.loc[run, f"{part}_p50_s"], rel=1e-9)
+        assert float(shown[(run, "compute_p50_s")]) > 0
+    assert section_of(page, "breakdown").count("<svg") == 2  # per strategy, and per worker
 
 
 def test_a_failed_run_appears_with_its_reason(report_dir):

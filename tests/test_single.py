@@ -5,6 +5,7 @@ import pandas as pd
 from bench.cli import main
 from bench.run.records import EVAL_COLUMNS, STEP_COLUMNS
 from tests.conftest import only_run
+from tests.time_split import assert_time_split
 
 
 def test_single_learns_digits_and_writes_complete_records(results):
@@ -26,6 +27,7 @@ def test_single_learns_digits_and_writes_complete_records(results):
     assert summary["step_time_p50_s"] <= summary["step_time_p99_s"]
     assert summary["time_to_target_s"] is not None
     assert record["model"]["num_params"] == 79510
+    assert_time_split(run, exchanges=False)
 
 
 def test_a_failing_run_is_recorded_as_failed(results, monkeypatch):

@@ -77,6 +77,22 @@ def test_ps_sync_r_n_waits_for_the_straggler_and_a_backup_worker_does_not(preset
     assert (taken.groupby("global_step")["applied"].sum() == WORKERS - 1).all()
 
 
+def test_a_straggler_shows_as_its_own_compute_and_the_others_waiting(preset):
+    from bench.run.breakdown import per_worker_medians
+
+    clean, slow = (per_worker_medians(run_dir(preset, scenario, "ps-sync R=N"), 5)
+                   for scenario in ("clean", "straggler"))
+    # R = N: every step waits for worker 1, whose steps take 3x as long
+    assert slow.loc[1, "compute_s"] > 2 * clean.loc[1, "compute_s"], (clean, slow)
+    assert slow.loc[0, "waiting_s"] > 2 * clean.loc[0, "waiting_s"], (clean, slow)
+    assert slow.loc[0, "waiting_s"] > slow.loc[1, "waiting_s"], slow
+    record = json.loads((run_dir(preset, "straggler", "ps-sync R=N") / "run.json").read_text())
+    assert record["summary"]["breakdown"]["slowest_worker"] == 1
+    page = (preset / "report.html").read_text()
+    split = page[page.index('<section id="breakdown">'):]
+    assert split[: split.index("</section>")].count("<svg") == 2  # the typical worker, and each worker
+
+
 def test_a_killed_worker_ends_r_n_and_the_others_go_on(preset):
     table = shown(preset)
     assert table["ps-sync R=N-1"]["kill"] == "finished without worker 1"

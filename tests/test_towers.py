@@ -6,6 +6,7 @@ import pytest
 from bench.cli import main
 from tests.conftest import only_run
 from tests.equivalence import assert_weights_close, config_for, initial_weights, train_in_process
+from tests.time_split import STAMPED_CNN, assert_time_split
 
 B = 16
 
@@ -34,6 +35,7 @@ def test_multi_tower_converges_on_digits_and_records_its_devices(results):
     assert record["status"] == "ok" and record["summary"]["best_accuracy"] >= 0.90
     info = record["strategy_info"]
     assert len(info["towers"]) == 2 and len(info["tower_compute_s"]) == 2
+    assert_time_split(only_run(results))
     assert record["runtime"]["gpu_options"]["applied"] is False
 
 
@@ -44,3 +46,4 @@ def test_mirrored_runs_the_cnn_and_records_gpu_options(results):
     record = json.loads((only_run(results) / "run.json").read_text())
     assert record["status"] == "ok" and record["config"]["options"]["allow_growth"] is True
     assert record["runtime"]["gpu_options"]["gpu_memory_fraction"] == 0.5
+    assert_time_split(only_run(results), accounted=STAMPED_CNN)

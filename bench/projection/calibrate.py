@@ -118,20 +118,25 @@ def ring_overhead(fitted: pd.DataFrame) -> float:
     return max(0.0, (float(framework["alpha_us"]) - float(raw["alpha_us"])) * hops / 1e6)
 
 
-def shared_cpu_stretch(runs: pd.DataFrame, model: ModelCalibration, workers: int, cores: float) -> tuple[float, str]:
+def shared_cpu_stretch(runs: pd.DataFrame, model: ModelCalibration, workers: int, cores: float,
+                       family: str | None = None) -> tuple[float, str]:
     """How much longer one worker's step compute takes when `workers` workers share this machine's
-    cores (as the emulated cluster's hosts do): the median p50 step of this machine's runs of the
-    model with that many workers of a synchronous exchanging strategy (over loopback, where the
-    exchange is small next to compute), over the calibrated compute. Without such runs: workers / cores."""
-    exchanging = runs["family"].isin(EXCHANGING) & ~runs["asynchronous"].fillna(False).astype(bool) \
-        if len(runs) else pd.Series(dtype=bool)
+    cores (as the emulated cluster's hosts do), over the calibrated compute: the median compute
+    (bench.run.breakdown) of this machine's runs of the model with that many workers of an
+    exchanging strategy, of `family` where there are such runs (Horovod's background thread takes
+    CPU from its workers' compute). Runs recorded without the split count their median step.
+    Without such runs: workers / cores."""
+    exchanging = runs["family"].isin(EXCHANGING) if len(runs) else pd.Series(dtype=bool)
     same = runs[exchanging & (runs["model"] == model.model) & (runs["workers"] == workers)
                 & (runs["batch_size"] == model.batch_size)] if len(runs) else runs
-    steps = same["step_time_p50_s"].dropna() if len(same) else pd.Series(dtype=float)
-    if steps.empty:
+    if family is not None and (same["family"] == family).any():
+        same = same[same["family"] == family]
+    compute = same["compute_p50_s"] if "compute_p50_s" in same else pd.Series(dtype=float, index=same.index)
+    measured = compute.fillna(same["step_time_p50_s"]).dropna() if len(same) else pd.Series(dtype=float)
+    if measured.empty:
         return max(1.0, workers / cores), f"{workers} workers / {cores:g} cores"
-    return max(1.0, float(steps.median()) / model.compute_s), \
-        f"median p50 step of {len(steps)} one-machine runs at {workers} workers"
+    return max(1.0, float(measured.median()) / model.compute_s), \
+        f"median compute of {len(measured)} one-machine runs at {workers} workers"
 
 
 def calibrate(results: Path, all_runs: pd.DataFrame, models: list[str] | None,

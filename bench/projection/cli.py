@@ -108,7 +108,7 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
         scaled = dataclasses.replace(model, batch_size=int(run["batch_size"]), compute_s=model.compute_s * ratio,
                                      compute_sd_s=model.compute_sd_s * ratio)
         cores = float(run["cpu_count"]) if pd.notna(run.get("cpu_count")) else 1.0
-        stretch, stretch_from = shared_cpu_stretch(local, scaled, int(run["workers"]), cores)
+        stretch, stretch_from = shared_cpu_stretch(local, scaled, int(run["workers"]), cores, run.get("family"))
         out = predict(scheme, scaled, int(run["workers"]), int(run["ps"] or 1), float(run["link_mbit"]) * 1e6 / 8,
                       cal.latency_s[EXCHANGE[scheme]], compute_scale=stretch, ring_overhead_s=cal.ring_overhead_s)
         measured = float(run["throughput_examples_per_s"])
@@ -117,9 +117,17 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
                      "measured_examples_per_s": measured,
                      "predicted_examples_per_s": out.throughput_examples_per_s,
                      "error": out.throughput_examples_per_s / measured - 1,
-                     "predicted_communication_s": out.communication_s, "predicted_step_s": out.step_s,
-                     "compute_stretch": stretch, "compute_stretch_from": stretch_from})
+                     "predicted_step_s": out.step_s, "compute_stretch": stretch, "compute_stretch_from": stretch_from,
+                     # term by term, against the run's own split (a typical worker's medians)
+                     **{f"{side}_{term}_s": value for term, predicted in (
+                         ("compute", out.compute_s), ("communication", out.communication_s),
+                         ("waiting", out.waiting_s))
+                        for side, value in (("predicted", predicted), ("measured", _known(run.get(f"{term}_p50_s"))))}})
     return pd.DataFrame(rows)
+
+
+def _known(value: float | None) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
 
 
 def crossover(workers: Sequence[int]) -> pd.DataFrame:
@@ -151,7 +159,9 @@ def main(argv: Sequence[str]) -> int:
                               "latency_from": cal.latency_source, "ring_overhead_s": cal.ring_overhead_s},
               "projection": table.to_dict("records"), "winners": winners(table).to_dict("records"),
               "crossover": crossover(args.workers).to_dict("records"),
-              "validation": checked.to_dict("records"), "validation_summary": error_summary(checked)}
+              # a term a run did not record is null (NaN is not JSON)
+              "validation": checked.astype(object).where(checked.notna(), None).to_dict("records"),
+              "validation_summary": error_summary(checked)}
     out = Path(args.output) if args.output else source
     out.mkdir(parents=True, exist_ok=True)
     (out / PROJECTION_FILE).write_text(json.dumps(result, indent=1, default=float))
@@ -161,6 +171,17 @@ def main(argv: Sequence[str]) -> int:
     show(cal, table, checked, result["validation_summary"], args.workers)
     print(f"written: {(out / PROJECTION_FILE).resolve()}", file=sys.stderr)
     return 0
+
+
+def terms(checked: pd.DataFrame) -> pd.DataFrame:
+    """Each validated setting's compute, communication and waiting, predicted / measured, in ms:
+    where a prediction misses, the term that is wrong."""
+    out = checked[["variant", "workers", "link_mbit"]].copy()
+    for term in ("compute", "communication", "waiting"):
+        predicted, measured = checked[f"predicted_{term}_s"] * 1e3, checked[f"measured_{term}_s"] * 1e3
+        out[term] = [f"{p:.1f} / {m:.1f}" if pd.notna(m) else f"{p:.1f} / –" for p, m in zip(predicted, measured,
+                                                                                             strict=True)]
+    return out
 
 
 def error_summary(checked: pd.DataFrame) -> dict:
@@ -186,5 +207,7 @@ def show(cal: Calibration, table: pd.DataFrame, checked: pd.DataFrame, summary: 
         print("\nValidation: emulated-cluster runs, measured against predicted")
         print(checked[["model", "variant", "workers", "ps", "link_mbit", "measured_examples_per_s",
                        "predicted_examples_per_s", "error"]].to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
+        print("\nThe same, term by term (ms per step, predicted / measured by the runs' split)")
+        print(terms(checked).to_string(index=False))
         print(f"median |error| {summary['median_abs_error']:.0%}, worst {summary['worst_abs_error']:.0%} "
               f"over {summary['settings']} settings")

@@ -12,6 +12,7 @@ import pandas as pd
 
 from bench.config import RunConfig
 from bench.errors import UsageError
+from bench.run import breakdown
 from bench.run.owner import owner_state, settle_if_abandoned
 from bench.run.records import EVALS_FILE, RUN_FILE, STEPS_FILE
 from strategies import registry
@@ -109,6 +110,9 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "bytes_sent_per_worker_per_step": info.get("bytes_sent_per_rank_per_step",
                                                    info.get("bytes_sent_per_worker_per_step")),
         "staleness_mean_steps": summary.get("staleness_mean_steps"),
+        **breakdown.typical_worker(summary.get("breakdown")),
+        "slowest_worker": (summary.get("breakdown") or {}).get("slowest_worker"),
+        "slowest_compute_ratio": (summary.get("breakdown") or {}).get("slowest_compute_ratio"),
         "gradients_dropped": (record.get("records") or {}).get("gradients_dropped"),
         "lost_workers": ", ".join(record.get("lost_workers") or []),
         "scenario": scenario_of(config), "variant": facts.get("variant"), "kill_worker": config.get("kill_worker"),

@@ -12,7 +12,8 @@ SUMMARY_COLUMNS = [c for c, *_ in RUN_COLUMNS] + [
     "purpose", "ps", "steps", "optimizer", "lr", "options", "step_time_p90_s", "best_accuracy",
     "target_accuracy", "time_to_target_s", "steps_to_target", "gradient_bytes_per_step", "staleness_mean_steps",
     "gradients_dropped", "lost_workers", "scenario", "family", "variant", "straggler", "kill_worker",
-    "startup_s", "started_at", "host", "suite_commit", "path"]
+    "startup_s", "compute_p50_s", "communication_p50_s", "waiting_p50_s", "other_p50_s", "slowest_worker",
+    "slowest_compute_ratio", "started_at", "host", "suite_commit", "path"]
 # runs on the emulated cluster (bench.emulated) add these
 NETWORK_COLUMNS = [
     "link_mbit", "net_worker_sent_per_step", "net_worker_predicted_sent_per_step", "net_worker_received_per_step",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 
 import matplotlib
 
@@ -16,6 +17,7 @@ import pandas as pd  # noqa: E402
 from bench.metrics import ALLREDUCE_OP, COPY_OP, measured_steps  # noqa: E402
 from bench.micro import COLLECTIVES  # noqa: E402
 from bench.report.collect import evals_of, steps_of  # noqa: E402
+from bench.run.breakdown import PARTS, per_worker_medians  # noqa: E402
 from strategies import registry  # noqa: E402
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "distbench", "figure.dpi": 96,
@@ -145,6 +147,58 @@ def step_time_boxes(runs: pd.DataFrame) -> str:
         ax.set_ylabel("step time (ms), whiskers 1.5 IQR")
 
     return per_model(sorted(thr["model"].unique()) or ["mlp"], draw, height=3.6)
+
+
+PART_COLOURS = {"compute_s": "#4c72b0", "communication_s": "#dd8452", "waiting_s": "#c44e52", "other_s": "#bbbbbb"}
+
+
+def _stacked(ax: plt.Axes, labels: list[str], seconds: pd.DataFrame) -> None:
+    """Horizontal bars, one per label, stacked by the parts of bench.run.breakdown (ms)."""
+    left = np.zeros(len(labels))
+    for part in PARTS:
+        values = seconds[part].to_numpy(dtype=float) * 1000
+        ax.barh(range(len(labels)), values, left=left, color=PART_COLOURS[part],
+                label=part.removesuffix("_s"))
+        left += np.nan_to_num(values)
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per step (median)")
+
+
+def _run_label(run: pd.Series) -> str:
+    label = f"{run['variant']} x{int(run['workers'])}"
+    if pd.notna(run.get("link_mbit")):
+        label += f" @{run['link_mbit']:g} Mbit/s"
+    if run.get("scenario", "clean") != "clean":
+        label += f" ({run['scenario']})"
+    return label
+
+
+def breakdown_bars(runs: pd.DataFrame) -> str:
+    """Per model: each strategy variant and worker count, its typical worker's step split."""
+    def draw(ax: plt.Axes, model: str) -> None:
+        rows = runs[runs["model"] == model].sort_values(["variant", "workers", "scenario"])
+        seconds = rows[[f"{p.removesuffix('_s')}_p50_s" for p in PARTS]].set_axis(list(PARTS), axis=1)
+        _stacked(ax, [_run_label(run) for _, run in rows.iterrows()], seconds)
+
+    models = sorted(runs["model"].unique())
+    return per_model(models, draw, height=0.8 + 0.22 * runs.groupby("model").size().max())
+
+
+def per_worker_breakdown(runs: pd.DataFrame) -> str:
+    """One panel per run: each worker's step split, so a straggler (its compute) and the
+    workers waiting for it stand out."""
+    fig, axes = plt.subplots(1, len(runs), figsize=(3.6 * len(runs), 0.9 + 0.3 * runs["workers"].max()),
+                             squeeze=False)
+    for ax, (_, run) in zip(axes[0], runs.iterrows(), strict=True):
+        medians = per_worker_medians(Path(run["path"]), int(run["warmup_steps"] or 0))
+        _stacked(ax, [f"worker {w}" for w in medians.index], medians)
+        title = f"{_run_label(run)}, {run['model']}"
+        if run.get("straggler"):
+            title += f"\nstraggler {run['straggler']}"
+        ax.set_title(title, fontsize=8)
+    axes[0][-1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    return svg(fig)
 
 
 def staleness_histogram(runs: pd.DataFrame) -> str:

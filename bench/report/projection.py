@@ -52,7 +52,9 @@ def projection_section(result: dict, ident: str) -> str:
             ("model", "model", "text"), ("variant", "strategy", "text"), ("workers", "workers", "int"),
             ("ps", "ps", "int"), ("link_mbit", "link Mbit/s", "int"),
             ("measured_examples_per_s", "measured", "rate"), ("predicted_examples_per_s", "predicted", "rate"),
-            ("error", "error", "pct")], f"{ident}-validation"),
+            ("error", "error", "pct"),
+            *[(f"{side}_{term}_s", f"{term} ms, {side}", "ms") for term in ("compute", "communication", "waiting")
+              for side in ("predicted", "measured")]], f"{ident}-validation"),
             note(f"Checked against {summary['settings']} emulated-cluster settings left out of the calibration: "
                  f"median |error| {100 * summary['median_abs_error']:.0f}%, worst "
                  f"{100 * summary['worst_abs_error']:.0f}%.")]

@@ -51,6 +51,7 @@ def all_sections(runs: pd.DataFrame) -> list[str]:
         convergence_section(convergence),
         time_to_accuracy(convergence),
         step_times(plain),
+        time_split(ok),
         staleness(ok[ok["asynchronous"].fillna(False).astype(bool)]),
         *([stragglers(plain)] if (plain["scenario"] != "clean").any() else []),
     ] if len(plain) else [run_table(runs)]
@@ -124,6 +125,34 @@ def step_times(runs: pd.DataFrame) -> str:
         return section("step-times", "Step-time distributions", note("No throughput runs."))
     return section("step-times", "Step-time distributions", figure(
         plots.step_time_boxes(runs), "Each strategy at its largest worker count; post-warm-up steps."))
+
+
+def time_split(runs: pd.DataFrame) -> str:
+    """Where step time goes (bench.run.breakdown): per strategy and worker count, and per worker."""
+    ident, title = "breakdown", "Where step time goes"
+    runs = runs[runs["compute_p50_s"].notna()] if "compute_p50_s" in runs else runs.iloc[0:0]
+    if runs.empty:
+        return section(ident, title, note("No run recorded the split of its steps."))
+    typical = runs[runs["purpose"] == "throughput"]
+    typical = typical if len(typical) else runs
+    multi = runs[runs["workers"] > 1]
+    # the per-worker view: runs with a straggler, else each variant at its largest worker count
+    chosen = multi[multi["straggler"].notna()] if multi["straggler"].notna().any() else \
+        multi.sort_values("workers").groupby("variant").tail(1)
+    parts = [figure(plots.breakdown_bars(typical),
+                    "Median ms per step of a typical worker (each part's median, averaged over workers): "
+                    "compute (forward, backward, an update applied locally), communication (gradients and "
+                    "parameters moving), waiting (for other workers), other (host time outside the graph)."),
+             table(typical, [("variant", "strategy", "text"), ("model", "model", "text"),
+                             ("workers", "workers", "int"), ("compute_p50_s", "compute ms", "ms"),
+                             ("communication_p50_s", "communication ms", "ms"), ("waiting_p50_s", "waiting ms", "ms"),
+                             ("other_p50_s", "other ms", "ms"), ("slowest_worker", "slowest worker", "int"),
+                             ("slowest_compute_ratio", "its compute / others'", "ratio")], "breakdown-table")]
+    if len(chosen):
+        parts.append(figure(plots.per_worker_breakdown(chosen.head(6)),
+                            "Each worker's median split: a straggler shows as one long compute bar, the "
+                            "workers that wait for it as long waiting bars."))
+    return section(ident, title, *parts)
 
 
 def staleness(runs: pd.DataFrame) -> str:

@@ -69,6 +69,10 @@ def load_data(config: RunConfig, rank: int) -> data_sources.Dataset:
     return data_sources.load(config.data, shape, batch, config.seed + rank, config.data_dir)
 
 
+def _seconds(value: float | None) -> float | None:
+    return None if value is None else float(value)  # a NumPy scalar would be written as its repr
+
+
 def run_clock(run_start: float) -> Callable[[], float]:
     """Seconds since the run's start (epoch seconds, shared by every process): the epoch is read
     once to align this process with the others, durations come from the monotonic clock."""
@@ -104,15 +108,23 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
             result = strategy.step()
             t_end = clock()
             slowdown = config.slowdown(context.rank, local_step)
+            slept = 0.0
             if slowdown > 1:  # injected straggler: this step takes `slowdown` times its measured time
                 time.sleep((slowdown - 1) * (t_end - t_start))
-                t_end = clock()
+                now = clock()
+                slept, t_end = now - t_end, now
+            times = result.times
             steps_out.write(run_id=folder.run_id, worker=context.rank, local_step=local_step,
                             global_step=result.global_step, t_start_s=t_start, t_end_s=t_end,
                             examples=result.examples, loss=result.loss,
                             staleness_steps=result.staleness,
                             applied=None if result.applied is None else int(result.applied),
-                            arrival_order=result.arrival)
+                            arrival_order=result.arrival,
+                            # a straggler's sleep stands for slower compute
+                            compute_s=_seconds(times and times.compute_s + slept),
+                            exchange_s=_seconds(times and times.exchange_s),
+                            waiting_s=_seconds(times and times.waiting_s),
+                            ready_s=_seconds(times and times.ready_at and times.ready_at - context.run_start))
             local_step += 1
             current = result.examples / max(t_end - t_start, 1e-9)
             rate = current if local_step == 1 else RATE_SMOOTHING * rate + (1 - RATE_SMOOTHING) * current

@@ -12,7 +12,7 @@ from bench.config import RunConfig
 from bench.run import environment
 from bench.run.owner import describe_owner
 from bench.run.records import RunFolder
-from bench.run.summary import summarize
+from bench.run.summary import summarize, write_breakdown
 from strategies import registry
 
 # Set by a launcher for the processes it starts: they join its run folder instead of opening one.
@@ -64,6 +64,7 @@ def close_run(folder: RunFolder, config: RunConfig, status: str, **fields: Any) 
     """Write the final status and the summary figures; print where the run went."""
     try:
         summary = summarize(folder.path, config.warmup_steps, config.target_accuracy)
+        write_breakdown(folder.path)
     except Exception as exc:  # noqa: BLE001 - a run with unreadable records still gets its status
         summary = {"error": f"summary could not be computed: {exc}"}
     start = folder.read_run().get("run_start_epoch_s")

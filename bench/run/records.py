@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 STEP_COLUMNS = ("run_id", "worker", "local_step", "global_step", "t_start_s", "t_end_s",
-                "examples", "loss", "staleness_steps", "applied", "arrival_order")
+                "examples", "loss", "staleness_steps", "applied", "arrival_order",
+                "compute_s", "exchange_s", "waiting_s", "ready_s")
 EVAL_COLUMNS = ("run_id", "global_step", "wall_s", "split", "loss", "accuracy", "eval_s")
 STEPS_FILE, EVALS_FILE, RUN_FILE = "steps.csv", "evals.csv", "run.json"
 

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from bench.metrics import applied_examples, measured_steps, step_time_percentiles, throughput, time_to_accuracy
+from bench.run import breakdown
 from bench.run.records import EVALS_FILE, STEPS_FILE
 
 
@@ -19,6 +20,17 @@ def read_steps(run_dir: Path) -> pd.DataFrame:
 
 def read_evals(run_dir: Path) -> pd.DataFrame:
     return pd.read_csv(run_dir / EVALS_FILE)
+
+
+def measured_breakdown(steps: pd.DataFrame, warmup_steps: int) -> pd.DataFrame:
+    """The measured steps' time split (bench.run.breakdown); a collective's split needs every
+    worker's rows of a step, so all rows are split before the warm-up is dropped."""
+    parts = breakdown.split(steps)
+    return parts[parts["local_step"] >= warmup_steps]
+
+
+def write_breakdown(run_dir: Path) -> None:
+    breakdown.write(run_dir, breakdown.split(read_steps(run_dir)))
 
 
 def summarize(run_dir: Path, warmup_steps: int, target_accuracy: float) -> dict[str, Any]:
@@ -51,6 +63,9 @@ def summarize(run_dir: Path, warmup_steps: int, target_accuracy: float) -> dict[
         "time_to_target_s": tta_s - first_step_s if not math.isnan(first_step_s) else math.nan,
         "steps_to_target": tta_steps,
     }
+    parts = measured_breakdown(steps, warmup_steps)
+    if not parts.empty:
+        out["breakdown"] = breakdown.summarize(parts)
     if "staleness_steps" in steps and steps["staleness_steps"].notna().any():
         out["staleness_mean_steps"] = float(steps["staleness_steps"].mean())
         out["staleness_max_steps"] = float(steps["staleness_steps"].max())

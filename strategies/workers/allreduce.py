@@ -15,6 +15,7 @@ from bench.run.training import feed_for, make_optimizer
 from strategies.allreduce import Allreduce
 from strategies.base import StepResult
 from strategies.workers.eager import EagerWorker
+from strategies.workers.stamps import pack, stamp
 
 
 class AllreduceWorker(EagerWorker):
@@ -42,13 +43,19 @@ class AllreduceWorker(EagerWorker):
 
         @tf.function
         def train_step():
+            start = stamp()
             x, y = feed.batch()
             with tf.GradientTape() as tape:
                 loss = model.loss(x, y)
-            # allreduce: the gradients come back averaged over all ranks (ring allreduce)
-            tape = hvd.DistributedGradientTape(tape, compression=compression)
-            optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-            return loss
+            grads = tape.gradient(loss, variables)
+            ready = stamp(grads)
+            # allreduce: the gradients come back averaged over all ranks (ring allreduce); one
+            # hvd.allreduce per gradient, as DistributedGradientTape does, so that the stamps
+            # can tell the local gradients from the averaged ones
+            averaged = [hvd.allreduce(g, op=hvd.Average, compression=compression) for g in grads]
+            exchanged = stamp(averaged)
+            update = optimizer.apply_gradients(zip(averaged, variables))
+            return pack(loss, [start, ready, exchanged, stamp(update)])
 
         if self.config.option("timeline") and "HOROVOD_TIMELINE" not in os.environ and self.context.run_dir:
             # started by the user's mpirun (our launcher sets HOROVOD_TIMELINE for its ranks)
@@ -56,7 +63,7 @@ class AllreduceWorker(EagerWorker):
         # allreduce: every rank starts from rank 0's weights (they are seeded alike; this makes it so)
         hvd.broadcast_variables(model.weights, root_rank=0)
         self._optimizer = optimizer
-        self.use(model, train_step)
+        self.use(model, train_step, collective=True)
 
     def step(self) -> StepResult:
         result = super().step()

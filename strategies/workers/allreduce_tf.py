@@ -12,6 +12,7 @@ from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
 from strategies.allreduce_tf import AllreduceTF
 from strategies.workers.eager import EagerWorker
+from strategies.workers.stamps import pack, stamp
 
 
 class AllreduceTFWorker(EagerWorker):
@@ -38,19 +39,24 @@ class AllreduceTFWorker(EagerWorker):
         variables = model.trainables
 
         def replica_step():
+            start = stamp()
             x, y = feed.batch()
             with tf.GradientTape() as tape:
                 loss = model.loss(x, y)
                 # allreduce-tf: the optimizer sums the replicas' gradients (the allreduce); 1/n: the mean
                 scaled = loss / strategy.num_replicas_in_sync
-            optimizer.apply_gradients(list(zip(tape.gradient(scaled, variables), variables)))
-            return loss
+            grads = tape.gradient(scaled, variables)
+            ready = stamp(grads)
+            update = optimizer.apply_gradients(list(zip(grads, variables)))
+            # the allreduce and the update are one call here: the update counts as exchange
+            end = stamp(update)
+            return pack(loss, [start, ready, end, end])
 
         @tf.function
         def train_step():
-            return strategy.run(replica_step)
+            return strategy.experimental_local_results(strategy.run(replica_step))[0]
 
-        self.use(model, train_step)
+        self.use(model, train_step, collective=True)
 
     def info(self) -> dict[str, Any]:
         n = self.context.num_workers

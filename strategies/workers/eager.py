@@ -13,20 +13,25 @@ from bench.data import Split
 from bench.models.base import Model
 from bench.run.training import evaluate_in_chunks
 from strategies.base import StepResult, Worker
+from strategies.workers.stamps import exchange_times
 
 
 class EagerWorker(Worker):
-    def use(self, model: Model, train_step: Callable[[], tf.Tensor]) -> None:
-        """Called at the end of setup with the model and the compiled step returning the loss."""
+    def use(self, model: Model, train_step: Callable[[], tf.Tensor], collective: bool = False) -> None:
+        """Called at the end of setup with the model and the compiled step. The step returns
+        stamps.pack(loss, [start, ready per replica..., exchanged, end]) (see exchange_times);
+        `collective`: its exchange waits for the other worker processes."""
         self.model = model
         self._train_step = train_step
+        self._collective = collective
         self._eval = tf.function(model.evaluate, reduce_retracing=True)
         self._step = 0
 
     def step(self) -> StepResult:
-        loss = self._train_step()
+        out = self._train_step().numpy()
         self._step += 1
-        return StepResult(float(loss), self.strategy.worker_batch(self.config), self._step)
+        times = exchange_times(out[1], out[2:-2], out[-2], out[-1], self._collective)
+        return StepResult(float(out[0]), self.strategy.worker_batch(self.config), self._step, times=times)
 
     def evaluate(self, split: Split) -> tuple[float, float]:
         return evaluate_in_chunks(self._eval, split)

@@ -11,6 +11,7 @@ from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
 from strategies.mirrored import Mirrored
 from strategies.workers import towers as _towers
+from strategies.workers.stamps import pack, stamp
 
 
 class MirroredWorker(_towers.TowerWorker):
@@ -34,14 +35,21 @@ class MirroredWorker(_towers.TowerWorker):
                 loss = model.loss(_towers.tower_slice(x, i, b), _towers.tower_slice(y, i, b))
                 # mirrored: the optimizer sums the replicas' gradients; scaling by 1/n makes that the mean
                 scaled = loss / n
-            optimizer.apply_gradients(list(zip(tape.gradient(scaled, variables), variables)))
-            return loss
+            grads = tape.gradient(scaled, variables)
+            ready = stamp(grads)
+            update = optimizer.apply_gradients(list(zip(grads, variables)))
+            return loss, ready, stamp(update)
 
         @tf.function
         def train_step():
-            x, y = feed.batch()
-            losses = strategy.run(replica_step, args=(x, y))
-            return strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
+            with tf.device(self.param_device):
+                start = stamp()
+                x, y = feed.batch()
+            losses, ready, ends = strategy.run(replica_step, args=(x, y))
+            loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
+            # the reduction and the update are one call here: the update counts as exchange
+            end = tf.reduce_max(tf.stack(strategy.experimental_local_results(ends)))
+            return pack(loss, [start, *strategy.experimental_local_results(ready), end, end])
 
         self.use(model, train_step)
 

@@ -13,6 +13,7 @@ from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
 from strategies.multi_tower import MultiTower
 from strategies.workers import towers as _towers
+from strategies.workers.stamps import pack, stamp
 
 TOWER_PROBE_STEPS = 20
 
@@ -37,13 +38,20 @@ class MultiTowerWorker(_towers.TowerWorker):
         @tf.function
         def train_step():
             with tf.device(self.param_device):
+                start = stamp()
                 x, y = feed.batch()
             results = [tower_gradients(x, y, i) for i in range(n)]
+            ready = []
+            for i, (_, grads) in enumerate(results):
+                with tf.device(self.towers[i]):
+                    ready.append(stamp(grads))
             with tf.device(self.param_device):
                 # multi-tower: the seed's average_gradients, mean of each variable's tower gradients
                 averaged = [tf.add_n(list(g)) / n for g in zip(*(grads for _, grads in results))]
-                optimizer.apply_gradients(zip(averaged, variables))
-                return tf.add_n([loss for loss, _ in results]) / n
+                exchanged = stamp(averaged)
+                update = optimizer.apply_gradients(zip(averaged, variables))
+                loss = tf.add_n([loss for loss, _ in results]) / n
+                return pack(loss, [start, *ready, exchanged, stamp(update)])
 
         self._tower_gradients = tower_gradients
         self._probe_batch = (data.train.x[: n * b], data.train.y[: n * b])

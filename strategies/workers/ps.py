@@ -24,6 +24,7 @@ from bench.metrics import ps_server_bytes, ps_worker_bytes
 from bench.models.base import Model
 from bench.run.training import evaluate_in_chunks, feed_for, make_optimizer
 from strategies.base import StepResult, Worker
+from strategies.workers.stamps import stamp
 
 SESSION_POLL_S = 0.25  # instead of the 30 s default wait of a non-chief for the chief's init
 BARRIER_POLL_S = 0.01
@@ -77,6 +78,20 @@ def atomic_increment(var: tf.Variable, name: str) -> tf.Tensor:
     with tf.device(var.device):
         section = tf.CriticalSection(shared_name=f"distbench_{name}", name=f"{name}_section")
         return section.execute(increment_and_read)
+
+
+def parameters_arrived(since: set[tf.Operation], worker_device: str) -> tf.Tensor:
+    """A stamp on this worker once every parameter value read from the ps tasks by the ops
+    made after `since` has arrived here. The identities take the values from the Recv the
+    forward pass already has (one Recv per tensor and device), so nothing moves twice."""
+    reads = [op.outputs[0] for op in tf.compat.v1.get_default_graph().get_operations()
+             if op not in since and op.type == "ReadVariableOp" and "/job:ps" in op.inputs[0].op.device]
+    with tf.device(worker_device):
+        return stamp([tf.identity(value) for value in reads])
+
+
+def graph_ops() -> set[tf.Operation]:
+    return set(tf.compat.v1.get_default_graph().get_operations())
 
 
 class GreedyByBytes:

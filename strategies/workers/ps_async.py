@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from strategies.base import StepResult
+from strategies.base import StepResult, StepTimes
 from strategies.ps_async import PSAsync
-from strategies.workers.ps import ParameterServerWorker, atomic_increment
+from strategies.workers.ps import ParameterServerWorker, atomic_increment, graph_ops, parameters_arrived
+from strategies.workers.stamps import stamp
 
 
 class PSAsyncWorker(ParameterServerWorker):
@@ -15,11 +16,15 @@ class PSAsyncWorker(ParameterServerWorker):
     def build_train_op(self, feed, optimizer):
         variables = self.model.trainables
         # the global step when this worker reads the parameters ...
+        start = stamp()
         params_version = self.global_step.read_value()
+        before = graph_ops()
         with tf.control_dependencies([params_version]):
             x, y = feed.batch()
             loss = self.model.loss(x, y)
+        pulled = parameters_arrived(before, self.worker_device)
         grads = tf.gradients(loss, variables)
+        ready = stamp(grads)
         with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
             # ps-async: applied on the ps tasks at once, whatever the other workers are doing
             train = optimizer.apply_gradients(zip(grads, variables))
@@ -27,11 +32,16 @@ class PSAsyncWorker(ParameterServerWorker):
         # updates came in between (the increment is atomic, so every update has its own step)
         with tf.control_dependencies([train]):
             applied_at = atomic_increment(self.global_step, "global_step")
-        return {"loss": loss, "read_at": params_version, "applied_at": applied_at}, []
+        stamps = tf.stack([start, pulled, ready, stamp(applied_at)])
+        return {"loss": loss, "read_at": params_version, "applied_at": applied_at, "stamps": stamps}, []
 
     def step(self) -> StepResult:
         out = self.session.run(self.fetches)
         after = int(out["applied_at"])
+        start, pulled, ready, end = out["stamps"]
+        # ps-async: nobody waits for another worker; the pull, the push and the update on the
+        # ps (queued behind other workers' updates there) are communication
+        times = StepTimes(compute_s=ready - pulled, exchange_s=(pulled - start) + (end - ready), waiting_s=0.0)
         return StepResult(float(out["loss"]), self.config.batch_size, after,
                           staleness=after - 1 - int(out["read_at"]), applied=True,
-                          extra={"global_step_after": after})
+                          extra={"global_step_after": after}, times=times)

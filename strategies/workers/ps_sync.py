@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from strategies.base import StepResult
+from strategies.base import StepResult, StepTimes
 from strategies.ps_sync import PSSync
-from strategies.workers.ps import ParameterServerWorker
+from strategies.workers.ps import ParameterServerWorker, graph_ops, parameters_arrived
+from strategies.workers.stamps import stamp
 
 
 class PSSyncWorker(ParameterServerWorker):
@@ -18,9 +19,13 @@ class PSSyncWorker(ParameterServerWorker):
         self.sync = tf.compat.v1.train.SyncReplicasOptimizer(optimizer, replicas_to_aggregate=r,
                                                              total_num_replicas=n)
         variables = self.model.trainables
+        start = stamp()
+        before = graph_ops()
         x, y = feed.batch()
         loss = self.model.loss(x, y)
+        pulled = parameters_arrived(before, self.worker_device)
         raw = tf.gradients(loss, variables)
+        ready = stamp(raw)
         # Which gradients a step averaged is the order in which they reach the accumulators, so
         # the ticket that records the order and the hand-in to every accumulator happen under
         # one lock on ps 0. The gradients are first copied to their variables' ps tasks, so
@@ -55,9 +60,11 @@ class PSSyncWorker(ParameterServerWorker):
         # they would also gate the chief's queue runner, which then re-ran the forward pass (and
         # read every parameter again) once per step, as the link counters showed on resnet20.
         train = tf.group(train, *tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS))
+        handed_in = stamp(unlocked)
         with tf.control_dependencies([train]):
             after = self.global_step.read_value()
             next_token = self.sync._local_step.read_value()
+        stamps = tf.stack([start, pulled, ready, handed_in, stamp(after, next_token)])
         with tf.device(self.global_step.device):
             # tokens that let workers still waiting for a step that will never come finish
             self.release = self.sync._sync_token_queue.enqueue_many(
@@ -68,7 +75,8 @@ class PSSyncWorker(ParameterServerWorker):
         # them all leaves the first step short of gradients and every worker waiting.
         # ps-sync: the chief's queue runner hands out the tokens that let workers start a step
         hook = self.sync.make_session_run_hook(self.context.is_chief, num_tokens=0 if r <= n else r)
-        fetches = {"loss": loss, "at_arrival": at_arrival, "ticket": ticket, "after": after, "next_token": next_token}
+        fetches = {"loss": loss, "at_arrival": at_arrival, "ticket": ticket, "after": after, "next_token": next_token,
+                   "stamps": stamps}
         return fetches, [hook]
 
     def on_ready(self, session) -> None:
@@ -77,11 +85,16 @@ class PSSyncWorker(ParameterServerWorker):
     def step(self) -> StepResult:
         out = self.session.run(self.fetches)
         token, self.token = self.token, int(out["next_token"])
+        start, pulled, ready, handed_in, end = out["stamps"]
+        # ps-sync: after handing its gradient in, a worker waits for the step's token: for the
+        # other workers' gradients and the chief's update
+        times = StepTimes(compute_s=ready - pulled, exchange_s=(pulled - start) + (end - ready),
+                          waiting_s=end - handed_in)
         # global_step is the step this gradient was computed for; whether it was aggregated
         # is decided from every worker's tickets once the run is over (finalize_records)
         return StepResult(float(out["loss"]), self.config.batch_size, token + 1,
                           staleness=int(out["at_arrival"]) - token, arrival=int(out["ticket"]),
-                          extra={"global_step_after": int(out["after"])})
+                          extra={"global_step_after": int(out["after"])}, times=times)
 
     def before_teardown(self, session) -> None:
         if self.context.is_chief:

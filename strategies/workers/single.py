@@ -9,6 +9,7 @@ from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
 from strategies.single import Single
 from strategies.workers.eager import EagerWorker
+from strategies.workers.stamps import pack, stamp
 
 
 class SingleWorker(EagerWorker):
@@ -22,11 +23,14 @@ class SingleWorker(EagerWorker):
 
         @tf.function
         def train_step():
+            start = stamp()
             x, y = feed.batch()
             with tf.GradientTape() as tape:
                 loss = model.loss(x, y)
-            optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-            return loss
+            grads = tape.gradient(loss, variables)
+            ready = stamp(grads)  # single: nothing to exchange, so ready = exchanged
+            update = optimizer.apply_gradients(zip(grads, variables))
+            return pack(loss, [start, ready, ready, stamp(update)])
 
         self.use(model, train_step)
 

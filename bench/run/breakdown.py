@@ -1,0 +1,106 @@
+"""Where each worker's step time went: compute, communication, waiting, and the rest.
+
+Every worker stamps its step inside its graph (strategies/workers/stamps.py) and writes,
+per step, to steps.csv:
+- compute_s: forward and backward of its batch (and an update it applies itself);
+- exchange_s: from its gradients ready to its step's exchange done: gradients and
+  parameters moving, and waiting for other workers;
+- waiting_s: the waiting in exchange_s where the worker can see it (a ps-sync worker
+  waiting for its token, towers of one process waiting for their slowest); empty for a
+  collective (allreduce), where it is told here from every worker's
+- ready_s: when its gradients were ready (run clock). A collective cannot start before
+  its last worker is ready, so a worker's waiting is the time from its own ready_s to the
+  latest ready_s of that step (at most its exchange).
+
+This module splits each row into (breakdown.csv):
+- compute_s, communication_s = exchange_s - waiting_s, waiting_s;
+- other_s = the step's wall time (t_end_s - t_start_s) minus the three: what the host
+  does outside the graph (Python, dispatch, fetching the result). Near 0 when the
+  three parts account for the step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+PARTS = ("compute_s", "communication_s", "waiting_s", "other_s")
+BREAKDOWN_FILE = "breakdown.csv"
+COLUMNS = ("worker", "local_step", "step_s", *PARTS)
+
+
+def split(steps: pd.DataFrame) -> pd.DataFrame:
+    """One row per step of `steps` (steps.csv) with its time split into PARTS; empty when the
+    records have no stamps (a run of an older version)."""
+    if "compute_s" not in steps or steps["compute_s"].isna().all():
+        return pd.DataFrame(columns=COLUMNS)
+    rows = steps[steps["compute_s"].notna()]
+    waiting = rows["waiting_s"].astype(float)
+    collective = waiting.isna() & rows["ready_s"].notna()
+    if collective.any():
+        last_ready = rows.loc[collective].groupby("local_step")["ready_s"].transform("max")
+        told = (last_ready - rows.loc[collective, "ready_s"]).clip(lower=0)
+        waiting = waiting.copy()
+        waiting[collective] = np.minimum(told, rows.loc[collective, "exchange_s"])
+    waiting = waiting.fillna(0.0)
+    out = pd.DataFrame({
+        "worker": rows["worker"].astype(int),
+        "local_step": rows["local_step"].astype(int),
+        "step_s": rows["t_end_s"] - rows["t_start_s"],
+        "compute_s": rows["compute_s"],
+        "communication_s": rows["exchange_s"] - waiting,
+        "waiting_s": waiting,
+    })
+    out["other_s"] = out["step_s"] - out["compute_s"] - out["communication_s"] - out["waiting_s"]
+    return out.reset_index(drop=True)
+
+
+def write(run_dir: Path, parts: pd.DataFrame) -> None:
+    parts.to_csv(run_dir / BREAKDOWN_FILE, index=False, columns=list(COLUMNS))
+
+
+def summarize(parts: pd.DataFrame) -> dict[str, Any]:
+    """run.json's "breakdown": per worker p50/p95 of each part, the share of step time the
+    stamps do not account for, and the slowest worker (largest median compute) and by how
+    much its median compute exceeds the median of the others'."""
+    if parts.empty:
+        return {}
+    per_worker: dict[str, Any] = {}
+    for worker, rows in parts.groupby("worker"):
+        per_worker[str(worker)] = {
+            part.removesuffix("_s"): {"p50_s": float(rows[part].quantile(0.5)),
+                                      "p95_s": float(rows[part].quantile(0.95))}
+            for part in ("step_s", *PARTS)}
+    out: dict[str, Any] = {
+        "per_worker": per_worker,
+        "unattributed_share": float((parts["other_s"] / parts["step_s"]).median()),
+    }
+    compute = parts.groupby("worker")["compute_s"].median()
+    if len(compute) > 1:
+        slowest = int(compute.idxmax())
+        others = float(compute.drop(slowest).median())
+        out["slowest_worker"] = slowest
+        out["slowest_compute_ratio"] = float(compute[slowest] / others) if others > 0 else None
+    return out
+
+
+def typical_worker(summary: dict[str, Any]) -> dict[str, float | None]:
+    """From run.json's "breakdown": each part's median seconds, averaged over the workers
+    (the report's columns `<part>_p50_s`)."""
+    workers = list((summary or {}).get("per_worker", {}).values())
+    return {f"{part.removesuffix('_s')}_p50_s":
+            float(np.mean([w[part.removesuffix("_s")]["p50_s"] for w in workers])) if workers else None
+            for part in PARTS}
+
+
+def per_worker_medians(run_dir: Path, warmup_steps: int) -> pd.DataFrame:
+    """Each worker's median seconds of each part over its measured steps (breakdown.csv)."""
+    path = run_dir / BREAKDOWN_FILE
+    if not path.is_file():
+        return pd.DataFrame(columns=PARTS)
+    parts = pd.read_csv(path)
+    parts = parts[parts["local_step"] >= warmup_steps]
+    return parts.groupby("worker")[list(PARTS)].median()

@@ -1,0 +1,47 @@
+"""Timestamps inside a training step's graph, and the step's time split from them.
+
+`tf.timestamp()` with control dependencies fires once what it depends on has been
+computed, on the device it is placed on. Stamps are leaves of the graph (nothing
+waits for them), so they do not change what runs when; they come back with the loss
+in one tensor, so they cost no extra transfer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from strategies.base import StepTimes
+
+
+def stamp(*after: Any) -> tf.Tensor:
+    """Epoch seconds (float64) once every tensor or op in `after` (nested lists too) is done."""
+    deps = [a for a in tf.nest.flatten(list(after)) if a is not None]
+    with tf.control_dependencies(deps):
+        return tf.timestamp()
+
+
+def pack(loss: tf.Tensor, stamps: Iterable[tf.Tensor]) -> tf.Tensor:
+    """[loss, *stamps] as one float64 vector (one fetch)."""
+    return tf.stack([tf.cast(loss, tf.float64), *stamps])
+
+
+def exchange_times(start: float, ready: np.ndarray, exchanged: float, end: float,
+                   collective: bool) -> StepTimes:
+    """A step that computes gradients on one or more replicas (each ready at `ready[i]`),
+    exchanges them until `exchanged`, then updates until `end`.
+
+    Compute: a replica's forward+backward, averaged over replicas, plus the update.
+    Exchange: from a replica's gradients ready to the exchange done (averaged); its waiting
+    is the replicas' idling until the last one is ready. With `collective`, the exchange
+    also waits for other processes; that part is told later from `ready_at`.
+    """
+    last = float(np.max(ready))
+    idle = float(np.mean(last - ready))
+    return StepTimes(compute_s=float(np.mean(ready - start)) + (end - exchanged),
+                     exchange_s=exchanged - last + idle,
+                     waiting_s=None if collective else idle,
+                     ready_at=last if collective else None)

@@ -1,0 +1,36 @@
+"""Checks that a finished run recorded where its steps' time went (bench.run.breakdown)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from bench.run.breakdown import BREAKDOWN_FILE, PARTS
+
+CLOCK_SLACK_S = 1e-3  # stamps of two processes, or of the host and the graph, may disagree by this
+# cnn's steps are long enough that the host's share (dispatch, fetch) is small: the stamped parts
+# must cover nearly all of a step (on mlp, dispatch alone is ~40% of a 1.4 ms step)
+STAMPED_CNN = 0.9
+
+
+def assert_time_split(run_dir: Path, exchanges: bool = True, accounted: float = 0.25) -> pd.DataFrame:
+    """Every step of every worker is split into PARTS that add up to it, none below zero, the
+    three stamped parts account for at least `accounted` of each worker's median step, and a
+    strategy that `exchanges` nothing spends no time communicating or waiting."""
+    steps = pd.read_csv(run_dir / "steps.csv")
+    parts = pd.read_csv(run_dir / BREAKDOWN_FILE)
+    assert len(parts) == len(steps) and set(parts["worker"]) == set(steps["worker"])
+    assert (parts[list(PARTS)] >= -CLOCK_SLACK_S).all().all(), parts.describe()
+    assert (parts["compute_s"] > 0).all()
+    total = parts[list(PARTS)].sum(axis=1)
+    assert ((total - parts["step_s"]).abs() < 1e-9).all()
+    stamped = parts["compute_s"] + parts["communication_s"] + parts["waiting_s"]
+    share = (stamped / parts["step_s"]).groupby(parts["worker"]).median()
+    assert (share >= accounted).all(), share
+    if not exchanges:
+        assert (parts["communication_s"] == 0).all() and (parts["waiting_s"] == 0).all()
+    summary = json.loads((run_dir / "run.json").read_text())["summary"]["breakdown"]
+    assert set(summary["per_worker"]) == {str(w) for w in steps["worker"].unique()}
+    return parts
