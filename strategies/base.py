@@ -183,8 +183,9 @@ class Worker(ABC):
         """Block until every worker can start training (start-up ends here)."""
 
     @abstractmethod
-    def step(self) -> StepResult:
-        """Run one training step on this worker."""
+    def step(self, stamped: bool = False) -> StepResult:
+        """Run one training step on this worker; when `stamped`, with its `times` (the harness
+        asks for one step in bench.run.breakdown.STAMP_EVERY)."""
 
     def finished(self, result: StepResult) -> bool:
         """True once the run has done its steps (the default counts global steps)."""

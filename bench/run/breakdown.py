@@ -1,7 +1,7 @@
 """Where each worker's step time went: compute, communication, waiting, and the rest.
 
-Every worker stamps its step inside its graph (strategies/workers/stamps.py) and writes,
-per step, to steps.csv:
+Every worker stamps one step in STAMP_EVERY inside its graph (strategies/workers/stamps.py)
+and writes, for those steps, to steps.csv (the columns are empty on the others):
 - compute_s: forward and backward of its batch (and an update it applies itself);
 - exchange_s: from its gradients ready to its step's exchange done: gradients and
   parameters moving, and waiting for other workers;
@@ -27,14 +27,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# Every worker stamps its local steps 0, STAMP_EVERY, 2 x STAMP_EVERY, ... (the same steps, so
+# a collective's wait can be told): stamps cost the executor ~0.1 ms a step (9% of an mlp step
+# of 1.2 ms on this machine, 0.1% of a cnn step), one step in five a fifth of that.
+STAMP_EVERY = 5
 PARTS = ("compute_s", "communication_s", "waiting_s", "other_s")
 BREAKDOWN_FILE = "breakdown.csv"
 COLUMNS = ("worker", "local_step", "step_s", *PARTS)
 
 
 def split(steps: pd.DataFrame) -> pd.DataFrame:
-    """One row per step of `steps` (steps.csv) with its time split into PARTS; empty when the
-    records have no stamps (a run of an older version)."""
+    """One row per stamped step of `steps` (steps.csv) with its time split into PARTS; empty when
+    the records have no stamps (a run of an older version)."""
     if "compute_s" not in steps or steps["compute_s"].isna().all():
         return pd.DataFrame(columns=COLUMNS)
     rows = steps[steps["compute_s"].notna()]

@@ -18,6 +18,7 @@ import numpy as np
 from bench import data as data_sources
 from bench import models
 from bench.config import RunConfig
+from bench.run.breakdown import STAMP_EVERY
 from bench.run.lifecycle import model_facts
 from bench.run.progress import Progress
 from bench.run.records import RunFolder
@@ -105,7 +106,7 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
             if kill_at and local_step == kill_at[1]:
                 os.kill(os.getpid(), signal.SIGKILL)
             t_start = clock()
-            result = strategy.step()
+            result = strategy.step(local_step % STAMP_EVERY == 0)
             t_end = clock()
             slowdown = config.slowdown(context.rank, local_step)
             slept = 0.0

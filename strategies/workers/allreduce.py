@@ -15,7 +15,7 @@ from bench.run.training import feed_for, make_optimizer
 from strategies.allreduce import Allreduce
 from strategies.base import StepResult
 from strategies.workers.eager import EagerWorker
-from strategies.workers.stamps import pack, stamp
+from strategies.workers.stamps import Stamps
 
 
 class AllreduceWorker(EagerWorker):
@@ -42,20 +42,21 @@ class AllreduceWorker(EagerWorker):
         compression = hvd.Compression.fp16 if self.config.option("fp16_allreduce") else hvd.Compression.none
 
         @tf.function
-        def train_step():
-            start = stamp()
+        def train_step(stamped: bool):
+            stamps = Stamps(stamped)
+            stamps.take()
             x, y = feed.batch()
             with tf.GradientTape() as tape:
                 loss = model.loss(x, y)
             grads = tape.gradient(loss, variables)
-            ready = stamp(grads)
+            stamps.take(grads)
             # allreduce: the gradients come back averaged over all ranks (ring allreduce); one
             # hvd.allreduce per gradient, as DistributedGradientTape does, so that the stamps
             # can tell the local gradients from the averaged ones
             averaged = [hvd.allreduce(g, op=hvd.Average, compression=compression) for g in grads]
-            exchanged = stamp(averaged)
-            update = optimizer.apply_gradients(zip(averaged, variables))
-            return pack(loss, [start, ready, exchanged, stamp(update)])
+            stamps.take(averaged)
+            stamps.take(optimizer.apply_gradients(zip(averaged, variables)))
+            return stamps.output(loss)
 
         if self.config.option("timeline") and "HOROVOD_TIMELINE" not in os.environ and self.context.run_dir:
             # started by the user's mpirun (our launcher sets HOROVOD_TIMELINE for its ranks)
@@ -65,8 +66,8 @@ class AllreduceWorker(EagerWorker):
         self._optimizer = optimizer
         self.use(model, train_step, collective=True)
 
-    def step(self) -> StepResult:
-        result = super().step()
+    def step(self, stamped: bool = False) -> StepResult:
+        result = super().step(stamped)
         if result.global_step == 1 and self._optimizer.variables():
             # allreduce: optimizer slots exist only after the first step: make them rank 0's too
             self.hvd.broadcast_variables(self._optimizer.variables(), root_rank=0)

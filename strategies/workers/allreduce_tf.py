@@ -12,7 +12,7 @@ from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
 from strategies.allreduce_tf import AllreduceTF
 from strategies.workers.eager import EagerWorker
-from strategies.workers.stamps import pack, stamp
+from strategies.workers.stamps import Stamps
 
 
 class AllreduceTFWorker(EagerWorker):
@@ -38,23 +38,24 @@ class AllreduceTFWorker(EagerWorker):
         feed = feed_for(self.config, data, rank, workers)
         variables = model.trainables
 
-        def replica_step():
-            start = stamp()
+        def replica_step(stamped: bool):
+            stamps = Stamps(stamped)
+            stamps.take()
             x, y = feed.batch()
             with tf.GradientTape() as tape:
                 loss = model.loss(x, y)
                 # allreduce-tf: the optimizer sums the replicas' gradients (the allreduce); 1/n: the mean
                 scaled = loss / strategy.num_replicas_in_sync
             grads = tape.gradient(scaled, variables)
-            ready = stamp(grads)
-            update = optimizer.apply_gradients(list(zip(grads, variables)))
+            stamps.take(grads)
             # the allreduce and the update are one call here: the update counts as exchange
-            end = stamp(update)
-            return pack(loss, [start, ready, end, end])
+            stamps.take(optimizer.apply_gradients(list(zip(grads, variables))))
+            stamps.again()
+            return stamps.output(loss)
 
         @tf.function
-        def train_step():
-            return strategy.experimental_local_results(strategy.run(replica_step))[0]
+        def train_step(stamped: bool):
+            return strategy.experimental_local_results(strategy.run(lambda: replica_step(stamped)))[0]
 
         self.use(model, train_step, collective=True)
 

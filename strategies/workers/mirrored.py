@@ -11,7 +11,7 @@ from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
 from strategies.mirrored import Mirrored
 from strategies.workers import towers as _towers
-from strategies.workers.stamps import pack, stamp
+from strategies.workers.stamps import Stamps
 
 
 class MirroredWorker(_towers.TowerWorker):
@@ -29,27 +29,32 @@ class MirroredWorker(_towers.TowerWorker):
             feed = feed_for(self.config, data, 0, 1, batch_size=n * b)
         variables = model.trainables
 
-        def replica_step(x, y):
+        def replica_step(x, y, stamped: bool):
             i = tf.distribute.get_replica_context().replica_id_in_sync_group
             with tf.GradientTape() as tape:
                 loss = model.loss(_towers.tower_slice(x, i, b), _towers.tower_slice(y, i, b))
                 # mirrored: the optimizer sums the replicas' gradients; scaling by 1/n makes that the mean
                 scaled = loss / n
             grads = tape.gradient(scaled, variables)
-            ready = stamp(grads)
-            update = optimizer.apply_gradients(list(zip(grads, variables)))
-            return loss, ready, stamp(update)
+            stamps = Stamps(stamped)
+            stamps.take(grads)
+            stamps.take(optimizer.apply_gradients(list(zip(grads, variables))))
+            return loss, stamps.taken
 
         @tf.function
-        def train_step():
+        def train_step(stamped: bool):
+            stamps = Stamps(stamped)
             with tf.device(self.param_device):
-                start = stamp()
+                stamps.take()
                 x, y = feed.batch()
-            losses, ready, ends = strategy.run(replica_step, args=(x, y))
+            losses, replica_stamps = strategy.run(lambda: replica_step(x, y, stamped))
             loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
-            # the reduction and the update are one call here: the update counts as exchange
-            end = tf.reduce_max(tf.stack(strategy.experimental_local_results(ends)))
-            return pack(loss, [start, *strategy.experimental_local_results(ready), end, end])
+            if stamped:
+                ready, ends = (strategy.experimental_local_results(s) for s in replica_stamps)
+                stamps.taken += ready
+                # the reduction and the update are one call here: the update counts as exchange
+                stamps.taken += [tf.reduce_max(tf.stack(ends))] * 2
+            return stamps.output(loss)
 
         self.use(model, train_step)
 

@@ -13,7 +13,7 @@ from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
 from strategies.multi_tower import MultiTower
 from strategies.workers import towers as _towers
-from strategies.workers.stamps import pack, stamp
+from strategies.workers.stamps import Stamps
 
 TOWER_PROBE_STEPS = 20
 
@@ -36,22 +36,21 @@ class MultiTowerWorker(_towers.TowerWorker):
                 return loss, tape.gradient(loss, variables)
 
         @tf.function
-        def train_step():
+        def train_step(stamped: bool):
+            stamps = Stamps(stamped)
             with tf.device(self.param_device):
-                start = stamp()
+                stamps.take()
                 x, y = feed.batch()
             results = [tower_gradients(x, y, i) for i in range(n)]
-            ready = []
             for i, (_, grads) in enumerate(results):
                 with tf.device(self.towers[i]):
-                    ready.append(stamp(grads))
+                    stamps.take(grads)
             with tf.device(self.param_device):
                 # multi-tower: the seed's average_gradients, mean of each variable's tower gradients
                 averaged = [tf.add_n(list(g)) / n for g in zip(*(grads for _, grads in results))]
-                exchanged = stamp(averaged)
-                update = optimizer.apply_gradients(zip(averaged, variables))
-                loss = tf.add_n([loss for loss, _ in results]) / n
-                return pack(loss, [start, *ready, exchanged, stamp(update)])
+                stamps.take(averaged)
+                stamps.take(optimizer.apply_gradients(zip(averaged, variables)))
+                return stamps.output(tf.add_n([loss for loss, _ in results]) / n)
 
         self._tower_gradients = tower_gradients
         self._probe_batch = (data.train.x[: n * b], data.train.y[: n * b])

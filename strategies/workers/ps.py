@@ -30,6 +30,7 @@ SESSION_POLL_S = 0.25  # instead of the 30 s default wait of a non-chief for the
 BARRIER_POLL_S = 0.01
 STOP_GRACE_S = 2
 PS_LINGER_S = 1.0  # lets the last worker close its session before the ps goes away
+STAMPS = "stamps"  # the fetch with a step's stamps, run only on the steps the harness stamps
 
 
 def done_queue(ps_index: int, num_workers: int) -> tf.queue.FIFOQueue:
@@ -171,6 +172,7 @@ class ParameterServerWorker(Worker):
             feed = feed_for(config, data, ctx.rank, ctx.num_workers, local_variable=True)
         with tf.compat.v1.device(setter):
             self.fetches, hooks = self.build_train_op(feed, make_optimizer(config))
+            self.unstamped_fetches = {k: v for k, v in self.fetches.items() if k != STAMPS}
             self.x_eval = tf.compat.v1.placeholder(tf.float32, (None, *self.model.input_shape))
             self.y_eval = tf.compat.v1.placeholder(tf.int32, (None,))
             self.eval_op = self.model.evaluate(self.x_eval, self.y_eval)
@@ -214,6 +216,11 @@ class ParameterServerWorker(Worker):
 
     def on_ready(self, session: tf.compat.v1.Session) -> None:
         """Hook for subclasses, run once after the barrier."""
+
+    def run_step(self, stamped: bool) -> dict[str, Any]:
+        """One session.run of the train op's fetches; the stamps only when `stamped` (unfetched,
+        TensorFlow prunes them and the identities they wait on from the step)."""
+        return self.session.run(self.fetches if stamped else self.unstamped_fetches)
 
     def build_train_op(self, feed, optimizer) -> tuple[dict[str, tf.Tensor], list]:
         raise NotImplementedError

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from strategies.base import StepResult, StepTimes
 from strategies.ps_async import PSAsync
-from strategies.workers.ps import ParameterServerWorker, atomic_increment, graph_ops, parameters_arrived
+from strategies.workers.ps import STAMPS, ParameterServerWorker, atomic_increment, graph_ops, parameters_arrived
 from strategies.workers.stamps import stamp
 
 
@@ -33,15 +33,17 @@ class PSAsyncWorker(ParameterServerWorker):
         with tf.control_dependencies([train]):
             applied_at = atomic_increment(self.global_step, "global_step")
         stamps = tf.stack([start, pulled, ready, stamp(applied_at)])
-        return {"loss": loss, "read_at": params_version, "applied_at": applied_at, "stamps": stamps}, []
+        return {"loss": loss, "read_at": params_version, "applied_at": applied_at, STAMPS: stamps}, []
 
-    def step(self) -> StepResult:
-        out = self.session.run(self.fetches)
+    def step(self, stamped: bool = False) -> StepResult:
+        out = self.run_step(stamped)
         after = int(out["applied_at"])
-        start, pulled, ready, end = out["stamps"]
-        # ps-async: nobody waits for another worker; the pull, the push and the update on the
-        # ps (queued behind other workers' updates there) are communication
-        times = StepTimes(compute_s=ready - pulled, exchange_s=(pulled - start) + (end - ready), waiting_s=0.0)
+        times = None
+        if stamped:
+            start, pulled, ready, end = out[STAMPS]
+            # ps-async: nobody waits for another worker; the pull, the push and the update on the
+            # ps (queued behind other workers' updates there) are communication
+            times = StepTimes(compute_s=ready - pulled, exchange_s=(pulled - start) + (end - ready), waiting_s=0.0)
         return StepResult(float(out["loss"]), self.config.batch_size, after,
                           staleness=after - 1 - int(out["read_at"]), applied=True,
                           extra={"global_step_after": after}, times=times)

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from strategies.base import StepResult, StepTimes
 from strategies.ps_sync import PSSync
-from strategies.workers.ps import ParameterServerWorker, graph_ops, parameters_arrived
+from strategies.workers.ps import STAMPS, ParameterServerWorker, graph_ops, parameters_arrived
 from strategies.workers.stamps import stamp
 
 
@@ -76,20 +76,22 @@ class PSSyncWorker(ParameterServerWorker):
         # ps-sync: the chief's queue runner hands out the tokens that let workers start a step
         hook = self.sync.make_session_run_hook(self.context.is_chief, num_tokens=0 if r <= n else r)
         fetches = {"loss": loss, "at_arrival": at_arrival, "ticket": ticket, "after": after, "next_token": next_token,
-                   "stamps": stamps}
+                   STAMPS: stamps}
         return fetches, [hook]
 
     def on_ready(self, session) -> None:
         self.token = int(session.run(self.sync._local_step))
 
-    def step(self) -> StepResult:
-        out = self.session.run(self.fetches)
+    def step(self, stamped: bool = False) -> StepResult:
+        out = self.run_step(stamped)
         token, self.token = self.token, int(out["next_token"])
-        start, pulled, ready, handed_in, end = out["stamps"]
-        # ps-sync: after handing its gradient in, a worker waits for the step's token: for the
-        # other workers' gradients and the chief's update
-        times = StepTimes(compute_s=ready - pulled, exchange_s=(pulled - start) + (end - ready),
-                          waiting_s=end - handed_in)
+        times = None
+        if stamped:
+            start, pulled, ready, handed_in, end = out[STAMPS]
+            # ps-sync: after handing its gradient in, a worker waits for the step's token: for the
+            # other workers' gradients and the chief's update
+            times = StepTimes(compute_s=ready - pulled, exchange_s=(pulled - start) + (end - ready),
+                              waiting_s=end - handed_in)
         # global_step is the step this gradient was computed for; whether it was aggregated
         # is decided from every worker's tickets once the run is over (finalize_records)
         return StepResult(float(out["loss"]), self.config.batch_size, token + 1,

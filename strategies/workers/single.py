@@ -9,7 +9,7 @@ from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
 from strategies.single import Single
 from strategies.workers.eager import EagerWorker
-from strategies.workers.stamps import pack, stamp
+from strategies.workers.stamps import Stamps
 
 
 class SingleWorker(EagerWorker):
@@ -22,15 +22,17 @@ class SingleWorker(EagerWorker):
         feed = feed_for(self.config, data, 0, 1)
 
         @tf.function
-        def train_step():
-            start = stamp()
+        def train_step(stamped: bool):
+            stamps = Stamps(stamped)
+            stamps.take()
             x, y = feed.batch()
             with tf.GradientTape() as tape:
                 loss = model.loss(x, y)
             grads = tape.gradient(loss, variables)
-            ready = stamp(grads)  # single: nothing to exchange, so ready = exchanged
-            update = optimizer.apply_gradients(zip(grads, variables))
-            return pack(loss, [start, ready, ready, stamp(update)])
+            stamps.take(grads)
+            stamps.again()  # single: nothing to exchange, so ready = exchanged
+            stamps.take(optimizer.apply_gradients(zip(grads, variables)))
+            return stamps.output(loss)
 
         self.use(model, train_step)
 
