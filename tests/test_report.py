@@ -31,7 +31,10 @@ def report_dir(tmp_path_factory, request):
     mp = pytest.MonkeyPatch()
     from strategies.workers.multi_tower import MultiTowerWorker
 
-    mp.setattr(MultiTowerWorker, "step", lambda self: (_ for _ in ()).throw(RuntimeError("tower on fire")))
+    def on_fire(self, stamped=False):
+        raise RuntimeError("tower on fire")
+
+    mp.setattr(MultiTowerWorker, "step", on_fire)
     assert main(["--strategy", "multi-tower", "--workers", "2", "--run-name", "throughput-broken", *common]) == 1
     mp.undo()
     write_report([out], out)

@@ -33,7 +33,7 @@ def test_single_learns_digits_and_writes_complete_records(results):
 def test_a_failing_run_is_recorded_as_failed(results, monkeypatch):
     from strategies.workers.single import SingleWorker
 
-    def explode(self):
+    def explode(self, stamped=False):
         raise RuntimeError("injected failure")
 
     monkeypatch.setattr(SingleWorker, "step", explode)

@@ -11,15 +11,16 @@ from bench.run.breakdown import BREAKDOWN_FILE, PARTS, STAMP_EVERY
 
 CLOCK_SLACK_S = 1e-3  # stamps of two processes, or of the host and the graph, may disagree by this
 # cnn's steps are long enough that the host's share (dispatch, fetch) is small: the stamped parts
-# must cover nearly all of a step (on mlp, dispatch alone is ~40% of a 1.4 ms step)
-STAMPED_CNN = 0.9
+# must cover most of a step (1-3% is left at batch 64; the tests' batch of 8 leaves more), where
+# on mlp the host's part is ~40% of a 1 ms step
+STAMPED_CNN = 0.8
 
 
 def assert_time_split(run_dir: Path, exchanges: bool = True, accounted: float = 0.25) -> pd.DataFrame:
     """Every worker's steps 0, STAMP_EVERY, ... and only those are split into PARTS that add up to
     the step, none below zero, the three stamped parts account for at least `accounted` of each
-    worker's median step, and a strategy that `exchanges` nothing spends no time communicating
-    or waiting."""
+    worker's median step after the warm-up, and a strategy that `exchanges` nothing spends no
+    time communicating or waiting."""
     steps = pd.read_csv(run_dir / "steps.csv")
     parts = pd.read_csv(run_dir / BREAKDOWN_FILE)
     due = steps[steps["local_step"] % STAMP_EVERY == 0]
@@ -29,8 +30,10 @@ def assert_time_split(run_dir: Path, exchanges: bool = True, accounted: float = 
     assert (parts["compute_s"] > 0).all()
     total = parts[list(PARTS)].sum(axis=1)
     assert ((total - parts["step_s"]).abs() < 1e-9).all()
-    stamped = parts["compute_s"] + parts["communication_s"] + parts["waiting_s"]
-    share = (stamped / parts["step_s"]).groupby(parts["worker"]).median()
+    measured = parts[parts["local_step"] >= json.loads((run_dir / "run.json").read_text())["config"]["warmup_steps"]]
+    assert len(measured)
+    stamped = measured["compute_s"] + measured["communication_s"] + measured["waiting_s"]
+    share = (stamped / measured["step_s"]).groupby(measured["worker"]).median()
     assert (share >= accounted).all(), share
     if not exchanges:
         assert (parts["communication_s"] == 0).all() and (parts["waiting_s"] == 0).all()

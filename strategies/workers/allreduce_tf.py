@@ -40,8 +40,7 @@ class AllreduceTFWorker(EagerWorker):
 
         def replica_step(stamped: bool):
             stamps = Stamps(stamped)
-            stamps.take()
-            x, y = feed.batch()
+            x, y = stamps.start(*feed.batch())
             with tf.GradientTape() as tape:
                 loss = model.loss(x, y)
                 # allreduce-tf: the optimizer sums the replicas' gradients (the allreduce); 1/n: the mean

@@ -45,8 +45,7 @@ class MirroredWorker(_towers.TowerWorker):
         def train_step(stamped: bool):
             stamps = Stamps(stamped)
             with tf.device(self.param_device):
-                stamps.take()
-                x, y = feed.batch()
+                x, y = stamps.start(*feed.batch())
             losses, replica_stamps = strategy.run(lambda: replica_step(x, y, stamped))
             loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
             if stamped:

@@ -39,8 +39,7 @@ class MultiTowerWorker(_towers.TowerWorker):
         def train_step(stamped: bool):
             stamps = Stamps(stamped)
             with tf.device(self.param_device):
-                stamps.take()
-                x, y = feed.batch()
+                x, y = stamps.start(*feed.batch())
             results = [tower_gradients(x, y, i) for i in range(n)]
             for i, (_, grads) in enumerate(results):
                 with tf.device(self.towers[i]):

@@ -24,8 +24,7 @@ class SingleWorker(EagerWorker):
         @tf.function
         def train_step(stamped: bool):
             stamps = Stamps(stamped)
-            stamps.take()
-            x, y = feed.batch()
+            x, y = stamps.start(*feed.batch())
             with tf.GradientTape() as tape:
                 loss = model.loss(x, y)
             grads = tape.gradient(loss, variables)

@@ -40,6 +40,17 @@ class Stamps:
         self.on = on
         self.taken: list[tf.Tensor] = []
 
+    def start(self, *inputs: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        """Take the first stamp and return the step's `inputs` made to wait for it. Without that,
+        the stamp may run behind the step's own work in a busy executor (seen with the towers of
+        `mirrored`, which share the CPU's threads). Identities, because a control dependency
+        binds only ops made under it, and a fixed batch is a captured tensor."""
+        self.take()
+        if not self.on:
+            return inputs
+        with tf.control_dependencies(self.taken[-1:]):
+            return tuple(tf.identity(t) for t in inputs)
+
     def take(self, *after: Any) -> None:
         if self.on:
             self.taken.append(stamp(*after))
