@@ -143,8 +143,9 @@ def test_a_ten_times_narrower_link_grows_communication_not_compute(hosts, horovo
     at_100, at_1000 = (per_worker_medians(folder, 5).mean() for folder in (narrow, wide))
     # mlp's 0.3 MB of gradients: ~25 ms on the wire at 100 Mbit/s, ~2.5 ms at 1000
     assert at_100["communication_s"] > 3 * at_1000["communication_s"], (at_100, at_1000)
-    # compute does not grow (it may shrink: on the narrow link the workers leave each other more CPU)
-    assert at_100["compute_s"] < 1.5 * at_1000["compute_s"], (at_100, at_1000)
+    # what the step gained is communication: compute (sub-ms here, noisy) moved by a tenth of that at most
+    grown = at_100["communication_s"] - at_1000["communication_s"]
+    assert at_100["compute_s"] - at_1000["compute_s"] < 0.1 * grown, (at_100, at_1000)
 
 
 def test_horovod_across_two_hosts_ends_with_the_same_weights_on_both(hosts, horovod_across_hosts):
