@@ -83,6 +83,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
     config, summary = record.get("config", {}), record.get("summary") or {}
     info, env = record.get("strategy_info") or {}, record.get("environment") or {}
     facts = strategy_facts(record)
+    split = summary.get("breakdown") or {}  # where its step time went (bench.run.breakdown)
     status = record.get("status", "unknown")
     if status == "running" and owner_state(record.get("owner")) == "unknown":
         status = "failed: no end was recorded, and its owner cannot be checked from this host"
@@ -110,9 +111,9 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "bytes_sent_per_worker_per_step": info.get("bytes_sent_per_rank_per_step",
                                                    info.get("bytes_sent_per_worker_per_step")),
         "staleness_mean_steps": summary.get("staleness_mean_steps"),
-        **breakdown.typical_worker(summary.get("breakdown")),
-        "slowest_worker": (summary.get("breakdown") or {}).get("slowest_worker"),
-        "slowest_compute_ratio": (summary.get("breakdown") or {}).get("slowest_compute_ratio"),
+        **breakdown.typical_worker(split),
+        "slowest_worker": split.get("slowest_worker"),
+        "slowest_compute_ratio": split.get("slowest_compute_ratio"),
         "gradients_dropped": (record.get("records") or {}).get("gradients_dropped"),
         "lost_workers": ", ".join(record.get("lost_workers") or []),
         "scenario": scenario_of(config), "variant": facts.get("variant"), "kill_worker": config.get("kill_worker"),

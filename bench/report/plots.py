@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 from bench.metrics import ALLREDUCE_OP, COPY_OP, measured_steps  # noqa: E402
 from bench.micro import COLLECTIVES  # noqa: E402
 from bench.report.collect import evals_of, steps_of  # noqa: E402
-from bench.run.breakdown import PARTS, per_worker_medians  # noqa: E402
+from bench.run.breakdown import PARTS, p50_column, per_worker_medians  # noqa: E402
 from strategies import registry  # noqa: E402
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "distbench", "figure.dpi": 96,
@@ -178,7 +178,7 @@ def breakdown_bars(runs: pd.DataFrame) -> str:
     """Per model: each strategy variant and worker count, its typical worker's step split."""
     def draw(ax: plt.Axes, model: str) -> None:
         rows = runs[runs["model"] == model].sort_values(["variant", "workers", "scenario"])
-        seconds = rows[[f"{p.removesuffix('_s')}_p50_s" for p in PARTS]].set_axis(list(PARTS), axis=1)
+        seconds = rows[[p50_column(p) for p in PARTS]].set_axis(list(PARTS), axis=1)
         _stacked(ax, [_run_label(run) for _, run in rows.iterrows()], seconds)
 
     models = sorted(runs["model"].unique())

@@ -91,11 +91,16 @@ def summarize(parts: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
+def p50_column(part: str) -> str:
+    """The report's column of a part's median (compute_s -> compute_p50_s)."""
+    return f"{part.removesuffix('_s')}_p50_s"
+
+
 def typical_worker(summary: dict[str, Any]) -> dict[str, float | None]:
     """From run.json's "breakdown": each part's median seconds, averaged over the workers
-    (the report's columns `<part>_p50_s`)."""
+    (the report's columns, p50_column)."""
     workers = list((summary or {}).get("per_worker", {}).values())
-    return {f"{part.removesuffix('_s')}_p50_s":
+    return {p50_column(part):
             float(np.mean([w[part.removesuffix("_s")]["p50_s"] for w in workers])) if workers else None
             for part in PARTS}
 

@@ -12,7 +12,7 @@ from bench.config import RunConfig
 from bench.run import environment
 from bench.run.owner import describe_owner
 from bench.run.records import RunFolder
-from bench.run.summary import summarize, write_breakdown
+from bench.run.summary import summarize
 from strategies import registry
 
 # Set by a launcher for the processes it starts: they join its run folder instead of opening one.
@@ -63,8 +63,7 @@ def model_facts(model: Any) -> dict[str, Any]:
 def close_run(folder: RunFolder, config: RunConfig, status: str, **fields: Any) -> dict[str, Any]:
     """Write the final status and the summary figures; print where the run went."""
     try:
-        summary = summarize(folder.path, config.warmup_steps, config.target_accuracy)
-        write_breakdown(folder.path)
+        summary = summarize(folder.path, config.warmup_steps, config.target_accuracy, write_breakdown=True)
     except Exception as exc:  # noqa: BLE001 - a run with unreadable records still gets its status
         summary = {"error": f"summary could not be computed: {exc}"}
     start = folder.read_run().get("run_start_epoch_s")

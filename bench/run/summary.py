@@ -22,18 +22,9 @@ def read_evals(run_dir: Path) -> pd.DataFrame:
     return pd.read_csv(run_dir / EVALS_FILE)
 
 
-def measured_breakdown(steps: pd.DataFrame, warmup_steps: int) -> pd.DataFrame:
-    """The measured steps' time split (bench.run.breakdown); a collective's split needs every
-    worker's rows of a step, so all rows are split before the warm-up is dropped."""
-    parts = breakdown.split(steps)
-    return parts[parts["local_step"] >= warmup_steps]
-
-
-def write_breakdown(run_dir: Path) -> None:
-    breakdown.write(run_dir, breakdown.split(read_steps(run_dir)))
-
-
-def summarize(run_dir: Path, warmup_steps: int, target_accuracy: float) -> dict[str, Any]:
+def summarize(run_dir: Path, warmup_steps: int, target_accuracy: float,
+              write_breakdown: bool = False) -> dict[str, Any]:
+    """The summary figures; with `write_breakdown`, also the run's breakdown.csv (split once)."""
     steps = read_steps(run_dir)
     evals = read_evals(run_dir)
     measured = measured_steps(steps, warmup_steps)
@@ -63,7 +54,11 @@ def summarize(run_dir: Path, warmup_steps: int, target_accuracy: float) -> dict[
         "time_to_target_s": tta_s - first_step_s if not math.isnan(first_step_s) else math.nan,
         "steps_to_target": tta_steps,
     }
-    parts = measured_breakdown(steps, warmup_steps)
+    # a collective's split needs every worker's rows of a step: split all, then drop the warm-up
+    parts = breakdown.split(steps)
+    if write_breakdown:
+        breakdown.write(run_dir, parts)
+    parts = parts[parts["local_step"] >= warmup_steps]
     if not parts.empty:
         out["breakdown"] = breakdown.summarize(parts)
     if "staleness_steps" in steps and steps["staleness_steps"].notna().any():

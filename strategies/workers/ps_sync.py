@@ -49,7 +49,7 @@ class PSSyncWorker(ParameterServerWorker):
         for grad, var in zip(staged, variables, strict=True):
             with tf.device(var.device), tf.control_dependencies([ticket]):
                 grads.append(tf.identity(grad))
-        before = set(tf.compat.v1.get_default_graph().get_operations())
+        before = graph_ops()
         train = self.sync.apply_gradients(zip(grads, variables), global_step=self.global_step)
         hand_in = [op for op in tf.compat.v1.get_default_graph().get_operations()
                    if op not in before and op.type in ("AccumulatorApplyGradient", "SparseAccumulatorApplyGradient")]
