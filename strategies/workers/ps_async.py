@@ -24,7 +24,7 @@ class PSAsyncWorker(ParameterServerWorker):
             loss = self.model.loss(x, y)
         pulled = parameters_arrived(before, self.worker_device)
         grads = tf.gradients(loss, variables)
-        ready = stamp(grads)
+        ready = stamp(grads, pulled)  # after `pulled` too: a late-scheduled stamp never gives compute < 0
         with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
             # ps-async: applied on the ps tasks at once, whatever the other workers are doing
             train = optimizer.apply_gradients(zip(grads, variables))

@@ -25,7 +25,7 @@ class PSSyncWorker(ParameterServerWorker):
         loss = self.model.loss(x, y)
         pulled = parameters_arrived(before, self.worker_device)
         raw = tf.gradients(loss, variables)
-        ready = stamp(raw)
+        ready = stamp(raw, pulled)  # after `pulled` too: a late-scheduled stamp never gives compute < 0
         # Which gradients a step averaged is the order in which they reach the accumulators, so
         # the ticket that records the order and the hand-in to every accumulator happen under
         # one lock on ps 0. The gradients are first copied to their variables' ps tasks, so
