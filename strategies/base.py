@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -65,15 +66,17 @@ class StepTimes:
 
 @dataclass(frozen=True)
 class StepResult:
-    """What one call of Worker.step did on this worker."""
+    """What one call of Worker.step did on this worker. The harness reads `loss` (with float())
+    and `times` (calling it, if it is a function) only when it writes the row, a fraction of a
+    second later: a step need not wait for its values to reach the host."""
 
-    loss: float
+    loss: Any  # a float, or a scalar tensor or array float() accepts
     examples: int
     global_step: int  # the run's step count after this step (all workers together)
     staleness: int | None = None  # steps the parameters (or the gradient) were behind, where it applies
     applied: bool | None = None  # False: the gradient arrived stale and was dropped (ps-sync backup workers)
     arrival: int | None = None  # order in which this step's gradient reached the parameter servers
-    times: StepTimes | None = None  # where the step's time went
+    times: StepTimes | Callable[[], StepTimes] | None = None  # where the step's time went
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -197,7 +200,7 @@ class Worker(ABC):
     @abstractmethod
     def step(self, stamped: bool = False) -> StepResult:
         """Run one training step on this worker; when `stamped`, with its `times` (the harness
-        asks for one step in bench.run.breakdown.STAMP_EVERY)."""
+        asks for the steps bench.run.breakdown.stamped names)."""
 
     def finished(self, result: StepResult) -> bool:
         """True once the run has done its steps (the default counts global steps)."""

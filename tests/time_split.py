@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.run.breakdown import BREAKDOWN_FILE, PARTS, STAMP_EVERY
+from bench.run.breakdown import BREAKDOWN_FILE, PARTS, stamped
 
 CLOCK_SLACK_S = 1e-3  # stamps of two processes, or of the host and the graph, may disagree by this
 # cnn's steps are long enough that the host's share (dispatch, fetch) is small: the stamped parts
@@ -17,23 +17,24 @@ STAMPED_CNN = 0.8
 
 
 def assert_time_split(run_dir: Path, exchanges: bool = True, accounted: float = 0.25) -> pd.DataFrame:
-    """Every worker's steps 0, STAMP_EVERY, ... and only those are split into PARTS that add up to
+    """Every worker's steps that breakdown.stamped names, and only those, are split into PARTS that add up to
     the step, none below zero, the three stamped parts account for at least `accounted` of each
     worker's median step after the warm-up, and a strategy that `exchanges` nothing spends no
     time communicating or waiting."""
     steps = pd.read_csv(run_dir / "steps.csv")
     parts = pd.read_csv(run_dir / BREAKDOWN_FILE)
-    due = steps[steps["local_step"] % STAMP_EVERY == 0]
-    assert sorted(zip(parts["worker"], parts["local_step"])) == sorted(zip(due["worker"], due["local_step"]))
-    assert steps.loc[steps["local_step"] % STAMP_EVERY != 0, "compute_s"].isna().all()
+    due = steps["local_step"].map(stamped)
+    assert sorted(zip(parts["worker"], parts["local_step"])) == \
+        sorted(zip(steps.loc[due, "worker"], steps.loc[due, "local_step"]))
+    assert steps.loc[~due, "compute_s"].isna().all()
     assert (parts[list(PARTS)] >= -CLOCK_SLACK_S).all().all(), parts.describe()
     assert (parts["compute_s"] > 0).all()
     total = parts[list(PARTS)].sum(axis=1)
     assert ((total - parts["step_s"]).abs() < 1e-9).all()
     measured = parts[parts["local_step"] >= json.loads((run_dir / "run.json").read_text())["config"]["warmup_steps"]]
     assert len(measured)
-    stamped = measured["compute_s"] + measured["communication_s"] + measured["waiting_s"]
-    share = (stamped / measured["step_s"]).groupby(measured["worker"]).median()
+    stamped_parts = measured["compute_s"] + measured["communication_s"] + measured["waiting_s"]
+    share = (stamped_parts / measured["step_s"]).groupby(measured["worker"]).median()
     assert (share >= accounted).all(), share
     if not exchanges:
         assert (parts["communication_s"] == 0).all() and (parts["waiting_s"] == 0).all()

@@ -17,15 +17,14 @@ import numpy as np
 
 from bench import data as data_sources
 from bench.config import RunConfig
-from bench.run.breakdown import STAMP_EVERY
+from bench.run.breakdown import stamped
 from bench.run.inputs import load_data, rows_touched
 from bench.run.lifecycle import exchange_facts, model_facts
 from bench.run.progress import Progress
 from bench.run.records import RunFolder
+from bench.run.step_log import StepLog
 from strategies import registry
 from strategies.base import Worker, WorkerContext
-
-RATE_SMOOTHING = 0.9
 
 
 @dataclass
@@ -71,10 +70,6 @@ def record_model(config: RunConfig, folder: RunFolder, model: Any, data: data_so
     folder.update_run(model={"name": config.model, **facts}, exchange=exchange_facts(config, facts))
 
 
-def _seconds(value: float | None) -> float | None:
-    return None if value is None else float(value)  # a NumPy scalar would be written as its repr
-
-
 def run_clock(run_start: float) -> Callable[[], float]:
     """Seconds since the run's start (epoch seconds, shared by every process): the epoch is read
     once to align this process with the others, durations come from the monotonic clock."""
@@ -95,47 +90,45 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
                         enabled=show_progress and context.is_chief)
     began = clock()
     local_step = 0
+    log = StepLog(steps_out, folder.run_id, context.rank, context.run_start)
+
+    def flush(now: float) -> None:
+        written = log.flush(now)
+        if written:
+            progress.update(written.global_step, written.loss, written.examples_per_s)
+
     try:
         strategy.setup(data)
         if context.is_chief:
             record_model(config, folder, strategy.model, data)
         strategy.ready()
         startup_s = clock() - began
-        rate = 0.0
         kill_at = config.kill_plan if config.kill_plan and config.kill_plan[0] == context.rank else None
+        slowed = config.straggler is not None or config.straggler_random is not None
         while True:
             if kill_at and local_step == kill_at[1]:
+                flush(clock())
                 os.kill(os.getpid(), signal.SIGKILL)
             t_start = clock()
-            result = strategy.step(local_step % STAMP_EVERY == 0)
+            result = strategy.step(stamped(local_step))
             t_end = clock()
-            slowdown = config.slowdown(context.rank, local_step)
             slept = 0.0
-            if slowdown > 1:  # injected straggler: this step takes `slowdown` times its measured time
-                time.sleep((slowdown - 1) * (t_end - t_start))
-                now = clock()
-                slept, t_end = now - t_end, now
-            times = result.times
-            steps_out.write(run_id=folder.run_id, worker=context.rank, local_step=local_step,
-                            global_step=result.global_step, t_start_s=t_start, t_end_s=t_end,
-                            examples=result.examples, loss=result.loss,
-                            staleness_steps=result.staleness,
-                            applied=None if result.applied is None else int(result.applied),
-                            arrival_order=result.arrival,
-                            # a straggler's sleep stands for slower compute
-                            compute_s=_seconds(times and times.compute_s + slept),
-                            exchange_s=_seconds(times and times.exchange_s),
-                            waiting_s=_seconds(times and times.waiting_s),
-                            ready_s=_seconds(times and times.ready_at and times.ready_at - context.run_start))
+            if slowed:
+                slowdown = config.slowdown(context.rank, local_step)
+                if slowdown > 1:  # injected straggler: this step takes `slowdown` times its measured time
+                    time.sleep((slowdown - 1) * (t_end - t_start))
+                    now = clock()
+                    slept, t_end = now - t_end, now
+            log.add(local_step, t_start, t_end, result, slept)
             local_step += 1
-            current = result.examples / max(t_end - t_start, 1e-9)
-            rate = current if local_step == 1 else RATE_SMOOTHING * rate + (1 - RATE_SMOOTHING) * current
-            progress.update(result.global_step, result.loss, rate)
+            if log.due(t_end):
+                flush(t_end)
             if evaluator and evaluator.due(result.global_step):
                 accuracy = evaluator.run(strategy, data.val, result.global_step)
                 progress.message(f"step {result.global_step}: validation accuracy {accuracy:.4f}")
             if strategy.finished(result):
                 break
+        flush(clock())
         if evaluator and evaluator.last_step != result.global_step:
             evaluator.run(strategy, data.val, result.global_step)
         if config.save_weights:
@@ -145,6 +138,10 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
                 np.savez(folder.path / "weights.npz", *weights)
         info = strategy.info()
     finally:
+        try:
+            log.flush(clock())  # what a failed run did is kept
+        except OSError:
+            pass  # the run's own failure is the one to report
         progress.close()
         steps_out.close()
         if evaluator:

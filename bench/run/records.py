@@ -1,7 +1,8 @@
 """One folder per run: run.json, steps.csv and evals.csv, written as the run goes.
 
-Several processes append to the same CSV: each row is one os.write on a file
-opened with O_APPEND, so rows never interleave and a crash loses nothing written.
+Several processes append to the same CSV: each write is one os.write of whole rows on a
+file opened with O_APPEND, so rows never interleave. A worker's steps are written in
+batches (bench.run.step_log); evaluations one row at a time.
 """
 
 from __future__ import annotations
@@ -36,14 +37,24 @@ class CsvAppender:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def write(self, **row: Any) -> None:
-        data = (",".join(_format(row.get(c)) for c in self.columns) + "\n").encode()
+        self.write_many([tuple(row.get(c) for c in self.columns)])
+
+    def write_many(self, rows: list[tuple]) -> None:
+        """Rows of values in column order, in one write."""
+        self.write_text("".join(",".join(map(_format, row)) + "\n" for row in rows))
+
+    def write_text(self, lines: str) -> None:
+        """Whole lines, already formatted, in one write."""
+        data = lines.encode()
         written = os.write(self._fd, data)
         if written < len(data):
             try:
                 os.write(self._fd, data[written:])  # raises the reason: no space left, file too large
             except OSError:
-                # take the partial row back, so the file still ends on a whole row
-                os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
+                # keep the whole rows that were written, take the partial one back: the file
+                # still ends on a whole row
+                whole = data.rfind(b"\n", 0, written) + 1
+                os.ftruncate(self._fd, os.fstat(self._fd).st_size - (written - whole))
                 raise
 
     def close(self) -> None:

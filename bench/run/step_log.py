@@ -1,0 +1,92 @@
+"""A worker's steps.csv rows, kept in memory as the steps run and written every FLUSH_S
+seconds in one write (and when the worker stops, fails or is killed on purpose).
+
+Per step the harness only reads the clock twice and appends to a list: the loss stays
+whatever the strategy returned (a tensor, not read back until the flush, so no host sync
+per step) and a stamped step's time split is worked out at the flush. A crash loses at most
+the last FLUSH_S of rows; the supervisor's stall detection sees steps.csv grow at every flush.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.run.records import CsvAppender
+from strategies.base import StepResult, StepTimes
+
+FLUSH_S = 0.5
+
+
+@dataclass
+class Written:
+    """What the last flush wrote, for the progress line."""
+
+    global_step: int
+    loss: float
+    examples_per_s: float
+
+
+class StepLog:
+    def __init__(self, writer: CsvAppender, run_id: str, worker: int, run_start: float) -> None:
+        self.writer = writer
+        self.run_id = run_id
+        self.worker = worker
+        self.run_start = run_start  # ready_s is written relative to it (epoch seconds)
+        self.pending: list[tuple[int, float, float, StepResult, float]] = []
+        self.next_flush = 0.0
+
+    def add(self, local_step: int, t_start: float, t_end: float, result: StepResult, slept: float = 0.0) -> None:
+        """One step; `slept`: an injected straggler's sleep, which stands for slower compute."""
+        self.pending.append((local_step, t_start, t_end, result, slept))
+
+    def due(self, now: float) -> bool:
+        return now >= self.next_flush
+
+    def flush(self, now: float) -> Written | None:
+        """Write the pending rows; None if there were none."""
+        self.next_flush = now + FLUSH_S
+        if not self.pending:
+            return None
+        pending, self.pending = self.pending, []
+        losses = read_losses([p[3].loss for p in pending])
+        self.writer.write_text("".join(self._row(*p, loss) for p, loss in zip(pending, losses, strict=True)))
+        first, last = pending[0], pending[-1]
+        span = max(last[2] - first[1], 1e-9)
+        return Written(last[3].global_step, losses[-1], sum(p[3].examples for p in pending) / span)
+
+    def _row(self, local_step: int, t_start: float, t_end: float, result: StepResult, slept: float,
+             loss: float) -> str:
+        """One line of steps.csv (records.STEP_COLUMNS), formatted in one go: at hundreds of
+        rows a second, a function call per field was a visible part of a short step."""
+        head = (f"{self.run_id},{self.worker},{local_step},{result.global_step},{t_start!r},{t_end!r},"
+                f"{result.examples},{loss!r},{_text(result.staleness)},"
+                f"{'' if result.applied is None else int(result.applied)},{_text(result.arrival)}")
+        if result.times is None:
+            return head + ",,,,\n"
+        times: StepTimes = result.times() if callable(result.times) else result.times
+        ready = times.ready_at and times.ready_at - self.run_start
+        return (f"{head},{_text(times.compute_s + slept)},{_text(times.exchange_s)},{_text(times.waiting_s)},"
+                f"{_text(ready)}\n")
+
+
+def _text(value: float | int | None) -> str:
+    """A field: empty for None, an exact float (a NumPy scalar would be written as its repr)."""
+    if value is None:
+        return ""
+    return repr(float(value)) if not isinstance(value, int) else str(value)
+
+
+def read_losses(losses: list) -> list[float]:
+    """The losses as floats; scalar tensors are read back one op per dtype rather than one by one."""
+    out = list(losses)
+    groups: dict = {}
+    for i, v in enumerate(losses):
+        if hasattr(v, "numpy") and getattr(v, "shape", None) == ():
+            groups.setdefault(v.dtype, []).append(i)
+    for indices in groups.values():
+        if len(indices) > 1:
+            import tensorflow as tf
+
+            for i, v in zip(indices, tf.stack([losses[i] for i in indices]).numpy().tolist(), strict=True):
+                out[i] = v
+    return [v if isinstance(v, float) else float(v) for v in out]
