@@ -21,14 +21,18 @@ REPLICAS_TO_AGGREGATE = Option("replicas_to_aggregate", int, None,
 
 def mark_aggregated(steps_csv: Path, replicas: int, last_step: int) -> dict:
     """Fill `applied`: of the gradients computed for a global step, the first `replicas`
-    to arrive were averaged into it, the rest dropped; none of a step never taken."""
+    to arrive were averaged into it, the rest dropped; none of a step never taken. Without
+    arrival orders (R = N: none recorded, every gradient goes into its own step), all of
+    the steps taken."""
     import pandas as pd
 
     steps = pd.read_csv(steps_csv)
     if steps.empty:
         return {}
-    rank = steps.groupby("global_step")["arrival_order"].rank(method="first")
-    steps["applied"] = ((rank <= replicas) & (steps["global_step"] <= last_step)).astype(int)
+    taken = steps["global_step"] <= last_step
+    if steps["arrival_order"].notna().any():
+        taken &= steps.groupby("global_step")["arrival_order"].rank(method="first") <= replicas
+    steps["applied"] = taken.astype(int)
     tmp = steps_csv.with_suffix(".tmp")
     steps.to_csv(tmp, index=False)
     tmp.replace(steps_csv)

@@ -66,6 +66,53 @@ class PSSyncWorker(ParameterServerWorker):
         pulled = parameters_arrived(before, self.worker_device)
         raw = tf.gradients(loss, variables)
         ready = stamp(raw, pulled)  # after `pulled` too: a late-scheduled stamp never gives compute < 0
+        if r == n:
+            train, hand_in, extra = self._hand_in(raw, variables, r)
+        else:
+            train, hand_in, extra = self._hand_in_in_order(raw, variables, r)
+        handed_in = stamp(hand_in, ready)  # after `ready` too, for the same reason
+        # Batch-norm moving averages go with this worker's step, not around apply_gradients: there
+        # they would also gate the chief's queue runner, which then re-ran the forward pass (and
+        # read every parameter again) once per step, as the link counters showed on resnet20.
+        train = tf.group(train, *tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS))
+        with tf.control_dependencies([train]):
+            after = self.global_step.read_value()
+            next_token = self.sync._local_step.read_value()
+        stamps = tf.stack([start, pulled, ready, handed_in, stamp(after, next_token)])
+        with tf.device(self.global_step.device):
+            # tokens that let workers still waiting for a step that will never come finish
+            self.release = self.sync._sync_token_queue.enqueue_many(
+                tf.fill([n * max(n, r)], self.global_step.read_value()))
+        # No spare tokens at start when R <= N: every worker's first gradient then goes into
+        # step 1 (with the default R tokens a fast chief can supply a whole step alone). When
+        # R > N, R tokens: with only the R - N the optimizer asks for, a worker that takes
+        # them all leaves the first step short of gradients and every worker waiting.
+        # ps-sync: the chief's queue runner hands out the tokens that let workers start a step
+        hook = self.sync.make_session_run_hook(self.context.is_chief, num_tokens=0 if r <= n else r)
+        fetches = {"loss": loss, "after": after, "next_token": next_token, STAMPS: stamps, **extra}
+        return fetches, [hook]
+
+    def _apply(self, grads: list, variables: list) -> tuple[tf.Operation, list[tf.Operation]]:
+        """SyncReplicasOptimizer's apply, and its ops that hand the gradients to the accumulators."""
+        before = graph_ops()
+        with summing_sparse_accumulators():
+            train = self.sync.apply_gradients(zip(grads, variables), global_step=self.global_step)
+        hand_in = [op for op in tf.compat.v1.get_default_graph().get_operations()
+                   if op not in before and op.type in ("AccumulatorApplyGradient", "SparseAccumulatorApplyGradient")]
+        return train, hand_in
+
+    def _hand_in(self, raw: list, variables: list, r: int) -> tuple[tf.Operation, list[tf.Operation], dict]:
+        """R = N: every worker's gradient goes into the step it was computed for (a step cannot
+        be taken without it), so the order of arrival decides nothing and is not recorded. The
+        global step is read before the hand-in: it is still the step of this worker's token."""
+        at_arrival = self.global_step.read_value()
+        with tf.control_dependencies([at_arrival]):
+            grads = [tf.identity(share_of(g, r)) for g in raw]
+        train, hand_in = self._apply(grads, variables)
+        return train, hand_in, {"at_arrival": at_arrival}
+
+    def _hand_in_in_order(self, raw: list, variables: list, r: int) -> tuple[tf.Operation, list[tf.Operation], dict]:
+        """R != N: which gradients a step averaged is decided by the order they arrive in."""
         # Which gradients a step averaged is the order in which they reach the accumulators, so
         # the ticket that records the order and the hand-in to every accumulator happen under
         # one lock on ps 0. The gradients are first copied to their variables' ps tasks, so
@@ -89,36 +136,10 @@ class PSSyncWorker(ParameterServerWorker):
         for grad, var in zip(staged, variables, strict=True):
             with tf.device(var.device), tf.control_dependencies([ticket]):
                 grads.append(tf.identity(grad))
-        before = graph_ops()
-        with summing_sparse_accumulators():
-            train = self.sync.apply_gradients(zip(grads, variables), global_step=self.global_step)
-        hand_in = [op for op in tf.compat.v1.get_default_graph().get_operations()
-                   if op not in before and op.type in ("AccumulatorApplyGradient", "SparseAccumulatorApplyGradient")]
+        train, hand_in = self._apply(grads, variables)
         with tf.device(self.global_step.device), tf.control_dependencies(hand_in):
             unlocked = tf.raw_ops.ConsumeMutexLock(mutex_lock=lock)
-        train = tf.group(train, unlocked)
-        # Batch-norm moving averages go with this worker's step, not around apply_gradients: there
-        # they would also gate the chief's queue runner, which then re-ran the forward pass (and
-        # read every parameter again) once per step, as the link counters showed on resnet20.
-        train = tf.group(train, *tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS))
-        handed_in = stamp(unlocked)
-        with tf.control_dependencies([train]):
-            after = self.global_step.read_value()
-            next_token = self.sync._local_step.read_value()
-        stamps = tf.stack([start, pulled, ready, handed_in, stamp(after, next_token)])
-        with tf.device(self.global_step.device):
-            # tokens that let workers still waiting for a step that will never come finish
-            self.release = self.sync._sync_token_queue.enqueue_many(
-                tf.fill([n * max(n, r)], self.global_step.read_value()))
-        # No spare tokens at start when R <= N: every worker's first gradient then goes into
-        # step 1 (with the default R tokens a fast chief can supply a whole step alone). When
-        # R > N, R tokens: with only the R - N the optimizer asks for, a worker that takes
-        # them all leaves the first step short of gradients and every worker waiting.
-        # ps-sync: the chief's queue runner hands out the tokens that let workers start a step
-        hook = self.sync.make_session_run_hook(self.context.is_chief, num_tokens=0 if r <= n else r)
-        fetches = {"loss": loss, "at_arrival": at_arrival, "ticket": ticket, "after": after, "next_token": next_token,
-                   STAMPS: stamps}
-        return fetches, [hook]
+        return tf.group(train, unlocked), [unlocked], {"at_arrival": at_arrival, "ticket": ticket}
 
     def on_ready(self, session) -> None:
         self.token = int(session.run(self.sync._local_step))
@@ -134,9 +155,10 @@ class PSSyncWorker(ParameterServerWorker):
             times = StepTimes(compute_s=ready - pulled, exchange_s=(pulled - start) + (end - ready),
                               waiting_s=end - handed_in)
         # global_step is the step this gradient was computed for; whether it was aggregated
-        # is decided from every worker's tickets once the run is over (finalize_records)
+        # is decided from every worker's tickets (R != N) once the run is over (finalize_records)
         return StepResult(float(out["loss"]), self.config.batch_size, token + 1,
-                          staleness=int(out["at_arrival"]) - token, arrival=int(out["ticket"]),
+                          staleness=int(out["at_arrival"]) - token,
+                          arrival=int(out["ticket"]) if "ticket" in out else None,
                           extra={"global_step_after": int(out["after"])}, times=times)
 
     def before_teardown(self, session) -> None:
