@@ -17,7 +17,7 @@ from bench.launch.tf_config import topology_from_tf_config
 from bench.usage import OneLineParser, refuse
 from bench.validation import validate
 
-SUBCOMMANDS = ("report", "all", "stragglers", "micro", "cluster", "network", "project", "worker")
+SUBCOMMANDS = ("report", "all", "stragglers", "micro", "cluster", "network", "project", "overhead", "worker")
 
 
 def _hosts(text: str) -> tuple[str, ...]:
@@ -185,6 +185,10 @@ def _subcommand(name: str, argv: list[str]) -> int:
         from bench.projection.cli import main as project_main
 
         return project_main(argv)
+    if name == "overhead":
+        from bench.overhead.run import main as overhead_main
+
+        return overhead_main(argv)
     if name == "network":
         from bench.presets.network import main as network_main
 

@@ -50,6 +50,11 @@ def with_defaults(config: RunConfig) -> RunConfig:
                                    for opt in get(config.strategy).options})
 
 
+def default_environment(name: str, workers: int = 1) -> dict[str, str]:
+    """The environment a run of strategy `name` starts its processes with when told no options."""
+    return get(name).environment(with_defaults(RunConfig(strategy=name, workers=workers)), None)
+
+
 def baseline() -> str:
     """The strategy whose 1-worker throughput scaling efficiency divides by."""
     return next(name for name, cls in all_strategies().items() if cls.baseline)

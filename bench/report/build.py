@@ -40,9 +40,10 @@ def render(runs: pd.DataFrame, paths: Sequence[Path], remark: str) -> str:
     from bench.report import sections
 
     intro = note(f"{len(runs)} runs from {', '.join(map(str, paths))}. {remark}".strip())
+    from bench.report.overhead import overhead_sections
     from bench.report.projection import projection_sections
 
-    micro = [*sections.micro_sections(paths), *projection_sections(paths)]
+    micro = [*sections.micro_sections(paths), *projection_sections(paths), *overhead_sections(paths)]
     if runs.empty:
         return page("distbench report", intro, [*micro] or [note("No run folders found.")])
     return page("distbench report", intro, [*sections.all_sections(runs), *micro])

@@ -22,6 +22,7 @@ FORMATS = {
     "int": lambda v: f"{int(v):,}",
     "rate": lambda v: f"{v:,.0f}",
     "ratio": lambda v: f"{v:.2f}",
+    "fraction": lambda v: f"{v:.3f}",
     "pct": lambda v: f"{100 * v:.1f}%",
     "ms": lambda v: f"{1000 * v:.2f}",
     "s": lambda v: f"{v:.1f}",
