@@ -24,9 +24,16 @@ if TYPE_CHECKING:
 
 CONTROLLER = Option("hvd_controller", str, "mpi", "allreduce: Horovod controller, mpi (mpirun) or gloo (horovodrun)",
                     choices=("mpi", "gloo"))
-FUSION_MB = Option("hvd_fusion_threshold_mb", float, None,
-                   "allreduce: Horovod tensor fusion buffer in MB (Horovod's default: 128)", check=non_negative)
-CYCLE_MS = Option("hvd_cycle_time_ms", float, None,
+# Horovod's settings a run gets unless told otherwise, from `python -m bench micro --horovod-sweep`
+# and allreduce runs on this project's 2-core machine (README, "Horovod at its best"): a 0.5 ms
+# cycle halves the wait of an allreduce for the background thread's next cycle (64 KB at 2 ranks:
+# 0.60 vs 1.12 ms); 0.1 ms lost throughput (the thread's spinning takes a core from compute);
+# 5 ms costs 5 ms an allreduce. The fusion buffer stays at Horovod's 128 MB.
+TUNED_CYCLE_MS, TUNED_FUSION_MB = 0.5, 128.0
+FUSION_MB = Option("hvd_fusion_threshold_mb", float, TUNED_FUSION_MB,
+                   "allreduce: Horovod tensor fusion buffer in MB, 0 = off (Horovod's default: 128)",
+                   check=non_negative)
+CYCLE_MS = Option("hvd_cycle_time_ms", float, TUNED_CYCLE_MS,
                   "allreduce: Horovod cycle time in ms (Horovod's default: 1)", check=non_negative)
 FP16 = Option("fp16_allreduce", flag_bool, False, "allreduce: send gradients as float16 (true|false)")
 SPARSE_AS_DENSE = Option("sparse_as_dense", flag_bool, False,

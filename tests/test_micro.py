@@ -24,13 +24,15 @@ def test_fast_micro_run_measures_every_transport(tmp_path):
     result = json.loads((folder / "mpi4py-np2.json").read_text())
     assert result["machine_info"] and result["benchmarks"]
     table = pd.read_csv(folder / "micro-summary.csv")
-    expected = {"mpi4py", "horovod-mpi", "horovod-gloo", "tf-collective", "ps-1ps", "ps-2ps", "memory-copy"}
+    expected = {"mpi4py", "horovod-mpi", "horovod-mpi-tuned", "horovod-gloo", "tf-collective", "ps-1ps", "ps-2ps",
+                "memory-copy"}
     assert set(table["transport"]) == expected
     # every transport at every size of the fast run; collectives over the 2 ranks asked for
     for transport, rows in table.groupby("transport"):
         assert sorted(rows["bytes"]) == sorted(FAST_SIZES), transport
     collectives = table[table["kind"] == "allreduce"]
-    assert set(collectives["transport"]) == {"mpi4py", "horovod-mpi", "horovod-gloo", "tf-collective"}
+    assert set(collectives["transport"]) == {"mpi4py", "horovod-mpi", "horovod-mpi-tuned", "horovod-gloo",
+                                             "tf-collective"}
     assert (collectives["processes"] == 2).all()
     # algbw x time = bytes, and busbw = algbw x 2(n-1)/n = algbw at n = 2
     moved = table["algbw_gb_per_s"] * 1e9 * table["median_s"]
@@ -43,3 +45,17 @@ def test_fast_micro_run_measures_every_transport(tmp_path):
     independent = raw["mpi4py"]["stats"]["median"] / raw["horovod-mpi"]["stats"]["median"]
     shown = table[(table["transport"] == "horovod-mpi") & (table["bytes"] == FAST_SIZES[-1])]
     assert float(shown["fraction_of_mpi4py"].iloc[0]) == pytest.approx(independent, rel=1e-9)
+
+
+def test_horovod_runs_with_its_defaults_or_the_strategys_settings():
+    from bench.micro.run import HOROVOD_DEFAULTS, horovod_environment, sweep_settings
+    from strategies.registry import default_environment
+
+    assert horovod_environment("horovod-mpi") == HOROVOD_DEFAULTS
+    tuned = horovod_environment("horovod-mpi-tuned")
+    assert default_environment("allreduce").items() <= tuned.items()
+    assert horovod_environment("mpi4py") == {}
+    labels = [label for label, _ in sweep_settings()]
+    assert len(set(labels)) == len(labels) == 8
+    assert dict(sweep_settings())["horovod-mpi cycle 0.1 ms fusion 0 MB"] == {
+        "HOROVOD_CYCLE_TIME": "0.1", "HOROVOD_FUSION_THRESHOLD": "0"}

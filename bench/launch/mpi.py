@@ -115,6 +115,9 @@ def run_rank(config: RunConfig) -> int:
     from bench.run.process import failure_reason, prepare_process
 
     runtime = prepare_process(config)
+    # started by the user's mpirun, the ranks get the strategy's settings here (ours come with them)
+    for name, value in registry.get(config.strategy).environment(config, None).items():
+        os.environ.setdefault(name, value)
     hvd.init()
     joined = joined_run()
     owner = joined is None  # started by the user's mpirun: rank 0 owns run.json

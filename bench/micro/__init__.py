@@ -2,4 +2,4 @@
 TensorFlow collectives, parameter-server push/pull, and the memory-copy ceiling."""
 
 # the collectives the micro-benchmarks time, each under mpirun (or horovodrun) with n ranks
-COLLECTIVES = ("mpi4py", "horovod-mpi", "horovod-gloo", "tf-collective")
+COLLECTIVES = ("mpi4py", "horovod-mpi", "horovod-mpi-tuned", "horovod-gloo", "tf-collective")

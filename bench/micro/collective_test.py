@@ -76,7 +76,8 @@ class TFCollective:
         self._barrier()
 
 
-TRANSPORTS = {"mpi4py": MPI4Py, "horovod-mpi": Horovod, "horovod-gloo": Horovod, "tf-collective": TFCollective}
+TRANSPORTS = {"mpi4py": MPI4Py, "horovod-mpi": Horovod, "horovod-mpi-tuned": Horovod, "horovod-gloo": Horovod,
+              "tf-collective": TFCollective}
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +96,6 @@ def test_allreduce(benchmark, transport, nbytes):
     benchmark.group = f"allreduce {settings.label(nbytes)}"
     benchmark.pedantic(run, setup=impl.barrier, rounds=settings.rounds(), iterations=1, warmup_rounds=1)
     seconds = benchmark.stats.stats.median
-    benchmark.extra_info.update(transport=name, kind=ALLREDUCE_OP, processes=impl.size, bytes=nbytes,
+    benchmark.extra_info.update(transport=settings.label_of(name), kind=ALLREDUCE_OP, processes=impl.size, bytes=nbytes,
                                 algbw_bytes_per_s=algbw(nbytes, seconds),
                                 busbw_bytes_per_s=busbw(ALLREDUCE_OP, nbytes, seconds, impl.size))

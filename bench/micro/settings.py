@@ -16,7 +16,8 @@ def sizes() -> tuple[int, ...]:
 
 
 def rounds() -> int:
-    return FAST_ROUNDS if fast() else FULL_ROUNDS
+    asked = os.environ.get("DISTBENCH_MICRO_ROUNDS")
+    return int(asked) if asked else FAST_ROUNDS if fast() else FULL_ROUNDS
 
 
 def transport() -> str:
@@ -25,3 +26,8 @@ def transport() -> str:
 
 def label(nbytes: int) -> str:
     return f"{nbytes // 2**20}MB" if nbytes >= 2**20 else f"{nbytes // 1024}KB"
+
+
+def label_of(transport: str) -> str:
+    """The name a transport's rows go under: a sweep's setting labels its own."""
+    return os.environ.get("DISTBENCH_MICRO_LABEL") or transport
