@@ -20,6 +20,9 @@ from tests.processes import leftover_processes, task_processes
 
 pytestmark = pytest.mark.slow
 REPEATS, TIMEOUT_S = 2, 30  # a clean run here takes ~7 s
+# Long enough that ps-sync is still training after a few of its 0.5 s writes of steps.csv
+# (step_log.FLUSH_S): at 60 steps the rows appeared only as the worker ended.
+STEPS = 1000
 T_975 = {1: 12.706204736174698, 2: 4.302652729911275}  # Student's t, 97.5th percentile, by degrees of freedom
 
 
@@ -49,7 +52,7 @@ def next_worker_1(seen: set[str], process: subprocess.Popen, timeout_s: float = 
 def comparison(tmp_path_factory):
     out = tmp_path_factory.mktemp("compare")
     argv = [sys.executable, "-m", "bench", "all", "--strategies", "single,ps-sync", "--workers", "2",
-            "--models", "mlp", "--steps", "60", "--batch-size", "32", "--repeats", str(REPEATS),
+            "--models", "mlp", "--steps", str(STEPS), "--batch-size", "32", "--repeats", str(REPEATS),
             "--convergence-steps", "0", "--timeout-s", str(TIMEOUT_S), "--output", str(out)]
     run = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: set[str] = set()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from bench.overhead.bare.common import arguments, now, optimizer, synthetic_batch, write_result
+from bench.overhead.bare.common import arguments, optimizer, synthetic_batch, timed_steps
 
 
 def main() -> None:
@@ -37,14 +37,8 @@ def main() -> None:
     def step():
         return strategy.run(replica_step)
 
-    run = step.get_concrete_function()
-    for _ in range(args.warmup):
-        run()
-    start = now()
-    for _ in range(args.steps - args.warmup):
-        loss = run()
-    float(strategy.experimental_local_results(loss)[0] if isinstance(loss, tf.distribute.DistributedValues) else loss)
-    write_result(args.out, f"worker{args.index}", (args.steps - args.warmup) * args.batch_size, start, now())
+    timed_steps(step.get_concrete_function(), args, f"worker{args.index}", args.batch_size,
+                read=lambda loss: float(strategy.experimental_local_results(loss)[0]))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def arguments(description: str) -> argparse.Namespace:
@@ -52,3 +54,16 @@ def write_result(out: str, name: str, examples: int, start: float, end: float) -
 
 def now() -> float:
     return time.time()
+
+
+def timed_steps(run: Callable[[], Any], args: argparse.Namespace, name: str, examples_per_step: int,
+                warmed: int = 0, read: Callable[[Any], float] = float) -> None:
+    """The end of every eager bare loop: the rest of the warm-up, the timed steps, one read of the
+    last loss (the only host sync), and this process's result line."""
+    for _ in range(args.warmup - warmed):
+        run()
+    start = now()
+    for _ in range(args.steps - args.warmup):
+        loss = run()
+    read(loss)
+    write_result(args.out, name, (args.steps - args.warmup) * examples_per_step, start, now())

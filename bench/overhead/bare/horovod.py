@@ -3,7 +3,7 @@ DistributedGradientTape, rank 0's weights broadcast after the first step; run un
 
 from __future__ import annotations
 
-from bench.overhead.bare.common import arguments, now, optimizer, synthetic_batch, write_result
+from bench.overhead.bare.common import arguments, optimizer, synthetic_batch, timed_steps
 
 
 def main() -> None:
@@ -30,13 +30,7 @@ def main() -> None:
     run = step.get_concrete_function()
     run()
     hvd.broadcast_variables(model.weights + opt.variables(), root_rank=0)
-    for _ in range(args.warmup - 1):
-        run()
-    start = now()
-    for _ in range(args.steps - args.warmup):
-        loss = run()
-    float(loss)
-    write_result(args.out, f"worker{hvd.rank()}", (args.steps - args.warmup) * args.batch_size, start, now())
+    timed_steps(run, args, f"worker{hvd.rank()}", args.batch_size, warmed=1)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.overhead.bare.common import arguments, now, optimizer, synthetic_batch, write_result
+from bench.overhead.bare.common import arguments, optimizer, synthetic_batch, timed_steps
 
 
 def main() -> None:
@@ -23,14 +23,7 @@ def main() -> None:
         opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
         return loss
 
-    run = step.get_concrete_function()
-    for _ in range(args.warmup):
-        run()
-    start = now()
-    for _ in range(args.steps - args.warmup):
-        loss = run()
-    float(loss)
-    write_result(args.out, "worker0", (args.steps - args.warmup) * args.batch_size, start, now())
+    timed_steps(step.get_concrete_function(), args, "worker0", args.batch_size)
 
 
 if __name__ == "__main__":

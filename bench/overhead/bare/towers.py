@@ -3,7 +3,7 @@ a slice of the batch, gradients averaged on the first device, one update."""
 
 from __future__ import annotations
 
-from bench.overhead.bare.common import arguments, now, optimizer, synthetic_batch, write_result
+from bench.overhead.bare.common import arguments, optimizer, synthetic_batch, timed_steps
 
 
 def main() -> None:
@@ -35,14 +35,7 @@ def main() -> None:
             opt.apply_gradients(zip(mean, variables))
             return tf.add_n(losses) / n
 
-    run = step.get_concrete_function()
-    for _ in range(args.warmup):
-        run()
-    start = now()
-    for _ in range(args.steps - args.warmup):
-        loss = run()
-    float(loss)
-    write_result(args.out, "worker0", (args.steps - args.warmup) * n * b, start, now())
+    timed_steps(step.get_concrete_function(), args, "worker0", n * b)
 
 
 if __name__ == "__main__":
