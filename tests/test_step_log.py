@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from bench.run.breakdown import stamped
 from bench.run.records import STEP_COLUMNS, STEPS_FILE, RunFolder
-from bench.run.step_log import FLUSH_S, StepLog, read_losses
+from bench.run.step_log import FLUSH_S, STACK, StepLog, read_losses
 from strategies.base import StepResult, StepTimes
 from strategies.workers.eager import StampedOutput
 
@@ -56,6 +56,12 @@ def test_flush_is_due_every_interval_and_empty_flushes_write_nothing(tmp_path):
 def test_losses_are_read_back_exactly_whatever_they_are():
     values = [tf.constant(0.1), 0.2, np.float64(0.3), tf.constant(0.4, tf.float64), tf.constant(0.5)]
     assert read_losses(values) == [float(np.float32(0.1)), 0.2, 0.3, 0.4, float(np.float32(0.5))]
+
+
+def test_more_losses_than_one_stack_are_read_back_in_order():
+    count = 2 * STACK + 7  # two full stacks and a padded one, mixed with values that are not tensors
+    values = [tf.constant(float(i)) if i % 9 else float(i) for i in range(count)]
+    assert read_losses(values) == [float(i) for i in range(count)]
 
 
 def test_a_stamped_output_is_read_once_into_loss_and_times():
