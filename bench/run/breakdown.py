@@ -30,8 +30,8 @@ import pandas as pd
 # Every worker stamps the same local steps (so a collective's wait can be told): one in
 # STAMP_EVERY of the first DENSE_STEPS, so that a short run has enough split steps, then one in
 # STAMP_EVERY_LATER. A stamped step costs the executor ~0.08 ms more (11% of an mlp step of
-# 0.7 ms on this machine, 0.1% of a cnn step): one step in 20 makes that 0.5% of a long run.
-STAMP_EVERY, DENSE_STEPS, STAMP_EVERY_LATER = 5, 200, 20
+# 0.7 ms on this machine, 0.1% of a cnn step): one step in 50 makes that 0.2% of a long run.
+STAMP_EVERY, DENSE_STEPS, STAMP_EVERY_LATER = 5, 200, 50
 
 
 def stamped(local_step: int) -> bool:
