@@ -25,6 +25,8 @@ def _hosts(text: str) -> tuple[str, ...]:
 
 
 def run_parser() -> argparse.ArgumentParser:
+    from bench.data import IDS, IMAGES, teacher
+    from bench.models import DEFAULT_TARGET
     from strategies import registry
 
     names = sorted(registry.all_strategies())
@@ -41,8 +43,8 @@ def run_parser() -> argparse.ArgumentParser:
                         f"{registry.default(under_mpi=True)} under mpirun)")
     g.add_argument("--model", default=d.model, help="mlp, cnn, resnet20 or embedding (default: %(default)s)")
     g.add_argument("--data", default=None,
-                   help="images: synthetic, digits, mnist or cifar10 (default: digits); for --model embedding: "
-                        "synthetic-ids or criteo (default: synthetic-ids)")
+                   help="images: synthetic, digits, teacher, mnist or cifar10 (default: digits); "
+                        "for --model embedding: synthetic-ids or criteo (default: synthetic-ids)")
     g.add_argument("--data-dir", default=None,
                    help="folder with mnist.npz / IDX files, cifar-10-batches-py, or Criteo's train.txt / *.tsv")
     g.add_argument("--batch-size", type=int, default=d.batch_size, help="per worker (default: %(default)s)")
@@ -64,11 +66,17 @@ def run_parser() -> argparse.ArgumentParser:
                    help=f"synthetic-ids: categorical features per example (default: {d.id_features})")
     g.add_argument("--zipf-exponent", type=float, default=argparse.SUPPRESS,
                    help=f"synthetic-ids: P(k-th most frequent row) ~ k^-s, s > 0 (default: {d.zipf_exponent})")
+    g = p.add_argument_group("the teacher task (--data teacher)")
+    g.add_argument("--teacher-factors", type=int, default=argparse.SUPPRESS,
+                   help=f"latent factors behind each image and label: its difficulty (default: {d.teacher_factors})")
+    g.add_argument("--teacher-examples", type=int, default=argparse.SUPPRESS,
+                   help=f"training examples; validation gets a fifth as many (default: {d.teacher_examples})")
     g = p.add_argument_group("evaluation and output")
     g.add_argument("--eval-every", type=int, default=d.eval_every,
                    help="evaluate every N global steps, 0: only at the end (default: %(default)s)")
     g.add_argument("--target-accuracy", type=float, default=None,
-                   help="accuracy whose time-to-reach is reported (default: 0.9; 0.7 for --model embedding)")
+                   help=f"accuracy whose time-to-reach is reported (default: {DEFAULT_TARGET[IMAGES]:g}; "
+                        f"{teacher.TARGET:g} on teacher; {DEFAULT_TARGET[IDS]:g} for --model embedding)")
     g.add_argument("--output", default=d.output, help="folder for run folders (default: %(default)s)")
     g.add_argument("--run-name", default=None, help="label of the run folder")
     g.add_argument("--save-weights", action="store_true", help="write the final weights to weights.npz")
@@ -137,8 +145,11 @@ def config_from_args(argv: Sequence[str]) -> RunConfig:
             raise UsageError(f"--{flag.replace('_', '-')}: only for --model embedding, not {args['model']}")
     if args["data"] is None:
         args["data"] = models.default_data(args["model"])
+    for flag in ("teacher_factors", "teacher_examples"):
+        if flag in args and args["data"] != "teacher":
+            raise UsageError(f"--{flag.replace('_', '-')}: only for --data teacher, not {args['data']}")
     if args["target_accuracy"] is None:
-        args["target_accuracy"] = models.default_target(args["model"])
+        args["target_accuracy"] = models.default_target(args["model"], args["data"])
     return validate(RunConfig.from_dict(args))
 
 

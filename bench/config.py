@@ -12,9 +12,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from bench.data import teacher
 from bench.errors import UsageError
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
+SLOTS_PER_VARIABLE = {"sgd": 0, "momentum": 1, "adam": 2}  # optimizer state the size of each variable
 DEFAULT_WARMUP_STEPS = 10
 
 
@@ -50,6 +52,9 @@ class RunConfig:
     embedding_width: int = 32
     id_features: int = 8
     zipf_exponent: float = 1.05
+    # the teacher task (bench.data.teacher): latent factors (its difficulty) and training examples
+    teacher_factors: int = teacher.DEFAULT_FACTORS
+    teacher_examples: int = teacher.DEFAULT_EXAMPLES
     save_weights: bool = False
     stall_timeout_s: float = 120.0
     # failure injection: "W@S" = worker W kills itself with SIGKILL at its local step S
@@ -150,7 +155,8 @@ def check_numbers(config: RunConfig) -> None:
     if not 0 < config.target_accuracy <= 1:
         raise UsageError(f"--target-accuracy: must be in (0, 1], got {config.target_accuracy}")
     for flag, value in (("--embedding-rows", config.embedding_rows), ("--embedding-width", config.embedding_width),
-                        ("--id-features", config.id_features)):
+                        ("--id-features", config.id_features), ("--teacher-factors", config.teacher_factors),
+                        ("--teacher-examples", config.teacher_examples)):
         if value < 1:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
     if not config.zipf_exponent > 0:

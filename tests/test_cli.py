@@ -19,6 +19,8 @@ from tests.conftest import ROOT
     (["--data", "mnist"], "--data-dir"),
     (["--data", "cifar10", "--data-dir", "/nonexistent"], "missing"),
     (["--run-name", "a/b"], "--run-name"),
+    (["--teacher-factors", "8"], "only for --data teacher"),
+    (["--data", "teacher", "--teacher-examples", "0"], "--teacher-examples"),
     (["--job-name", "chief", "--worker-hosts", "a:1"], "--job-name"),
     (["--worker-hosts", "nohostport"], "host:port"),
     (["--strategy", "single", "--emulated-cluster"], "--emulated-cluster"),

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from bench import data
+from bench.data import teacher
 from bench.errors import UsageError
 
 
@@ -87,3 +88,30 @@ def test_synthetic_is_one_batch_made_from_the_seed():
     b = data.load("synthetic", (28, 28, 1), 16, 3)
     assert a.train.x.shape == (16, 28, 28, 1) and a.val is None
     np.testing.assert_array_equal(a.train.x, b.train.x)
+
+
+def test_the_teacher_task_is_fixed_whatever_the_run_seed():
+    a = data.load("teacher", (28, 28, 1), 8, 0, teacher_examples=500)
+    b = data.load("teacher", (28, 28, 1), 8, 99, teacher_examples=500)
+    assert a.train.x.shape == (500, 28, 28, 1) and len(a.val) == 100
+    np.testing.assert_array_equal(a.train.x, b.train.x)
+    np.testing.assert_array_equal(a.val.y, b.val.y)
+    assert 0.0 <= a.train.x.min() and a.train.x.max() <= 1.0
+
+
+def test_teacher_labels_use_every_class_and_depend_on_the_difficulty():
+    easy = data.load("teacher", (28, 28, 1), 8, 0, teacher_factors=4, teacher_examples=5000)
+    hard = data.load("teacher", (28, 28, 1), 8, 0, teacher_factors=16, teacher_examples=5000)
+    shares = np.bincount(hard.train.y, minlength=10) / len(hard.train)
+    assert shares.min() > 0.01 and shares.max() < 0.3  # no class is missing or dominates
+    assert not np.array_equal(easy.train.y, hard.train.y)
+
+
+def test_teacher_labels_are_not_a_linear_function_of_the_pixels():
+    # the task must take work: a least-squares linear read-out of the pixels falls short of the target
+    task = data.load("teacher", (8, 8, 1), 8, 0, teacher_examples=8000)
+    x = np.c_[task.train.x.reshape(len(task.train), -1), np.ones(len(task.train))]
+    fit, *_ = np.linalg.lstsq(x, np.eye(10)[task.train.y], rcond=None)
+    xv = np.c_[task.val.x.reshape(len(task.val), -1), np.ones(len(task.val))]
+    linear = np.mean(np.argmax(xv @ fit, axis=1) == task.val.y)
+    assert 0.2 < linear < teacher.TARGET - 0.03

@@ -5,12 +5,12 @@ Two kinds of input: IMAGES (N, H, W, C) float32 for the image classifiers, and I
 
 from __future__ import annotations
 
-from bench.data import cifar10, digits, ids, mnist, synthetic
+from bench.data import cifar10, digits, ids, mnist, synthetic, teacher
 from bench.data.arrays import Dataset, Split, to_shape
 from bench.errors import UsageError
 
 IMAGES, IDS = "images", "ids"
-KIND = {"synthetic": IMAGES, "digits": IMAGES, "mnist": IMAGES, "cifar10": IMAGES,
+KIND = {"synthetic": IMAGES, "digits": IMAGES, "teacher": IMAGES, "mnist": IMAGES, "cifar10": IMAGES,
         "synthetic-ids": IDS, "criteo": IDS}
 SOURCES = tuple(KIND)
 SYNTHETIC = {IMAGES: "synthetic", IDS: "synthetic-ids"}  # what throughput runs of each kind read
@@ -33,12 +33,15 @@ def check(name: str, data_dir: str | None, kind: str | None = None) -> None:
 
 
 def load(name: str, shape: tuple[int, int, int], batch_size: int, seed: int,
-         data_dir: str | None = None) -> Dataset:
+         data_dir: str | None = None, teacher_factors: int = teacher.DEFAULT_FACTORS,
+         teacher_examples: int = teacher.DEFAULT_EXAMPLES) -> Dataset:
     """The whole image data set, images converted to `shape` (its files are validated as they are read)."""
     if KIND.get(name) != IMAGES:
         raise UsageError(f"--data: {name!r} is not an image source; choose from {sources_of(IMAGES)}")
     if name == "synthetic":
         return synthetic.load(shape, batch_size, seed)
+    if name == "teacher":
+        return teacher.load(shape, teacher_factors, teacher_examples)
     raw = {"digits": digits.load, "mnist": lambda: mnist.load(data_dir),
            "cifar10": lambda: cifar10.load(data_dir)}[name]()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from bench.data import IDS, IMAGES
+from bench.data import IDS, IMAGES, teacher
 from bench.errors import UsageError
 
 if TYPE_CHECKING:
@@ -38,7 +38,10 @@ def default_data(name: str) -> str:
     return DEFAULT_DATA[reads(name)]
 
 
-def default_target(name: str) -> float:
+def default_target(name: str, data: str | None = None) -> float:
+    """The target accuracy of a run of model `name` on `data` when none is given."""
+    if data == "teacher":
+        return teacher.TARGET
     return DEFAULT_TARGET[reads(name)]
 
 

@@ -2,9 +2,8 @@
 
 Every registered strategy at 1, 2 and 4 workers on mlp, cnn and embedding with synthetic
 data (throughput; Zipf-drawn ids for embedding), plus one convergence run of each
-strategy on digits; each run in a
-process of its own; then the report. A run that fails is recorded and the matrix
-goes on.
+strategy on the teacher task (bench.data.teacher); each run in a process of its own;
+then the report. A run that fails is recorded and the matrix goes on.
 """
 
 from __future__ import annotations
@@ -24,7 +23,8 @@ from strategies import registry
 
 DEFAULT_WORKERS = (1, 2, 4)
 DEFAULT_MODELS = ("mlp", "cnn", "embedding")
-CONVERGENCE = {"model": "mlp", "data": "digits", "workers": 2, "eval_every": 25}
+CONVERGENCE = {"model": "mlp", "data": "teacher", "workers": 2, "eval_every": 100}
+CONVERGENCE_STEPS = 2500  # single reaches the teacher task's target after 1,000-2,000
 # throughput steps per model: enough measured time for a small model's sub-millisecond steps
 DEFAULT_STEPS = {"mlp": 500, "cnn": 100, "resnet20": 40, "embedding": 200}
 
@@ -37,13 +37,18 @@ class Planned:
     workers: int
     steps: int
     purpose: str  # "throughput" or "convergence"
+    seed: int | None = None  # a convergence repeat's seed (None: the run's default)
 
     def argv(self, batch_size: int, extra: Sequence[str]) -> list[str]:
+        name = f"{self.purpose}-{self.strategy}-{self.model}-w{self.workers}"
         args = ["--strategy", self.strategy, "--model", self.model, "--data", self.data,
                 "--workers", str(self.workers), "--steps", str(self.steps),
                 "--warmup-steps", str(default_warmup(self.steps)),
-                "--batch-size", str(batch_size),
-                "--run-name", f"{self.purpose}-{self.strategy}-{self.model}-w{self.workers}"]
+                "--batch-size", str(batch_size)]
+        if self.seed is not None:
+            args += ["--seed", str(self.seed)]
+            name += f"-s{self.seed}"
+        args += ["--run-name", name]
         if self.purpose == "convergence":
             args += ["--eval-every", str(CONVERGENCE["eval_every"])]
         else:
@@ -73,7 +78,8 @@ def worker_counts(strategy: str, wanted: Sequence[int]) -> list[int]:
 
 
 def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int], steps: int | None,
-         convergence_steps: int, repeats: int) -> list[Planned]:
+         convergence_steps: int, repeats: int, convergence_workers: int = CONVERGENCE["workers"]) -> list[Planned]:
+    """Throughput runs, `repeats` of each; convergence runs, one per seed 0..repeats-1."""
     runs = []
     for _ in range(repeats):
         for model in models:
@@ -82,11 +88,11 @@ def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int
                 n_steps = steps or DEFAULT_STEPS.get(model, 100)
                 data = SYNTHETIC[known_models.reads(model)]
                 runs += [Planned(strategy, model, data, n, n_steps, "throughput") for n in counts]
-    if convergence_steps:
+    for seed in range(repeats) if convergence_steps else []:
         for strategy in strategies:
-            n = worker_counts(strategy, [CONVERGENCE["workers"]])[0]
+            n = worker_counts(strategy, [convergence_workers])[0]
             runs.append(Planned(strategy, CONVERGENCE["model"], CONVERGENCE["data"], n, convergence_steps,
-                                "convergence"))
+                                "convergence", seed if repeats > 1 else None))
     return runs
 
 
@@ -104,10 +110,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None,
                    help="global steps of each throughput run (default: mlp 500, cnn 100, resnet20 40, "
                         "embedding 200)")
-    p.add_argument("--convergence-steps", type=int, default=300,
-                   help="steps of each convergence run on digits; 0 leaves them out (default: 300)")
+    p.add_argument("--convergence-steps", type=int, default=CONVERGENCE_STEPS,
+                   help=f"steps of each convergence run on {CONVERGENCE['data']}; 0 leaves them out "
+                        f"(default: {CONVERGENCE_STEPS})")
+    p.add_argument("--convergence-workers", type=int, default=CONVERGENCE["workers"],
+                   help=f"workers of each convergence run (default: {CONVERGENCE['workers']})")
     p.add_argument("--batch-size", type=int, default=64, help="per worker (default: 64)")
-    p.add_argument("--repeats", type=int, default=1, help="runs of each throughput setting (default: 1)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="runs of each throughput setting, and convergence runs of each strategy with seeds "
+                        "0..N-1 (default: 1)")
     p.add_argument("--output", default="results", help="(default: results)")
     p.add_argument("--timeout-s", type=float, default=600, help="longest a single run may take (default: 600)")
     return p
@@ -122,7 +133,8 @@ def validate(args: argparse.Namespace) -> None:
         known_models.check(name)
     if not args.workers or min(args.workers) < 1:
         raise UsageError("--workers: give positive worker counts, e.g. 1,2,4")
-    for flag, value in (("--repeats", args.repeats), ("--batch-size", args.batch_size)):
+    for flag, value in (("--repeats", args.repeats), ("--batch-size", args.batch_size),
+                        ("--convergence-workers", args.convergence_workers)):
         if value < 1:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
     if args.steps is not None and args.steps < 5:
@@ -135,6 +147,7 @@ def main(argv: Sequence[str]) -> int:
         validate(args)
     except UsageError as exc:
         return refuse(exc)
-    runs = plan(args.strategies, args.models, args.workers, args.steps, args.convergence_steps, args.repeats)
+    runs = plan(args.strategies, args.models, args.workers, args.steps, args.convergence_steps, args.repeats,
+                args.convergence_workers)
     return run_all("compare", [(f"{run.purpose}: {run.strategy} {run.model} x{run.workers}",
                                 run.argv(args.batch_size, extra)) for run in runs], Path(args.output), args.timeout_s)
