@@ -31,6 +31,14 @@ worker's batch touches, measured on its batches; r = bytes of a row; i = 4, an i
 - parameter servers: a worker sends D + u x (r + 2i) (gradients, the touched rows with
   their indices, and the ids it reads) and receives D + u x r (parameters, the touched rows);
   k ps tasks sharing the variables evenly each take 1/k of every worker's traffic.
+- parameter averaging (local SGD): no gradient moves; every H steps each rank
+  ring-allreduces its weights (D + T), and its optimizer slots where they are averaged
+  too: 2(n-1)/n x (D + T) x (1 + slots) / H per step, after S synchronous steps that
+  ring-allreduce the gradient.
+- gradient compression (a dense gradient of D bytes on the wire): fp16 sends D/2; top-k
+  with ratio k sends k x D of values and as many int32 indices, 2k x D; ring allreduce
+  cannot sum top-k pairs, so they are allgathered: every rank sends and receives
+  (n-1) x 2k x D. Parameters pulled from a ps and tables' touched rows go uncompressed.
 - link utilisation: bytes in the busier direction x 8 / seconds / the link's bit rate.
 
 Bandwidth, as NCCL's tests define it (their doc/PERFORMANCE.md):
@@ -185,6 +193,18 @@ def ring_allreduce_bytes(gradient_bytes: float, ranks: int) -> int:
     return int(ring_factor(ranks) * gradient_bytes)
 
 
+def averaging_bytes(state_bytes: float, ranks: int, period: int, steps: int, sync_steps: int = 0,
+                    gradient_bytes: float = 0.0) -> int:
+    """Sent (and received) per rank per step, averaged over a run of `steps`, by parameter
+    averaging: a ring allreduce of the averaged state (`state_bytes`: weights, and optimizer
+    slots where they are averaged too) every `period` steps, after `sync_steps` steps that
+    ring-allreduce the gradient (`gradient_bytes`) each. The last step averages too."""
+    sync = min(sync_steps, steps)
+    averages = -(-(steps - sync) // period)
+    total = sync * ring_allreduce_bytes(gradient_bytes, ranks) + averages * ring_allreduce_bytes(state_bytes, ranks)
+    return int(total / max(steps, 1))
+
+
 def allgather_bytes(contributed_bytes: float, ranks: int) -> int:
     """Sent (and received) per rank by a ring allgather in which every rank contributes as much."""
     return int((ranks - 1) * contributed_bytes)
@@ -197,17 +217,29 @@ def sparse_allreduce_bytes(gradient: Gradient, ranks: int, dense_factor: float =
         + allgather_bytes(gradient.slices_bytes, ranks)
 
 
-def ps_worker_bytes(gradient: Gradient) -> tuple[int, int]:
-    """(sent, received) per worker per step with the ps tasks: gradients (the touched rows of a
-    table with their indices, and the ids it reads) up, parameters (the touched rows) down."""
-    sent = gradient.dense_bytes + gradient.slices_bytes + gradient.rows_touched * INDEX_BYTES
+def compressed_fraction(kind: str, ratio: float | None = None) -> float:
+    """Bytes on the wire per byte of a dense float32 gradient: none, fp16 or top-k (values and
+    int32 indices) with `ratio`."""
+    return {"none": 1.0, "fp16": 0.5}.get(kind) or 2.0 * float(ratio)
+
+
+def topk_allgather_bytes(gradient_bytes: float, ratio: float, ranks: int) -> int:
+    """Sent (and received) per rank when every rank's top-k pairs of a dense gradient are allgathered."""
+    return allgather_bytes(gradient_bytes * compressed_fraction("topk", ratio), ranks)
+
+
+def ps_worker_bytes(gradient: Gradient, dense_fraction: float = 1.0) -> tuple[int, int]:
+    """(sent, received) per worker per step with the ps tasks: gradients (the dense ones times
+    `dense_fraction`, what compression leaves; the touched rows of a table with their indices,
+    and the ids it reads) up, parameters (the touched rows) down."""
+    sent = gradient.dense_bytes * dense_fraction + gradient.slices_bytes + gradient.rows_touched * INDEX_BYTES
     return int(sent), int(gradient.dense_bytes + gradient.rows_bytes)
 
 
-def ps_server_bytes(gradient: Gradient, workers: int, ps_tasks: int) -> tuple[int, int]:
+def ps_server_bytes(gradient: Gradient, workers: int, ps_tasks: int, dense_fraction: float = 1.0) -> tuple[int, int]:
     """(sent, received) per ps task per global step of `workers` workers, the variables shared
     evenly: its share of what the workers receive and send."""
-    worker_sent, worker_received = ps_worker_bytes(gradient)
+    worker_sent, worker_received = ps_worker_bytes(gradient, dense_fraction)
     share = workers / max(ps_tasks, 1)
     return int(worker_received * share), int(worker_sent * share)
 

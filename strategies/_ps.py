@@ -7,8 +7,10 @@ from typing import ClassVar
 
 from bench.config import RunConfig
 from bench.errors import UsageError
-from bench.metrics import Gradient, ps_server_bytes, ps_worker_bytes
+from bench.metrics import Gradient, compressed_fraction, ps_server_bytes, ps_worker_bytes
 from bench.options import Option, positive
+from strategies._compression import FP16, NONE, TOPK, labelled, parse
+from strategies._compression import option as compression_option
 from strategies.base import PARAMETER_SERVER, TF_CLUSTER, Strategy
 
 PS_PLACEMENT = Option("ps_placement", str, "round-robin",
@@ -19,7 +21,8 @@ PS_PARTITION_MB = Option("ps_partition_mb", float, 0.0,
                          check=lambda v: None if v >= 0 else "must be >= 0")
 STARTUP_TIMEOUT = Option("startup_timeout_s", float, 120.0,
                          "ps strategies: how long workers wait for each other at start-up", check=positive)
-PS_OPTIONS = (PS_PLACEMENT, PS_PARTITION_MB, STARTUP_TIMEOUT)
+COMPRESSION = compression_option((NONE, FP16, TOPK), "ps strategies")
+PS_OPTIONS = (PS_PLACEMENT, PS_PARTITION_MB, STARTUP_TIMEOUT, COMPRESSION)
 
 
 class ParameterServerStrategy(Strategy):
@@ -39,13 +42,19 @@ class ParameterServerStrategy(Strategy):
         return {"ps": config.ps, "worker": config.workers}
 
     @classmethod
+    def variant(cls, config: RunConfig) -> str:
+        return labelled(cls.name, config.option("compression"))
+
+    @classmethod
     def parameter_servers(cls, config: RunConfig) -> int:
         return config.ps
 
     @classmethod
     def traffic(cls, config: RunConfig, gradient: Gradient) -> dict[str, tuple[float, float]]:
-        # a worker pushes its gradients and pulls the parameters; a ps task takes its share of both
-        return {"worker": ps_worker_bytes(gradient), "ps": ps_server_bytes(gradient, 1, config.ps)}
+        # a worker pushes its gradients (compressed, if asked) and pulls the parameters; a ps task
+        # takes its share of both
+        fraction = compressed_fraction(*parse(config.option("compression")))
+        return {"worker": ps_worker_bytes(gradient, fraction), "ps": ps_server_bytes(gradient, 1, config.ps, fraction)}
 
     @classmethod
     def sparse_exchange(cls, config: RunConfig) -> str:

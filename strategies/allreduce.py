@@ -15,8 +15,17 @@ from typing import TYPE_CHECKING
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.launch.tools import find_tool
-from bench.metrics import Gradient, ring_allreduce_bytes, sparse_allreduce_bytes
+from bench.metrics import (
+    Gradient,
+    allgather_bytes,
+    compressed_fraction,
+    ring_allreduce_bytes,
+    sparse_allreduce_bytes,
+    topk_allgather_bytes,
+)
 from bench.options import Option, flag_bool, non_negative
+from strategies._compression import FP16, NONE, TOPK, parse
+from strategies._compression import option as compression_option
 from strategies.base import ALLREDUCE, MPI, Strategy
 
 if TYPE_CHECKING:
@@ -35,7 +44,7 @@ FUSION_MB = Option("hvd_fusion_threshold_mb", float, TUNED_FUSION_MB,
                    check=non_negative)
 CYCLE_MS = Option("hvd_cycle_time_ms", float, TUNED_CYCLE_MS,
                   "allreduce: Horovod cycle time in ms (Horovod's default: 1)", check=non_negative)
-FP16 = Option("fp16_allreduce", flag_bool, False, "allreduce: send gradients as float16 (true|false)")
+COMPRESSION = compression_option((NONE, FP16, TOPK), "allreduce")
 SPARSE_AS_DENSE = Option("sparse_as_dense", flag_bool, False,
                          "allreduce: send an embedding table's gradient dense (a ring allreduce of the whole table) "
                          "instead of allgathering its touched rows (true|false)")
@@ -63,7 +72,7 @@ class Allreduce(Strategy):
     family = ALLREDUCE
     worker = "strategies.workers.allreduce:AllreduceWorker"
     launch = MPI
-    options = (CONTROLLER, FUSION_MB, CYCLE_MS, FP16, SPARSE_AS_DENSE, TIMELINE)
+    options = (CONTROLLER, FUSION_MB, CYCLE_MS, COMPRESSION, SPARSE_AS_DENSE, TIMELINE)
     default_under_mpi = True
 
     @classmethod
@@ -75,7 +84,8 @@ class Allreduce(Strategy):
     @classmethod
     def variant(cls, config: RunConfig) -> str:
         flavours = [name for name, on in (("gloo", config.option("hvd_controller") == "gloo"),
-                                          ("dense", config.option("sparse_as_dense"))) if on]
+                                          ("dense", config.option("sparse_as_dense")),
+                                          (config.option("compression"), config.option("compression") != NONE)) if on]
         return f"{cls.name} ({', '.join(flavours)})" if flavours else cls.name
 
     @classmethod
@@ -104,13 +114,18 @@ class Allreduce(Strategy):
 
     @classmethod
     def traffic(cls, config: RunConfig, gradient: Gradient) -> dict[str, tuple[float, float]]:
-        # float16 halves what is allreduced; Horovod allgathers IndexedSlices uncompressed
-        factor = 0.5 if config.option("fp16_allreduce") else 1.0
-        if cls.table_dense(config):
-            ring = ring_allreduce_bytes(gradient.full_bytes * factor, config.workers)
+        # float16 halves what is allreduced; top-k pairs are allgathered; Horovod allgathers
+        # IndexedSlices uncompressed
+        kind, ratio = parse(config.option("compression"))
+        if kind == TOPK:
+            dense = gradient.full_bytes if cls.table_dense(config) else gradient.dense_bytes
+            sparse = 0 if cls.table_dense(config) else allgather_bytes(gradient.slices_bytes, config.workers)
+            sent = topk_allgather_bytes(dense, ratio, config.workers) + sparse
+        elif cls.table_dense(config):
+            sent = ring_allreduce_bytes(gradient.full_bytes * compressed_fraction(kind), config.workers)
         else:
-            ring = sparse_allreduce_bytes(gradient, config.workers, factor)
-        return {"worker": (ring, ring)}
+            sent = sparse_allreduce_bytes(gradient, config.workers, compressed_fraction(kind))
+        return {"worker": (sent, sent)}
 
     @classmethod
     def environment(cls, config: RunConfig, run_dir: str | None) -> dict[str, str]:
@@ -120,6 +135,6 @@ class Allreduce(Strategy):
             env["HOROVOD_FUSION_THRESHOLD"] = str(int(config.option("hvd_fusion_threshold_mb") * 2**20))
         if config.option("hvd_cycle_time_ms") is not None:
             env["HOROVOD_CYCLE_TIME"] = str(config.option("hvd_cycle_time_ms"))
-        if config.option("timeline") and run_dir:
+        if config.options.get("timeline") and run_dir:  # strategies built on this one may not take it
             env["HOROVOD_TIMELINE"] = os.path.join(run_dir, "horovod_timeline.json")
         return env

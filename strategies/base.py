@@ -38,6 +38,7 @@ MPI = "mpi"  # one process per rank under mpirun / horovodrun
 IN_GRAPH = "in-graph"  # one process, one graph, replicas on its devices
 PARAMETER_SERVER = "parameter-server"  # variables on ps tasks, workers push gradients and pull parameters
 ALLREDUCE = "allreduce"  # every worker holds all weights; gradients averaged by a collective
+PARAMETER_AVERAGING = "parameter-averaging"  # workers train alone; their weights are averaged every H steps
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class Strategy:
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
-    family: ClassVar[str]  # IN_GRAPH, PARAMETER_SERVER, ALLREDUCE
+    family: ClassVar[str]  # IN_GRAPH, PARAMETER_SERVER, ALLREDUCE, PARAMETER_AVERAGING
     worker: ClassVar[str]  # "module:Class" of its Worker
     launch: ClassVar[str] = IN_PROCESS
     options: ClassVar[tuple[Option, ...]] = ()

@@ -13,6 +13,7 @@ from pathlib import Path
 from bench.config import RunConfig
 from bench.options import Option, positive
 from bench.run.records import STEPS_FILE
+from strategies._compression import labelled
 from strategies._ps import PS_OPTIONS, ParameterServerStrategy
 
 REPLICAS_TO_AGGREGATE = Option("replicas_to_aggregate", int, None,
@@ -55,7 +56,7 @@ class PSSync(ParameterServerStrategy):
     @classmethod
     def variant(cls, config: RunConfig) -> str:
         extra = cls.replicas(config) - config.workers
-        return f"{cls.name} R=N{extra:+d}" if extra else f"{cls.name} R=N"
+        return labelled(f"{cls.name} R=N{extra:+d}" if extra else f"{cls.name} R=N", config.option("compression"))
 
     @classmethod
     def tolerates_worker_loss(cls, config: RunConfig) -> bool:

@@ -54,7 +54,7 @@ def test_two_ranks_step_equals_one_single_step_of_the_whole_batch(results, strat
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy, extra", [
     # Horovod over MPI: the same check ends test_the_mpirun_path_converges_on_digits
-    ("allreduce", ["--hvd-controller", "gloo", "--fp16-allreduce", "true", "--optimizer", "momentum"]),
+    ("allreduce", ["--hvd-controller", "gloo", "--compression", "fp16", "--optimizer", "momentum"]),
     ("allreduce-tf", ["--optimizer", "adam", "--lr", "0.01"]),
 ])
 def test_after_20_steps_every_rank_holds_the_same_weights(results, strategy, extra):

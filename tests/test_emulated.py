@@ -280,3 +280,22 @@ def test_cluster_down_after_a_kill_leaves_nothing(results, victim):
         record = run_record(results)
         assert record["status"].startswith("failed:") and "worker 1" in record["status"], record["status"]
     assert_nothing_left(results, links_before)
+
+
+@pytest.mark.parametrize("strategy, extra", [
+    ("ps-sync", ["--compression", "topk:0.1"]),
+    ("allreduce", ["--compression", "fp16"]),
+    ("local-sgd", ["--sync-period", "4"]),
+])
+def test_what_compression_and_averaging_save_is_measured_on_the_links(hosts, results, strategy, extra):
+    record, _ = on_cluster(results, "--strategy", strategy, "--workers", "2", *extra, "--model", "mlp", "--data",
+                           "synthetic", "--steps", "80", "--warmup-steps", "8", "--batch-size", "16",
+                           "--eval-every", "0")
+    gradient = record["network"]["gradient_bytes_per_step"]
+    for worker in ("worker 0", "worker 1"):
+        figures = record["network"]["per_host"][worker]
+        # the formula sends a fraction of the gradient (ring of 2 and a ps push: 1 x S uncompressed) ...
+        assert figures["predicted_sent_per_step"] < 0.6 * gradient
+        # ... and the link carried that much
+        measured = figures["sent_per_step"]
+        assert abs(measured / figures["predicted_sent_per_step"] - 1) < 0.3, (worker, measured, figures)

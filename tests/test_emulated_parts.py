@@ -77,7 +77,13 @@ def test_each_strategy_declares_its_formula_per_role():
 
     assert traffic("ps-sync") == traffic("ps-async") == {"worker": (1000, 1000), "ps": (500, 500)}
     assert traffic("allreduce") == traffic("allreduce-tf") == {"worker": (1500, 1500)}
-    assert traffic("allreduce", fp16_allreduce=True) == {"worker": (750, 750)}
+    assert traffic("allreduce", compression="fp16") == {"worker": (750, 750)}
+    # top-k: 1% of the entries, each a float32 value and an int32 index, allgathered from 3 others
+    assert traffic("allreduce", compression="topk:0.01") == {"worker": (60, 60)}
+    assert traffic("ps-sync", compression="topk:0.01") == {"worker": (20, 1000), "ps": (500, 10)}
+    assert traffic("ps-async", compression="fp16") == {"worker": (500, 1000), "ps": (500, 250)}
+    # parameter averaging every 4 steps: a quarter of the ring allreduce's bytes (weights = gradient)
+    assert traffic("local-sgd", sync_period=4) == {"worker": (375, 375)}
     assert traffic("single") == traffic("multi-tower") == {}
 
 

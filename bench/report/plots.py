@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.colors import to_rgb  # noqa: E402
 
 from bench.metrics import ALLREDUCE_OP, COPY_OP, measured_steps  # noqa: E402
 from bench.micro import COLLECTIVES  # noqa: E402
@@ -26,9 +27,11 @@ plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "distbench", "figur
 
 def _color(name: str) -> str:
     """The same colour for a strategy (or a micro-benchmark transport) in every plot and report:
-    registered strategies take the palette in order, then the collectives."""
+    registered strategies take the palette in order, then the collectives. The palette's greys
+    are left out: they read as the axes and text."""
     known = (*registry.all_strategies(), *COLLECTIVES)
-    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    palette = [c for c in plt.rcParams["axes.prop_cycle"].by_key()["color"]
+               if max(to_rgb(c)) - min(to_rgb(c)) > 0.1]
     index = known.index(name) if name in known else zlib.crc32(name.encode())
     return palette[index % len(palette)]
 

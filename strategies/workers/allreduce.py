@@ -12,8 +12,10 @@ from bench.config import RunConfig
 from bench.data import Dataset
 from bench.errors import RunFailed
 from bench.run.training import feed_for, make_optimizer
+from strategies._compression import FP16, TOPK
 from strategies.allreduce import Allreduce
 from strategies.base import StepResult
+from strategies.workers.compression import Compressor, Encoded
 from strategies.workers.eager import EagerWorker
 from strategies.workers.stamps import Stamps
 
@@ -39,13 +41,20 @@ class AllreduceWorker(EagerWorker):
         # allreduce: each rank reads its own shard of the data
         feed = feed_for(self.config, data, hvd.rank(), hvd.size())
         variables = model.trainables
-        compression = hvd.Compression.fp16 if self.config.option("fp16_allreduce") else hvd.Compression.none
+        compressor = Compressor(self.config.option("compression"), variables)
+        compression = hvd.Compression.fp16 if compressor.kind == FP16 else hvd.Compression.none
         as_dense = self.config.option("sparse_as_dense")
 
-        def average(grad):
+        def average(grad, var):
             # a table's gradient (IndexedSlices) is allgathered row by row, unless sent dense
             if as_dense and isinstance(grad, tf.IndexedSlices):
                 grad = tf.convert_to_tensor(grad)
+            if compressor.kind == TOPK and not isinstance(grad, tf.IndexedSlices):
+                # top-k pairs cannot be summed on the way round a ring: every rank gathers all of
+                # them and sums them itself (scatter_nd adds the values of repeated indices)
+                wire = compressor.encode(grad, var)
+                gathered = Encoded(values=hvd.allgather(wire.values), indices=hvd.allgather(wire.indices))
+                return compressor.decode(gathered, var) / hvd.size()
             return hvd.allreduce(grad, op=hvd.Average, compression=compression)
 
         @tf.function
@@ -59,7 +68,7 @@ class AllreduceWorker(EagerWorker):
             # allreduce: the gradients come back averaged over all ranks (ring allreduce); one
             # hvd.allreduce per gradient, as DistributedGradientTape does, so that the stamps
             # can tell the local gradients from the averaged ones
-            averaged = [average(g) for g in grads]
+            averaged = [average(g, v) for g, v in zip(grads, variables, strict=True)]
             stamps.take(averaged)
             stamps.take(optimizer.apply_gradients(zip(averaged, variables)))
             return stamps.output(loss)

@@ -23,6 +23,7 @@ from bench.errors import RunFailed
 from bench.models.base import Model
 from bench.run.training import evaluate_in_chunks, feed_for, make_optimizer
 from strategies.base import StepResult, Worker
+from strategies.workers.compression import Compressor
 from strategies.workers.stamps import stamp
 
 SESSION_POLL_S = 0.25  # instead of the 30 s default wait of a non-chief for the chief's init
@@ -171,6 +172,8 @@ class ParameterServerWorker(Worker):
             self.model = self._build_model()
         with tf.device(self.worker_device):
             feed = feed_for(config, data, ctx.rank, ctx.num_workers, local_variable=True)
+            # its error-feedback residuals (top-k) stay on this worker
+            self.compressor = Compressor(config.option("compression"), self.model.trainables)
         with tf.compat.v1.device(setter):
             self.fetches, hooks = self.build_train_op(feed, make_optimizer(config))
             self.unstamped_fetches = {k: v for k, v in self.fetches.items() if k != STAMPS}
@@ -224,6 +227,11 @@ class ParameterServerWorker(Worker):
 
     def build_train_op(self, feed, optimizer) -> tuple[dict[str, tf.Tensor], list]:
         raise NotImplementedError
+
+    def to_ps(self, grads: list, variables: list) -> list:
+        """The gradients as they reach their variables' ps tasks: compressed here (--compression),
+        decompressed there, so that only the compressed form crosses the network."""
+        return self.compressor.to(grads, variables)
 
     def finished(self, result: StepResult) -> bool:
         return result.extra["global_step_after"] >= self.config.steps

@@ -28,7 +28,7 @@ class PSAsyncWorker(ParameterServerWorker):
         ready = stamp(grads, pulled)  # after `pulled` too: a late-scheduled stamp never gives compute < 0
         with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
             # ps-async: applied on the ps tasks at once, whatever the other workers are doing
-            train = optimizer.apply_gradients(zip(grads, variables))
+            train = optimizer.apply_gradients(zip(self.to_ps(grads, variables), variables))
         # ... and the step its update became: the difference, less one, is how many other
         # updates came in between (the increment is atomic, so every update has its own step;
         # it waits for the version read, so the difference is never negative)

@@ -107,7 +107,7 @@ class PSSyncWorker(ParameterServerWorker):
         global step is read before the hand-in: it is still the step of this worker's token."""
         at_arrival = self.global_step.read_value()
         with tf.control_dependencies([at_arrival]):
-            grads = [tf.identity(share_of(g, r)) for g in raw]
+            grads = self.to_ps([tf.identity(share_of(g, r)) for g in raw], variables)
         train, hand_in = self._apply(grads, variables)
         return train, hand_in, {"at_arrival": at_arrival}
 
@@ -119,9 +119,9 @@ class PSSyncWorker(ParameterServerWorker):
         # the lock is never held while they cross the network; taking a ticket in a separate
         # round trip before handing in let another worker slip in between.
         staged = []
-        for grad, var in zip(raw, variables, strict=True):
+        for grad, var in zip(self.to_ps([share_of(g, r) for g in raw], variables), variables, strict=True):
             with tf.device(var.device):
-                staged.append(tf.identity(share_of(grad, r)))
+                staged.append(tf.identity(grad))
         arrivals = tf.compat.v1.Variable(0, dtype=tf.int64, trainable=False, name="gradient_arrivals")
         with tf.device(self.global_step.device):
             mutex = tf.raw_ops.MutexV2(shared_name="distbench_gradient_hand_in")

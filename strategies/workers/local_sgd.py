@@ -1,0 +1,116 @@
+"""local-sgd's worker: local optimizer steps on the rank's shard; every H steps the weights
+(and, when asked, the optimizer's slots) are replaced by their average over the ranks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from bench import models
+from bench.data import Dataset
+from bench.run.training import feed_for, make_optimizer
+from strategies._compression import FP16, parse
+from strategies.base import StepResult
+from strategies.local_sgd import LOCAL, SYNC, LocalSgd, step_kind
+from strategies.workers.allreduce import AllreduceWorker
+from strategies.workers.eager import StampedOutput
+from strategies.workers.stamps import Stamps
+
+
+class LocalSgdWorker(AllreduceWorker):
+    strategy = LocalSgd
+
+    def setup(self, data: Dataset) -> None:
+        import horovod.tensorflow as hvd
+
+        self.hvd = hvd
+        model = models.for_run(self.config)
+        optimizer = make_optimizer(self.config)
+        feed = feed_for(self.config, data, hvd.rank(), hvd.size())
+        variables = model.trainables
+        averaged_state: list[tf.Variable] = []  # filled once the optimizer's slots exist
+        # fp16: what is averaged is each rank's change since the last average (its anchor), so
+        # float16 rounds the small change, not the weights themselves
+        fp16 = parse(self.config.option("compression"))[0] == FP16
+        compression = hvd.Compression.fp16 if fp16 else hvd.Compression.none
+        anchors: list[tf.Variable] = []
+
+        def average_state():
+            # parameter averaging: the ranks' weights (and slots) replaced by their mean
+            if not fp16:
+                return [v.assign(hvd.allreduce(v, op=hvd.Average, name=f"average_{i}"), read_value=False)
+                        for i, v in enumerate(averaged_state)]
+            done = []
+            for i, (v, anchor) in enumerate(zip(averaged_state, anchors, strict=True)):
+                change = hvd.allreduce(v - anchor, op=hvd.Average, compression=compression, name=f"average_{i}")
+                new = anchor + change
+                done += [v.assign(new, read_value=False), anchor.assign(new, read_value=False)]
+            return done
+
+        def train_step(kind: str, stamped: bool):
+            stamps = Stamps(stamped)
+            x, y = stamps.start(*feed.batch())
+            with tf.GradientTape() as tape:
+                loss = model.loss(x, y)
+            grads = tape.gradient(loss, variables)
+            if kind == SYNC:  # post-local SGD's first phase: the allreduce strategy's step
+                stamps.take(grads)
+                grads = [hvd.allreduce(g, op=hvd.Average, compression=compression) for g in grads]
+                stamps.take(grads)
+                stamps.take(optimizer.apply_gradients(zip(grads, variables)))
+            elif kind == LOCAL:
+                stamps.take(grads)
+                stamps.again()  # nothing exchanged
+                stamps.take(optimizer.apply_gradients(zip(grads, variables)))
+            else:  # AVERAGE: the local update is compute; the average that follows is the exchange
+                update = optimizer.apply_gradients(zip(grads, variables))
+                stamps.take(update)
+                with tf.control_dependencies([update]):
+                    averaged = average_state()
+                stamps.take(averaged)
+                stamps.again()
+                with tf.control_dependencies(averaged):
+                    loss = tf.identity(loss)
+            return stamps.output(loss)
+
+        def traced(kind: str, stamped: bool):
+            return tf.function(lambda: train_step(kind, stamped)).get_concrete_function()
+
+        # the local step first: tracing it creates the optimizer's slots the average may include
+        self._steps = {(LOCAL, flag): traced(LOCAL, flag) for flag in (False, True)}
+        averaged_state.extend(model.weights)
+        if self.config.option("average_optimizer_state"):
+            averaged_state.extend(optimizer.variables())
+        if fp16:
+            anchors.extend(tf.Variable(v.read_value(), trainable=False) for v in averaged_state)
+        kinds = {step_kind(self.config, k) for k in range(1, self.config.steps + 1)}
+        self._steps.update({(kind, flag): traced(kind, flag) for kind in kinds - {LOCAL} for flag in (False, True)})
+        # every rank starts from rank 0's weights (they are seeded alike; this makes it so)
+        hvd.broadcast_variables(model.weights, root_rank=0)
+        for anchor, v in zip(anchors, averaged_state, strict=False):
+            anchor.assign(v)
+        self._averaged = len(averaged_state)
+        self.use_compiled(model)
+
+    def use_compiled(self, model) -> None:
+        """EagerWorker.use's bookkeeping, for steps compiled here (one per kind of step)."""
+        self.model = model
+        self._eval = tf.function(model.evaluate, reduce_retracing=True)
+        self._step = 0
+        self._batch = self.strategy.worker_batch(self.config)
+
+    def step(self, stamped: bool = False) -> StepResult:
+        kind = step_kind(self.config, self._step + 1)
+        out = self._steps[(kind, stamped)]()
+        self._step += 1
+        if not stamped:
+            return StepResult(out, self._batch, self._step)
+        # a local step waits for no other rank: its stamps are not a collective's
+        packed = StampedOutput(out, collective=kind != LOCAL)
+        return StepResult(packed, self._batch, self._step, times=packed.times)
+
+    def info(self) -> dict[str, Any]:
+        return {**super().info(), "averaged_variables": self._averaged,
+                "sync_period": self.config.option("sync_period"),
+                "local_sgd_start": self.config.option("local_sgd_start")}

@@ -1,0 +1,64 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.metrics import averaging_bytes, ring_allreduce_bytes
+from strategies.local_sgd import AVERAGE, LOCAL, SYNC, step_kind
+from tests.equivalence import assert_weights_close, config_for, load_weights, train_in_process
+from tests.processes import bench, run_record
+from tests.test_allreduce import assert_ranks_hold_the_same_weights, run_dir
+
+B = 16
+
+
+def local_sgd(results, *args: str):
+    done = bench("--strategy", "local-sgd", "--workers", "2", "--batch-size", str(B), "--no-shuffle",
+                 "--warmup-steps", "0", "--lr", "0.1", "--save-weights", "--output", str(results), *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run_dir(results)
+
+
+def test_the_schedule_averages_every_h_steps_after_the_synchronous_start_and_at_the_end():
+    config = config_for("local-sgd", steps=11, options={"sync_period": 4, "local_sgd_start": 2})
+    kinds = [step_kind(config, k) for k in range(1, 12)]
+    assert kinds == [SYNC, SYNC, LOCAL, LOCAL, LOCAL, AVERAGE, LOCAL, LOCAL, LOCAL, AVERAGE, AVERAGE]
+
+
+def test_bytes_per_step_fall_by_the_period():
+    every = averaging_bytes(1e6, 4, period=1, steps=400)
+    assert every == ring_allreduce_bytes(1e6, 4)
+    assert averaging_bytes(1e6, 4, period=4, steps=400) == every // 4
+    assert averaging_bytes(1e6, 4, period=16, steps=400) == every // 16
+    # synchronous steps ring-allreduce the gradient, whatever the period
+    assert averaging_bytes(1e6, 4, period=16, steps=400, sync_steps=400, gradient_bytes=1e6) == every
+
+
+@pytest.mark.slow
+def test_with_h_1_and_plain_sgd_it_equals_the_synchronous_step_of_the_whole_batch(results):
+    folder = local_sgd(results, "--sync-period", "1", "--steps", "3")
+    single = train_in_process(config_for("single", batch_size=2 * B), steps=3)
+    assert_weights_close(load_weights(folder / "weights.npz"), single)
+    assert run_record(results)["strategy"]["family"] == "parameter-averaging"
+
+
+@pytest.mark.slow
+def test_its_synchronous_start_is_the_allreduce_step_with_any_optimizer(results):
+    folder = local_sgd(results, "--sync-period", "4", "--local-sgd-start", "3", "--steps", "3",
+                       "--optimizer", "momentum")
+    single = train_in_process(config_for("single", batch_size=2 * B, optimizer="momentum"), steps=3)
+    assert_weights_close(load_weights(folder / "weights.npz"), single)
+
+
+@pytest.mark.slow
+def test_local_steps_drift_apart_and_the_average_brings_the_ranks_to_one_model(results):
+    folder = local_sgd(results, "--sync-period", "4", "--steps", "8", "--optimizer", "momentum",
+                       "--average-optimizer-state", "true")
+    assert_ranks_hold_the_same_weights(folder)  # step 8 averaged
+    # it is not the synchronous run: the ranks took local steps in between
+    synchronous = train_in_process(config_for("single", batch_size=2 * B, optimizer="momentum"), steps=8)
+    averaged = load_weights(folder / "weights.npz")
+    assert max(np.abs(a - s).max() for a, s in zip(averaged, synchronous, strict=True)) > 1e-4
+    record = run_record(results)
+    assert record["strategy_info"]["averaged_variables"] == 8  # 4 weights, 4 momentum slots
+    steps = pd.read_csv(folder / "steps.csv")
+    assert sorted(steps["worker"].unique()) == [0, 1] and len(steps) == 16
