@@ -8,6 +8,7 @@
 #   ./run_bench.sh cluster up --hosts H --link-mbit M | down | status | check
 #                                  hosts in network namespaces, links capped (root)
 #   ./run_bench.sh network [--steps N]  ps vs allreduce on the emulated cluster (root)
+#   ./run_bench.sh tradeoffs [--seeds K] time to target by family and link (root)
 # Every other argument is passed to `python -m bench`. Setup runs on first use
 # and is a no-op once everything is installed.
 set -euo pipefail
@@ -226,7 +227,7 @@ main() {
             log "ready: source .venv/bin/activate"
             return ;;
         -h|--help|help)
-            sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
             return ;;
     esac
     local flavor_flag=""
@@ -238,7 +239,7 @@ main() {
         test)
             ensure_browser
             exec "$VENV/bin/python" -m pytest -m "slow or not slow" "$@" ;;
-        all|report|matrix|micro|stragglers|network|cluster)
+        all|report|matrix|micro|stragglers|network|tradeoffs|cluster)
             exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
         *) exec "$VENV/bin/python" -m bench --strategy "$cmd" "$@" ;;
     esac

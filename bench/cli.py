@@ -17,7 +17,8 @@ from bench.launch.tf_config import topology_from_tf_config
 from bench.usage import OneLineParser, refuse
 from bench.validation import validate
 
-SUBCOMMANDS = ("report", "all", "stragglers", "micro", "cluster", "network", "project", "overhead", "worker")
+SUBCOMMANDS = ("report", "all", "stragglers", "micro", "cluster", "network", "tradeoffs", "project", "overhead",
+               "worker")
 
 
 def _hosts(text: str) -> tuple[str, ...]:
@@ -200,6 +201,10 @@ def _subcommand(name: str, argv: list[str]) -> int:
         from bench.overhead.run import main as overhead_main
 
         return overhead_main(argv)
+    if name == "tradeoffs":
+        from bench.presets.tradeoffs import main as tradeoffs_main
+
+        return tradeoffs_main(argv)
     if name == "network":
         from bench.presets.network import main as network_main
 

@@ -299,3 +299,19 @@ def test_what_compression_and_averaging_save_is_measured_on_the_links(hosts, res
         # ... and the link carried that much
         measured = figures["sent_per_step"]
         assert abs(measured / figures["predicted_sent_per_step"] - 1) < 0.3, (worker, measured, figures)
+
+
+def test_the_tradeoffs_preset_reports_time_to_target_by_link(results):
+    done = bench("tradeoffs", "--links", "100", "--seeds", "1", "--steps", "200", "--variants",
+                 "local-sgd-h16,allreduce-topk", "--output", str(results), timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = pd.read_csv(results / "summary.csv")
+    assert sorted(summary["variant"]) == ["allreduce (topk:0.01)", "local-sgd (H=16)"]
+    assert (summary["link_mbit"] == 100).all() and (summary["purpose"] == "convergence").all()
+    # each moved a small share of what a ring allreduce of the gradient would, as measured on its link
+    assert (summary["net_worker_sent_per_step"] < 0.2 * summary["gradient_bytes_per_step"]).all()
+    page = (results / "report.html").read_text()
+    assert 'id="tradeoffs"' in page and "100 Mbit/s: " in page and 'id="tradeoffs-table"' in page
+    from bench.emulated import network
+
+    assert not [ns for ns in network.namespaces() if ns.startswith("benchnet-")]  # the preset's cluster is gone

@@ -107,25 +107,36 @@ def main(argv: Sequence[str]) -> int:
         if args.workers < 2 or (args.steps is not None and args.steps < 10) or not args.links \
                 or min(args.links) <= 0:
             raise UsageError("--workers must be >= 2, --steps >= 10 and every link cap > 0")
+    except UsageError as exc:
+        return refuse(exc)
+    runs = plan(args.workers, args.links, args.models, args.steps, args.batch_size, args.variants)
+    return run_on_links("network", runs, args.workers + MAX_PS, extra, Path(args.output), args.timeout_s)
+
+
+def run_on_links(preset: str, runs: list[tuple[float, str, list[str]]], hosts: int, extra: Sequence[str],
+                 output: Path, timeout_s: float) -> int:
+    """The runs, each (link cap, label, arguments), on the emulated cluster CLUSTER of `hosts`
+    hosts, made for them and removed at the end whatever happens; links re-capped when a run's
+    cap differs from the last one's."""
+    try:
         network.require_tools()
-        network.up(args.workers + MAX_PS, args.links[0], CLUSTER)
+        network.up(hosts, runs[0][0] if runs else LINKS[0], CLUSTER)
     except UsageError as exc:
         return refuse(exc)
     previous = signal.signal(signal.SIGTERM, _end_on_sigterm)
-    runs = plan(args.workers, args.links, args.models, args.steps, args.batch_size, args.variants)
     shaped: list[float] = []
 
     def cap_links(i: int) -> None:
         link = runs[i][0]
         if shaped[-1:] != [link]:
-            cluster = network.up(args.workers + MAX_PS, link, CLUSTER)
+            cluster = network.up(hosts, link, CLUSTER)
             print(f"links capped at {link:g} Mbit/s on {len(cluster.hosts)} hosts ({cluster.subnet})",
                   file=sys.stderr, flush=True)
             shaped.append(link)
 
     try:
-        return run_all("network", [(label, [*run_args, *extra]) for _, label, run_args in runs], Path(args.output),
-                       args.timeout_s, before=cap_links)
+        return run_all(preset, [(label, [*run_args, *extra]) for _, label, run_args in runs], output, timeout_s,
+                       before=cap_links)
     finally:
         network.down(CLUSTER)
         signal.signal(signal.SIGTERM, previous)

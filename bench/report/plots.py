@@ -252,6 +252,39 @@ def throughput_vs_link(table: pd.DataFrame) -> str:
     return per_model(sorted(table["model"].unique()), draw)
 
 
+def time_to_target_vs_link(table: pd.DataFrame) -> str:
+    """One line per variant: mean time to target (every seed reached it) against the link cap."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for variant, group in table[table["all_reached"]].groupby("variant"):
+        group = group.sort_values("link_mbit")
+        ax.errorbar(group["link_mbit"], group["time_to_target_s"], yerr=group["time_to_target_ci95"].fillna(0),
+                    marker="o", capsize=3, label=variant, color=_color(variant))
+    ax.set_xscale("log")
+    ax.set_xlabel("link Mbit/s (each host, each way)")
+    ax.set_ylabel("seconds to target (95% CI)")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="best")
+    else:
+        ax.text(0.5, 0.5, "no variant reached the target in every run", transform=ax.transAxes, ha="center")
+    return svg(fig)
+
+
+def accuracy_vs_bytes(table: pd.DataFrame) -> str:
+    """One point per variant and link: best accuracy against the bytes a worker sent in the run."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for variant, group in table.groupby("variant"):
+        ax.errorbar(group["bytes_per_run"] / 2**20, group["best_accuracy"],
+                    yerr=group["best_accuracy_ci95"].fillna(0), marker="o", linestyle="none", capsize=3,
+                    label=variant, color=_color(variant))
+    if table["target_accuracy"].notna().any():
+        ax.axhline(table["target_accuracy"].iloc[0], color="k", linestyle="--", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("MiB one worker sent over the run")
+    ax.set_ylabel("best validation accuracy")
+    ax.legend(fontsize=7, loc="best")
+    return svg(fig)
+
+
 def ps_link_utilisation(table: pd.DataFrame) -> str:
     ps = table[table["net_ps_link_utilisation"].notna()]
 

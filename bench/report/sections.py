@@ -37,8 +37,10 @@ def micro_sections(paths) -> list[str]:
 
 def all_sections(runs: pd.DataFrame) -> list[str]:
     from bench.report.network import network_section
+    from bench.report.tradeoffs import tradeoffs_section
 
     emulated = runs["link_mbit"].notna() if "link_mbit" in runs else pd.Series(False, index=runs.index)
+    converging = emulated & (runs["purpose"] == "convergence")
     plain = runs[~emulated]
     ok = plain[plain["ok"]]
     settings = aggregate.settings(plain)
@@ -57,7 +59,8 @@ def all_sections(runs: pd.DataFrame) -> list[str]:
     ] if len(plain) else [run_table(runs)]
     return [
         *on_one_machine,
-        *([network_section(runs[emulated])] if emulated.any() else []),
+        *([network_section(runs[emulated & ~converging])] if (emulated & ~converging).any() else []),
+        *([tradeoffs_section(runs[converging])] if converging.any() else []),
         failures(runs[~runs["ok"]]),
         environment(runs),
     ]
