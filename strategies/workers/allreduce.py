@@ -11,6 +11,7 @@ from bench import models
 from bench.config import RunConfig
 from bench.data import Dataset
 from bench.errors import RunFailed
+from bench.models.base import Model
 from bench.run.training import feed_for, make_optimizer
 from strategies._compression import FP16, TOPK
 from strategies.allreduce import Allreduce
@@ -32,14 +33,16 @@ class AllreduceWorker(EagerWorker):
             raise RunFailed(f"this Horovod build has no {controller} support; run ./run_bench.sh setup")
         return {}
 
-    def setup(self, data: Dataset) -> None:
+    def start_rank(self, data: Dataset) -> tuple[Any, Model, Any, Any]:
+        """Horovod, the model, its optimizer and this rank's feed: each rank reads its own shard."""
         import horovod.tensorflow as hvd
 
         self.hvd = hvd
-        model = models.for_run(self.config)
-        optimizer = make_optimizer(self.config)
-        # allreduce: each rank reads its own shard of the data
-        feed = feed_for(self.config, data, hvd.rank(), hvd.size())
+        return (hvd, models.for_run(self.config), make_optimizer(self.config),
+                feed_for(self.config, data, hvd.rank(), hvd.size()))
+
+    def setup(self, data: Dataset) -> None:
+        hvd, model, optimizer, feed = self.start_rank(data)
         variables = model.trainables
         compressor = Compressor(self.config.option("compression"), variables)
         compression = hvd.Compression.fp16 if compressor.kind == FP16 else hvd.Compression.none

@@ -7,9 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from bench import models
 from bench.data import Dataset
-from bench.run.training import feed_for, make_optimizer
 from strategies._compression import FP16, parse
 from strategies.base import StepResult
 from strategies.local_sgd import LOCAL, SYNC, LocalSgd, step_kind
@@ -22,12 +20,7 @@ class LocalSgdWorker(AllreduceWorker):
     strategy = LocalSgd
 
     def setup(self, data: Dataset) -> None:
-        import horovod.tensorflow as hvd
-
-        self.hvd = hvd
-        model = models.for_run(self.config)
-        optimizer = make_optimizer(self.config)
-        feed = feed_for(self.config, data, hvd.rank(), hvd.size())
+        hvd, model, optimizer, feed = self.start_rank(data)
         variables = model.trainables
         averaged_state: list[tf.Variable] = []  # filled once the optimizer's slots exist
         # fp16: what is averaged is each rank's change since the last average (its anchor), so
