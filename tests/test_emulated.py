@@ -286,6 +286,7 @@ def test_cluster_down_after_a_kill_leaves_nothing(results, victim):
     ("ps-sync", ["--compression", "topk:0.1"]),
     ("allreduce", ["--compression", "fp16"]),
     ("local-sgd", ["--sync-period", "4"]),
+    ("local-sgd-ps", ["--sync-period", "4"]),
 ])
 def test_what_compression_and_averaging_save_is_measured_on_the_links(hosts, results, strategy, extra):
     record, _ = on_cluster(results, "--strategy", strategy, "--workers", "2", *extra, "--model", "mlp", "--data",

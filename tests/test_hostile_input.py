@@ -26,8 +26,8 @@ def test_a_strategy_refuses_worker_counts_it_does_not_support(capsys, results):
     (["--strategy", "allreduce", "--replicas-to-aggregate", "2"], "--replicas-to-aggregate", "ps-sync"),
     (["--strategy", "ps-sync", "--hvd-fusion-threshold-mb", "8"], "--hvd-fusion-threshold-mb", "allreduce, local-sgd"),
     (["--strategy", "allreduce-tf", "--compression", "fp16"], "--compression",
-     "allreduce, local-sgd, ps-async, ps-sync"),
-    (["--strategy", "single", "--ps-placement", "balanced"], "--ps-placement", "ps-async, ps-sync"),
+     "allreduce, local-sgd, local-sgd-ps, ps-async, ps-sync"),
+    (["--strategy", "single", "--ps-placement", "balanced"], "--ps-placement", "local-sgd-ps, ps-async, ps-sync"),
 ])
 def test_a_flag_of_another_strategy_is_refused(argv, flag, takers, capsys, results):
     err = one_line_exit_2(argv, capsys, results)

@@ -12,6 +12,7 @@ B = 16
 
 
 def local_sgd(results, *args: str):
+    """A 2-worker run of local-sgd (or, with a later --strategy, of another) without shuffling."""
     done = bench("--strategy", "local-sgd", "--workers", "2", "--batch-size", str(B), "--no-shuffle",
                  "--warmup-steps", "0", "--lr", "0.1", "--save-weights", "--output", str(results), *args)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -62,3 +63,25 @@ def test_local_steps_drift_apart_and_the_average_brings_the_ranks_to_one_model(r
     assert record["strategy_info"]["averaged_variables"] == 8  # 4 weights, 4 momentum slots
     steps = pd.read_csv(folder / "steps.csv")
     assert sorted(steps["worker"].unique()) == [0, 1] and len(steps) == 16
+
+
+@pytest.mark.slow
+def test_over_parameter_servers_with_h_1_it_equals_the_synchronous_step(results):
+    folder = local_sgd(results, "--strategy", "local-sgd-ps", "--sync-period", "1", "--steps", "3")
+    single = train_in_process(config_for("single", batch_size=2 * B), steps=3)
+    assert_weights_close(load_weights(folder / "weights.npz"), single)
+
+
+@pytest.mark.slow
+def test_over_parameter_servers_and_over_allreduce_it_averages_alike(tmp_path):
+    # H = 4 with momentum over 10 steps (averages at 4, 8 and the last): the model deltas pushed to
+    # a ps and averaged there give the weights Horovod's allreduce of the weights gives
+    found = {}
+    for strategy in ("local-sgd", "local-sgd-ps"):
+        out = tmp_path / strategy
+        out.mkdir()
+        found[strategy] = load_weights(local_sgd(out, "--strategy", strategy, "--sync-period", "4", "--steps", "10",
+                                                 "--optimizer", "momentum") / "weights.npz")
+    assert_weights_close(found["local-sgd-ps"], found["local-sgd"])
+    record = run_record(tmp_path / "local-sgd-ps")
+    assert record["strategy_info"]["averages"] == 3 and record["strategy"]["family"] == "parameter-averaging"
