@@ -88,6 +88,8 @@ def test_ps_sync_backup_workers_count_the_dropped(results):
                                  "2", "--steps", "60")
     taken = steps[steps["global_step"] <= 60]
     assert len(taken.groupby("global_step")) == 60
+    # the hand-in is under one lock: no two gradients share a place in the order of arrival
+    assert steps["arrival_order"].is_unique
     dropped = int((steps["applied"] == 0).sum())
     assert dropped > 0 and record["records"]["gradients_dropped"] == dropped
     assert record["records"]["gradients_applied"] == 2 * 60

@@ -50,6 +50,11 @@ def share_of(grad, replicas: int):
     return grad
 
 
+# the ops that put one worker's gradient into SyncReplicasOptimizer's accumulators (dense
+# accumulators are resources in TensorFlow 2, sparse ones are not)
+HAND_IN_OPS = ("ResourceAccumulatorApplyGradient", "SparseAccumulatorApplyGradient")
+
+
 class PSSyncWorker(ParameterServerWorker):
     strategy = PSSync
 
@@ -98,7 +103,11 @@ class PSSyncWorker(ParameterServerWorker):
         with summing_sparse_accumulators():
             train = self.sync.apply_gradients(zip(grads, variables), global_step=self.global_step)
         hand_in = [op for op in tf.compat.v1.get_default_graph().get_operations()
-                   if op not in before and op.type in ("AccumulatorApplyGradient", "SparseAccumulatorApplyGradient")]
+                   if op not in before and op.type in HAND_IN_OPS]
+        if len(hand_in) != len(variables):
+            # the lock on the hand-in and the hand-in stamp wait on these: without them both
+            # would end before the gradients reach the accumulators
+            raise RuntimeError(f"found {len(hand_in)} accumulator hand-ins for {len(variables)} variables")
         return train, hand_in
 
     def _hand_in(self, raw: list, variables: list, r: int) -> tuple[tf.Operation, list[tf.Operation], dict]:
