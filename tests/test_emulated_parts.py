@@ -14,12 +14,15 @@ import pytest
 
 from bench.config import RunConfig
 from bench.emulated import network
+from bench.emulated.claim import claim, release
 from bench.emulated.meter import NETWORK_FILE, bytes_per_step
 from bench.emulated.network import Cluster, Host
 from bench.emulated.placement import AGENT, Placement, mpirun_host_args
+from bench.errors import UsageError
 from bench.metrics import Gradient
 from bench.validation import validate
 from strategies import registry
+from tests.processes import bench
 
 
 def a_cluster(hosts: int = 6, link: float | None = 100.0) -> Cluster:
@@ -173,3 +176,16 @@ def test_the_network_headline_says_where_parameter_servers_win():
         "cnn: 100 Mbit/s allreduce (ps / allreduce 0.55: ps-sync R=N 2 ps vs allreduce (gloo)). "
         "embedding: 100 Mbit/s tie (ps / allreduce 1.06: ps-async 1 ps vs allreduce (gloo)); "
         "1000 Mbit/s parameter servers (ps / allreduce 1.19: ps-async 1 ps vs allreduce (gloo)).")
+
+
+def test_a_cluster_held_by_one_preset_is_refused_to_another_and_to_cluster_down():
+    name = f"claimtest{os.getpid()}"
+    held = claim(name)
+    try:
+        with pytest.raises(UsageError, match=f"in use by another preset \\(pid {os.getpid()}\\)"):
+            claim(name)
+        done = bench("cluster", "down", "--name", name)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and "in use" in done.stderr, done.stderr
+    finally:
+        release(held)
+    release(claim(name))  # free again once released

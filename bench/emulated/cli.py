@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 
 from bench.emulated import linkcheck, network
+from bench.emulated.claim import claim, release
 from bench.errors import UsageError
 from bench.usage import OneLineParser, refuse
 
@@ -42,11 +43,16 @@ def describe(cluster: network.Cluster) -> str:
 def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     try:
-        if args.action == "up":
-            print(describe(network.up(args.hosts, args.link_mbit, args.name)))
-        elif args.action == "down":
-            removed = network.down(args.name)
-            print(f"removed {len(removed)} namespaces" + (f": {', '.join(removed)}" if removed else ""))
+        if args.action in ("up", "down"):
+            held = claim(args.name)  # not under a preset's runs
+            try:
+                if args.action == "up":
+                    print(describe(network.up(args.hosts, args.link_mbit, args.name)))
+                else:
+                    removed = network.down(args.name)
+                    print(f"removed {len(removed)} namespaces" + (f": {', '.join(removed)}" if removed else ""))
+            finally:
+                release(held)
         elif args.action == "check":
             cluster = network.get(args.name, min_hosts=2)
             rate = linkcheck.measure(cluster, 0, 1, args.seconds)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bench.config import default_warmup
 from bench.emulated import network
+from bench.emulated.claim import claim, release
 from bench.errors import UsageError
 from bench.presets.matrix import DEFAULT_STEPS
 from bench.presets.runner import run_all
@@ -120,8 +121,13 @@ def run_on_links(preset: str, runs: list[tuple[float, str, list[str]]], hosts: i
     cap differs from the last one's."""
     try:
         network.require_tools()
+        held = claim(CLUSTER)
+    except UsageError as exc:
+        return refuse(exc)
+    try:
         network.up(hosts, runs[0][0] if runs else LINKS[0], CLUSTER)
     except UsageError as exc:
+        release(held)
         return refuse(exc)
     previous = signal.signal(signal.SIGTERM, _end_on_sigterm)
     shaped: list[float] = []
@@ -139,4 +145,5 @@ def run_on_links(preset: str, runs: list[tuple[float, str, list[str]]], hosts: i
                        before=cap_links)
     finally:
         network.down(CLUSTER)
+        release(held)
         signal.signal(signal.SIGTERM, previous)

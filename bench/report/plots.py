@@ -257,11 +257,15 @@ def time_to_target_vs_link(table: pd.DataFrame) -> str:
     fig, ax = plt.subplots(figsize=(7, 3.6))
     for variant, group in table[table["all_reached"]].groupby("variant"):
         group = group.sort_values("link_mbit")
-        ax.errorbar(group["link_mbit"], group["time_to_target_s"], yerr=group["time_to_target_ci95"].fillna(0),
+        mean, ci = group["time_to_target_s"], group["time_to_target_ci95"].fillna(0)
+        # over 3 seeds a t interval can be wider than the mean; a time is never below 0, and the
+        # axis is logarithmic, so the lower bar stops short of it
+        ax.errorbar(group["link_mbit"], mean, yerr=[ci.clip(upper=0.9 * mean), ci],
                     marker="o", capsize=3, label=variant, color=_color(variant))
     ax.set_xscale("log")
+    ax.set_yscale("log")
     ax.set_xlabel("link Mbit/s (each host, each way)")
-    ax.set_ylabel("seconds to target (95% CI)")
+    ax.set_ylabel("seconds to target (95% CI, log)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="best")
     else:

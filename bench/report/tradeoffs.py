@@ -96,7 +96,8 @@ def tradeoffs_section(runs: pd.DataFrame) -> str:
              f"when every seed reached the target. Bytes: what one worker's link carried (interface counters)."),
         note(headline(table_)),
         figure(plots.time_to_target_vs_link(table_),
-               "Time to target against each host's link bandwidth (log scale); error bars: 95% CI over seeds."),
+               "Time to target against each host's link bandwidth (both axes log scale); error bars: 95% CI "
+               "over seeds, the lower one cut off above zero."),
         figure(plots.accuracy_vs_bytes(table_),
                "Best validation accuracy against the bytes one worker sent over the run (log scale)."),
         table(table_, [
