@@ -308,7 +308,7 @@ def test_the_tradeoffs_preset_reports_time_to_target_by_link(results):
     assert done.returncode == 0, done.stderr[-3000:]
     summary = pd.read_csv(results / "summary.csv")
     # a run that failed is left out of summary.csv; what it said is in the preset's output
-    assert sorted(summary["variant"]) == ["allreduce (topk:0.01)", "local-sgd (H=16)"], done.stderr[-3000:]
+    assert sorted(summary["variant"]) == ["allreduce (gloo, topk:0.01)", "local-sgd (H=16, gloo)"], done.stderr[-3000:]
     assert (summary["link_mbit"] == 100).all() and (summary["purpose"] == "convergence").all()
     # each moved a small share of what a ring allreduce of the gradient would, as measured on its link
     assert (summary["net_worker_sent_per_step"] < 0.2 * summary["gradient_bytes_per_step"]).all()

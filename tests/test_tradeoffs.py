@@ -22,6 +22,9 @@ def test_the_plan_covers_every_variant_link_and_seed_with_the_same_steps_per_wor
     local = by_name["tradeoffs-1000mbit-local-sgd-h16-s0"]
     assert local[local.index("--sync-period") + 1] == "16" and local[local.index("--steps") + 1] == "1500"
     assert all("--emulated-cluster" in args and "teacher" in args for _, _, args in runs)
+    # Horovod's transport at its best on the emulated links
+    horovod = [args for _, _, args in runs if args[args.index("--strategy") + 1] in ("allreduce", "local-sgd")]
+    assert len(horovod) == 2 * 3 * 6 and all(args[args.index("--hvd-controller") + 1] == "gloo" for args in horovod)
 
 
 @pytest.mark.parametrize("argv", [["--variants", "nope"], ["--seeds", "0"], ["--links", "0"], ["--steps", "50"]])
