@@ -18,6 +18,7 @@ import numpy as np
 from bench import data as data_sources
 from bench.config import RunConfig
 from bench.run.breakdown import stamped
+from bench.run.events import RunEvents
 from bench.run.inputs import load_data, rows_touched
 from bench.run.lifecycle import exchange_facts, model_facts
 from bench.run.progress import Progress
@@ -37,10 +38,11 @@ class WorkerOutcome:
 class Evaluator:
     """Evaluates on the validation split every `eval_every` global steps (chief only)."""
 
-    def __init__(self, config: RunConfig, folder: RunFolder, clock) -> None:
+    def __init__(self, config: RunConfig, folder: RunFolder, clock, events: RunEvents) -> None:
         self.every = config.eval_every
         self.folder = folder
         self.clock = clock
+        self.events = events
         self.writer = folder.evals_writer()
         self.last_step: int | None = None
 
@@ -56,6 +58,7 @@ class Evaluator:
         self.writer.write(run_id=self.folder.run_id, global_step=global_step, wall_s=self.clock(),
                           split="val", loss=loss, accuracy=accuracy,
                           eval_s=time.perf_counter() - started)
+        self.events.evaluation(global_step, loss, accuracy)
         self.last_step = global_step
         return accuracy
 
@@ -85,7 +88,8 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
     strategy = registry.get(config.strategy).implementation()(config, context)
     data = load_data(config, registry.get(config.strategy).worker_batch(config), context.rank)
     steps_out = folder.steps_writer()
-    evaluator = Evaluator(config, folder, clock) if context.is_chief and data.val is not None else None
+    events = RunEvents(folder.path) if context.is_chief else None
+    evaluator = Evaluator(config, folder, clock, events) if events and data.val is not None else None
     progress = Progress(config.steps, f"{config.strategy}/{config.model}",
                         enabled=show_progress and context.is_chief)
     began = clock()
@@ -96,6 +100,8 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
         written = log.flush(now)
         if written:
             progress.update(written.global_step, written.loss, written.examples_per_s)
+            if events:
+                events.train(written)
 
     try:
         strategy.setup(data)
@@ -146,5 +152,7 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
         steps_out.close()
         if evaluator:
             evaluator.close()
+        if events:
+            events.close()
         strategy.teardown()
     return WorkerOutcome(startup_s, local_step, info)

@@ -19,11 +19,14 @@ FLUSH_S = 0.5
 
 @dataclass
 class Written:
-    """What the last flush wrote, for the progress line."""
+    """What the last flush wrote, for the progress line and TensorBoard."""
 
     global_step: int
     loss: float
     examples_per_s: float
+    mean_loss: float
+    step_time_s: float  # the median of the rows'
+    staleness_steps: float | None  # the mean, where the strategy records it
 
 
 class StepLog:
@@ -53,7 +56,11 @@ class StepLog:
         self.writer.write_text("".join(self._row(*p, loss) for p, loss in zip(pending, losses, strict=True)))
         first, last = pending[0], pending[-1]
         span = max(last[2] - first[1], 1e-9)
-        return Written(last[3].global_step, losses[-1], sum(p[3].examples for p in pending) / span)
+        times = sorted(p[2] - p[1] for p in pending)
+        stale = [p[3].staleness for p in pending if p[3].staleness is not None]
+        return Written(last[3].global_step, losses[-1], sum(p[3].examples for p in pending) / span,
+                       sum(losses) / len(losses), times[len(times) // 2],
+                       sum(stale) / len(stale) if stale else None)
 
     def _row(self, local_step: int, t_start: float, t_end: float, result: StepResult, slept: float,
              loss: float) -> str:
