@@ -81,6 +81,13 @@ def run_parser() -> argparse.ArgumentParser:
     g.add_argument("--output", default=d.output, help="folder for run folders (default: %(default)s)")
     g.add_argument("--run-name", default=None, help="label of the run folder")
     g.add_argument("--save-weights", action="store_true", help="write the final weights to weights.npz")
+    g.add_argument("--checkpoint-every-steps", type=int, default=d.checkpoint_every_steps, metavar="K",
+                   help="the chief saves a checkpoint (weights, optimizer state, global step) into the run "
+                        "folder's checkpoints/ every K global steps and at the end (default: none)")
+    g.add_argument("--checkpoint-every-s", type=float, default=d.checkpoint_every_s, metavar="T",
+                   help="... or every T seconds of training")
+    g.add_argument("--checkpoint-keep", type=int, default=d.checkpoint_keep, metavar="N",
+                   help="checkpoints kept, the latest ones (default: %(default)s)")
     g.add_argument("--stall-timeout-s", type=float, default=d.stall_timeout_s,
                    help="fail a multi-process run when no step is recorded for this long once stepping "
                         f"(default: %(default)s; start-up may take up to {STARTUP_LIMIT_S:.0f} s)")

@@ -56,6 +56,10 @@ class RunConfig:
     teacher_factors: int = teacher.DEFAULT_FACTORS
     teacher_examples: int = teacher.DEFAULT_EXAMPLES
     save_weights: bool = False
+    # checkpoints (bench.run.checkpoints): every K global steps or every T seconds, the last N kept
+    checkpoint_every_steps: int = 0
+    checkpoint_every_s: float = 0.0
+    checkpoint_keep: int = 3
     stall_timeout_s: float = 120.0
     # failure injection: "W@S" = worker W kills itself with SIGKILL at its local step S
     kill_worker: str | None = None
@@ -161,6 +165,12 @@ def check_numbers(config: RunConfig) -> None:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
     if not config.zipf_exponent > 0:
         raise UsageError(f"--zipf-exponent: must be > 0, got {config.zipf_exponent}")
+    if config.checkpoint_every_steps < 0 or config.checkpoint_every_s < 0:
+        raise UsageError("--checkpoint-every-steps/--checkpoint-every-s: must be >= 0 (0: no checkpoints)")
+    if config.checkpoint_every_steps and config.checkpoint_every_s:
+        raise UsageError("--checkpoint-every-steps and --checkpoint-every-s: choose one")
+    if config.checkpoint_keep < 1:
+        raise UsageError(f"--checkpoint-keep: must be >= 1, got {config.checkpoint_keep}")
     if config.run_name is not None and not config.run_name.replace("-", "").replace("_", "").isalnum():
         raise UsageError(f"--run-name: use letters, digits, '-' and '_' only, got {config.run_name!r}")
 

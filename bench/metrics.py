@@ -17,6 +17,11 @@ Run figures (from a run's steps.csv and evals.csv; bench.run.summary applies the
 - start-up (s): from the run's start (the launcher's clock) to its first training step.
 - time to target (s): from the first training step to the first evaluation whose
   accuracy >= target (start-up is not in it).
+- checkpoint overhead: the chief's saves (checkpoints.csv: when each began, how long it
+  took) stop its training, and every worker that waits for it. Throughput between
+  checkpoints: the applied examples of the measured steps that end outside every save,
+  over the measured span less the seconds of the saves inside it. Overhead: 1 - throughput
+  / throughput between checkpoints.
 - scaling efficiency: throughput / (workers x throughput of the 1-worker run of the
   baseline strategy, same model and per-worker batch).
 
@@ -122,6 +127,17 @@ def mean_and_ci95(samples: np.ndarray) -> tuple[float, float]:
 
     half = t.ppf(0.975, len(samples) - 1) * np.std(samples, ddof=1) / math.sqrt(len(samples))
     return mean, float(half)
+
+
+def throughput_between_saves(measured: pd.DataFrame, examples: np.ndarray, saves: pd.DataFrame) -> float:
+    """Examples/s outside the checkpoint saves (`saves`: wall_s when each began, save_s its length)."""
+    start, end = float(measured["t_start_s"].min()), float(measured["t_end_s"].max())
+    began = saves["wall_s"].to_numpy(dtype=float)
+    ended = began + saves["save_s"].to_numpy(dtype=float)
+    saving_s = float(np.sum(np.clip(ended, start, end) - np.clip(began, start, end)))
+    t_end = measured["t_end_s"].to_numpy(dtype=float)[:, None]
+    outside = ~np.any((t_end >= began) & (t_end <= ended), axis=1)
+    return float(np.sum(examples[outside])) / (end - start - saving_s)
 
 
 def step_time_percentiles(steps: pd.DataFrame) -> dict[str, float]:

@@ -27,6 +27,7 @@ PS_OPTIONS = (PS_PLACEMENT, PS_PARTITION_MB, STARTUP_TIMEOUT, COMPRESSION)
 
 class ParameterServerStrategy(Strategy):
     family = PARAMETER_SERVER
+    checkpoints = True
     launch = TF_CLUSTER
     options: ClassVar[tuple[Option, ...]] = PS_OPTIONS
 

@@ -19,6 +19,7 @@ TOWER_OPTIONS = (VARIABLE_DEVICE, GPU_MEMORY_FRACTION, ALLOW_GROWTH)
 
 class TowerStrategy(Strategy):
     family = IN_GRAPH
+    checkpoints = True
     options = TOWER_OPTIONS
 
     @classmethod

@@ -70,6 +70,7 @@ class Allreduce(Strategy):
     name = "allreduce"
     description = "Horovod ring allreduce (DistributedGradientTape), one process per rank"
     family = ALLREDUCE
+    checkpoints = True
     worker = "strategies.workers.allreduce:AllreduceWorker"
     launch = MPI
     options = (CONTROLLER, FUSION_MB, CYCLE_MS, COMPRESSION, SPARSE_AS_DENSE, TIMELINE)

@@ -15,6 +15,7 @@ class AllreduceTF(Strategy):
     description = "tf.distribute.MultiWorkerMirroredStrategy, ring collectives over gRPC"
     worker = "strategies.workers.allreduce_tf:AllreduceTFWorker"
     family = ALLREDUCE
+    checkpoints = True
     launch = TF_CLUSTER
 
     @classmethod

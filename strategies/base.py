@@ -94,6 +94,7 @@ class Strategy:
     baseline: ClassVar[bool] = False  # its 1-worker throughput is what scaling efficiency divides by
     asynchronous: ClassVar[bool] = False  # workers update without waiting for each other (staleness recorded)
     default_under_mpi: ClassVar[bool] = False  # what `mpirun ... python -m bench` runs without --strategy
+    checkpoints: ClassVar[bool] = False  # its Worker implements save_checkpoint (--checkpoint-every-*)
 
     @classmethod
     def implementation(cls) -> type[Worker]:
@@ -150,7 +151,7 @@ class Strategy:
     def facts(cls, config: RunConfig) -> dict[str, Any]:
         """run.json's "strategy": what the report, presets and launchers read instead of its name."""
         return {"name": cls.name, "family": cls.family, "variant": cls.variant(config), "launch": cls.launch,
-                "baseline": cls.baseline, "asynchronous": cls.asynchronous,
+                "baseline": cls.baseline, "asynchronous": cls.asynchronous, "checkpoints": cls.checkpoints,
                 "parameter_servers": cls.parameter_servers(config), "sparse_exchange": cls.sparse_exchange(config),
                 "table_dense": cls.table_dense(config)}
 
@@ -214,6 +215,12 @@ class Worker(ABC):
     @abstractmethod
     def weights(self) -> list[np.ndarray]:
         """Current values of the model's variables, in creation order."""
+
+    def save_checkpoint(self, directory: str, global_step: int) -> str:
+        """Save the model's variables, the optimizer's state and the global step as a checkpoint
+        named for `global_step` in `directory`, in TensorFlow's own format, keeping the latest
+        `config.checkpoint_keep`; returns its path prefix. Called on the chief only."""
+        raise NotImplementedError(f"{self.strategy.name} cannot save checkpoints")
 
     def info(self) -> dict[str, Any]:
         """Facts for run.json: devices used, bytes moved per step, placement, ..."""

@@ -9,6 +9,7 @@ class Single(Strategy):
     name = "single"
     description = "one process, one device: the baseline"
     family = IN_GRAPH
+    checkpoints = True
     baseline = True
     worker = "strategies.workers.single:SingleWorker"
     worker_range = (1, 1)

@@ -12,6 +12,7 @@ import pandas as pd
 
 from bench.config import RunConfig
 from bench.errors import UsageError
+from bench.report.columns import CHECKPOINT_FIGURES
 from bench.run import breakdown
 from bench.run.owner import owner_state, settle_if_abandoned
 from bench.run.records import EVALS_FILE, RUN_FILE, STEPS_FILE
@@ -118,6 +119,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "table_dense": bool(facts.get("table_dense")),
         "sparse_exchange": (record.get("exchange") or {}).get("sparse_exchange"),
         "staleness_mean_steps": summary.get("staleness_mean_steps"),
+        **{key: summary.get(key) for key in CHECKPOINT_FIGURES},
         **breakdown.typical_worker(split),
         "slowest_worker": split.get("slowest_worker"),
         "slowest_compute_ratio": split.get("slowest_compute_ratio"),

@@ -15,6 +15,10 @@ SUMMARY_COLUMNS = [c for c, *_ in RUN_COLUMNS] + [
     "gradients_dropped", "lost_workers", "scenario", "family", "variant", "straggler", "kill_worker",
     "startup_s", "compute_p50_s", "communication_p50_s", "waiting_p50_s", "other_p50_s", "slowest_worker",
     "slowest_compute_ratio", "started_at", "host", "suite_commit", "path"]
+# a run's checkpoints (bench.run.summary.checkpoint_figures)
+CHECKPOINT_FIGURES = ["checkpoints", "checkpoint_save_s_mean", "checkpoint_save_s_max", "checkpoint_bytes",
+                      "throughput_between_checkpoints_examples_per_s", "checkpoint_overhead"]
+SUMMARY_COLUMNS += CHECKPOINT_FIGURES
 # runs on the emulated cluster (bench.emulated) add these
 NETWORK_COLUMNS = [
     "link_mbit", "net_worker_sent_per_step", "net_worker_predicted_sent_per_step", "net_worker_received_per_step",

@@ -36,6 +36,7 @@ def micro_sections(paths) -> list[str]:
 
 
 def all_sections(runs: pd.DataFrame) -> list[str]:
+    from bench.report.checkpoints import checkpoints_section
     from bench.report.network import network_section
     from bench.report.tradeoffs import tradeoffs_section
 
@@ -61,6 +62,8 @@ def all_sections(runs: pd.DataFrame) -> list[str]:
         *on_one_machine,
         *([network_section(runs[emulated & ~converging])] if (emulated & ~converging).any() else []),
         *([tradeoffs_section(runs[converging])] if converging.any() else []),
+        *([checkpoints_section(runs)] if runs.get("checkpoints", pd.Series(dtype=float)).fillna(0).gt(0).any()
+          else []),
         failures(runs[~runs["ok"]]),
         environment(runs),
     ]

@@ -18,6 +18,7 @@ import numpy as np
 from bench import data as data_sources
 from bench.config import RunConfig
 from bench.run.breakdown import stamped
+from bench.run.checkpoints import Checkpoints
 from bench.run.events import RunEvents
 from bench.run.inputs import load_data, rows_touched
 from bench.run.lifecycle import exchange_facts, model_facts
@@ -90,6 +91,7 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
     steps_out = folder.steps_writer()
     events = RunEvents(folder.path) if context.is_chief else None
     evaluator = Evaluator(config, folder, clock, events) if events and data.val is not None else None
+    checkpoints = Checkpoints.for_run(config, folder, clock, context.is_chief)
     progress = Progress(config.steps, f"{config.strategy}/{config.model}",
                         enabled=show_progress and context.is_chief)
     began = clock()
@@ -134,9 +136,13 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
                 progress.message(f"step {result.global_step}: validation accuracy {accuracy:.4f}")
             if strategy.finished(result):
                 break
+            if checkpoints and checkpoints.due(result.global_step, t_end):
+                checkpoints.save(strategy, result.global_step)
         flush(clock())
         if evaluator and evaluator.last_step != result.global_step:
             evaluator.run(strategy, data.val, result.global_step)
+        if checkpoints:
+            checkpoints.save(strategy, result.global_step)
         if config.save_weights:
             weights = strategy.weights()
             np.savez(folder.path / f"weights-worker{context.rank}.npz", *weights)
@@ -154,5 +160,7 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
             evaluator.close()
         if events:
             events.close()
+        if checkpoints:
+            checkpoints.close()
         strategy.teardown()
     return WorkerOutcome(startup_s, local_step, info)

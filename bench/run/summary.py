@@ -9,8 +9,16 @@ from typing import Any
 
 import pandas as pd
 
-from bench.metrics import applied_examples, measured_steps, step_time_percentiles, throughput, time_to_accuracy
+from bench.metrics import (
+    applied_examples,
+    measured_steps,
+    step_time_percentiles,
+    throughput,
+    throughput_between_saves,
+    time_to_accuracy,
+)
 from bench.run import breakdown
+from bench.run.checkpoints import CHECKPOINTS_FILE
 from bench.run.records import EVALS_FILE, STEPS_FILE
 
 
@@ -54,6 +62,8 @@ def summarize(run_dir: Path, warmup_steps: int, target_accuracy: float,
         "time_to_target_s": tta_s - first_step_s if not math.isnan(first_step_s) else math.nan,
         "steps_to_target": tta_steps,
     }
+    if (run_dir / CHECKPOINTS_FILE).exists() and len(measured):
+        out.update(checkpoint_figures(pd.read_csv(run_dir / CHECKPOINTS_FILE), measured, mean))
     # a collective's split needs every worker's rows of a step: split all, then drop the warm-up
     parts = breakdown.split(steps)
     if write_breakdown:
@@ -65,3 +75,14 @@ def summarize(run_dir: Path, warmup_steps: int, target_accuracy: float,
         out["staleness_mean_steps"] = float(steps["staleness_steps"].mean())
         out["staleness_max_steps"] = float(steps["staleness_steps"].max())
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+
+
+def checkpoint_figures(saves: pd.DataFrame, measured: pd.DataFrame, throughput_with: float) -> dict[str, Any]:
+    """What the run's checkpoints cost (bench.metrics defines the overhead)."""
+    if saves.empty:
+        return {"checkpoints": 0}
+    between = throughput_between_saves(measured, applied_examples(measured), saves)
+    return {"checkpoints": int(len(saves)), "checkpoint_save_s_mean": float(saves["save_s"].mean()),
+            "checkpoint_save_s_max": float(saves["save_s"].max()), "checkpoint_bytes": int(saves["bytes"].iloc[-1]),
+            "throughput_between_checkpoints_examples_per_s": between,
+            "checkpoint_overhead": 1 - throughput_with / between}

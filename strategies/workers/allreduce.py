@@ -81,14 +81,13 @@ class AllreduceWorker(EagerWorker):
             hvd.start_timeline(os.path.join(self.context.run_dir, "horovod_timeline.json"))
         # allreduce: every rank starts from rank 0's weights (they are seeded alike; this makes it so)
         hvd.broadcast_variables(model.weights, root_rank=0)
-        self._optimizer = optimizer
-        self.use(model, train_step, collective=True)
+        self.use(model, optimizer, train_step, collective=True)
 
     def step(self, stamped: bool = False) -> StepResult:
         result = super().step(stamped)
-        if result.global_step == 1 and self._optimizer.variables():
+        if result.global_step == 1 and self.optimizer.variables():
             # allreduce: optimizer slots exist only after the first step: make them rank 0's too
-            self.hvd.broadcast_variables(self._optimizer.variables(), root_rank=0)
+            self.hvd.broadcast_variables(self.optimizer.variables(), root_rank=0)
         return result
 
     def info(self) -> dict[str, Any]:

@@ -56,7 +56,7 @@ class AllreduceTFWorker(EagerWorker):
         def train_step(stamped: bool):
             return strategy.experimental_local_results(strategy.run(lambda: replica_step(stamped)))[0]
 
-        self.use(model, train_step, collective=True)
+        self.use(model, optimizer, train_step, collective=True)
 
     def info(self) -> dict[str, Any]:
         return {"workers": self.context.num_workers, "communication": "RING"}

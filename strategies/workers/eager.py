@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from bench.data import Split
 from bench.models.base import Model
+from bench.run.checkpoints import CHECKPOINT_NAME
 from bench.run.training import evaluate_in_chunks
 from strategies.base import StepResult, StepTimes, Worker
 from strategies.workers.stamps import exchange_times
@@ -39,8 +40,9 @@ class StampedOutput:
 
 
 class EagerWorker(Worker):
-    def use(self, model: Model, train_step: Callable[[bool], tf.Tensor], collective: bool = False) -> None:
-        """Called at the end of setup with the model and the compiled step. `train_step(stamped)`
+    def use(self, model: Model, optimizer: tf.compat.v1.train.Optimizer, train_step: Callable[[bool], tf.Tensor],
+            collective: bool = False) -> None:
+        """Called at the end of setup with the model, its optimizer and the compiled step. `train_step(stamped)`
         returns a stamps.Stamps output: the loss, or with `stamped` [loss, start, ready per
         replica..., exchanged, end] (see exchange_times); `collective`: its exchange waits for
         the other worker processes."""
@@ -55,9 +57,16 @@ class EagerWorker(Worker):
 
         self._train_steps = {flag: traced(flag) for flag in (False, True)}
         self._collective = collective
+        self.use_model(model, optimizer)
+
+    def use_model(self, model: Model, optimizer: tf.compat.v1.train.Optimizer) -> None:
+        """The bookkeeping of `use` for a worker that compiles its steps itself."""
+        self.model = model
+        self.optimizer = optimizer
         self._eval = tf.function(model.evaluate, reduce_retracing=True)
         self._step = 0
         self._batch = self.strategy.worker_batch(self.config)
+        self._checkpoints: tf.train.CheckpointManager | None = None
 
     def step(self, stamped: bool = False) -> StepResult:
         # the output stays a tensor: it is read when the harness writes the row
@@ -73,3 +82,14 @@ class EagerWorker(Worker):
 
     def weights(self) -> list[np.ndarray]:
         return [v.numpy() for v in self.model.weights]
+
+    def save_checkpoint(self, directory: str, global_step: int) -> str:
+        if self._checkpoints is None:
+            self._saved_step = tf.Variable(0, dtype=tf.int64, trainable=False)
+            # the variables under their own names, as a graph strategy's Saver names them
+            variables = {v.name.split(":")[0]: v for v in self.model.weights}
+            state = tf.train.Checkpoint(model=variables, optimizer=self.optimizer, global_step=self._saved_step)
+            self._checkpoints = tf.train.CheckpointManager(state, directory, max_to_keep=self.config.checkpoint_keep,
+                                                           checkpoint_name=CHECKPOINT_NAME)
+        self._saved_step.assign(global_step)
+        return self._checkpoints.save(checkpoint_number=global_step)

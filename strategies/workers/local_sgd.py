@@ -84,14 +84,7 @@ class LocalSgdWorker(AllreduceWorker):
         for anchor, v in zip(anchors, averaged_state, strict=False):
             anchor.assign(v)
         self._averaged = len(averaged_state)
-        self.use_compiled(model)
-
-    def use_compiled(self, model) -> None:
-        """EagerWorker.use's bookkeeping, for steps compiled here (one per kind of step)."""
-        self.model = model
-        self._eval = tf.function(model.evaluate, reduce_retracing=True)
-        self._step = 0
-        self._batch = self.strategy.worker_batch(self.config)
+        self.use_model(model, optimizer)
 
     def step(self, stamped: bool = False) -> StepResult:
         kind = step_kind(self.config, self._step + 1)

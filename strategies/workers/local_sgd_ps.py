@@ -65,6 +65,11 @@ class LocalSgdPSWorker(ParameterServerWorker):
         with tf.control_dependencies([pulled]):
             self.pull = pulls.assign_add(1, read_value=False)
         self.pulled = pulls.read_value()
+        self.optimizer = optimizer
+        # a checkpoint's global step: this worker's step count, set before it saves (no step counts
+        # on the ps: local steps move nothing)
+        self.step_value = tf.compat.v1.placeholder(tf.int64, ())
+        self.set_global_step = self.global_step.assign(self.step_value, read_value=False)
         make_local(graph, self.worker_device)
         self._averages = 0
         self._step = 0
@@ -102,6 +107,21 @@ class LocalSgdPSWorker(ParameterServerWorker):
         waited = time.perf_counter() - began
         raw.run(self.pull)
         return waited
+
+    def checkpoint_variables(self) -> dict[str, tf.Variable]:
+        """The global parameters (the last average), the global step, and this worker's optimizer
+        slots (its own: they are not averaged) under the global parameters' names."""
+        out = {v.op.name: v for v in [*self.model.weights, self.global_step]}
+        for shared, own in zip(self.model.weights, self.local.weights, strict=True):
+            for name in self.optimizer.get_slot_names():
+                slot = self.optimizer.get_slot(own, name)
+                if slot is not None:
+                    out[f"{shared.op.name}/{slot.op.name.rsplit('/', 1)[-1]}"] = slot
+        return out
+
+    def save_checkpoint(self, directory: str, global_step: int) -> str:
+        self.session._tf_sess().run(self.set_global_step, {self.step_value: global_step})
+        return super().save_checkpoint(directory, global_step)
 
     @staticmethod
     def _wait_for(session, counter: tf.Tensor, wanted: int) -> None:

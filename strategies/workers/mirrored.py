@@ -55,7 +55,7 @@ class MirroredWorker(_towers.TowerWorker):
                 stamps.taken += [tf.reduce_max(tf.stack(ends))] * 2
             return stamps.output(loss)
 
-        self.use(model, train_step)
+        self.use(model, optimizer, train_step)
 
     def info(self) -> dict[str, Any]:
         return {"towers": self.towers, "parameter_device": self.param_device,

@@ -53,7 +53,7 @@ class MultiTowerWorker(_towers.TowerWorker):
 
         self._tower_gradients = tower_gradients
         self._probe_batch = (data.train.x[: n * b], data.train.y[: n * b])
-        self.use(model, train_step)
+        self.use(model, optimizer, train_step)
 
     def tower_compute_s(self) -> list[float]:
         """Median forward+backward time of each tower run alone (a probe after training:

@@ -9,6 +9,7 @@ everything else on the worker.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from typing import Any
@@ -21,6 +22,7 @@ from bench.config import RunConfig
 from bench.data import Dataset, Split
 from bench.errors import RunFailed
 from bench.models.base import Model
+from bench.run.checkpoints import CHECKPOINT_NAME
 from bench.run.training import evaluate_in_chunks, feed_for, make_optimizer
 from strategies.base import StepResult, Worker
 from strategies.workers.compression import Compressor
@@ -185,6 +187,13 @@ class ParameterServerWorker(Worker):
         barrier = ready_queue(ctx.num_workers)
         self.arrive, self.arrived = barrier.enqueue(ctx.rank), barrier.size()
         self.ps_bytes, self.placement = bytes_per_ps(config.ps)
+        self.saver = None
+        if ctx.is_chief and (config.checkpoint_every_steps or config.checkpoint_every_s):
+            # ps: the variables are read from the ps tasks and written to one file here, by the
+            # chief (made now: the session finalizes the graph)
+            with tf.device(self.worker_device):
+                self.saver = tf.compat.v1.train.Saver(self.checkpoint_variables(), max_to_keep=config.checkpoint_keep,
+                                                      save_relative_paths=True)
         self.session = self._open_session(hooks)
 
     def _build_model(self) -> Model:
@@ -242,6 +251,14 @@ class ParameterServerWorker(Worker):
 
     def weights(self) -> list[np.ndarray]:
         return self.session._tf_sess().run(self.weight_values)
+
+    def checkpoint_variables(self) -> dict[str, tf.Variable] | None:
+        """What a checkpoint holds, by name; None: every global variable (weights, slots, global step)."""
+        return None
+
+    def save_checkpoint(self, directory: str, global_step: int) -> str:
+        return self.saver.save(self.session._tf_sess(), os.path.join(directory, CHECKPOINT_NAME),
+                               global_step=global_step, write_meta_graph=False)
 
     def info(self) -> dict[str, Any]:
         return {"cluster": self.context.cluster, "ps_placement": self.config.option("ps_placement"),

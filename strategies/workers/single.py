@@ -33,7 +33,7 @@ class SingleWorker(EagerWorker):
             stamps.take(optimizer.apply_gradients(zip(grads, variables)))
             return stamps.output(loss)
 
-        self.use(model, train_step)
+        self.use(model, optimizer, train_step)
 
     def info(self) -> dict:
         return {"devices": ["/cpu:0" if not tf.config.list_physical_devices("GPU") else "/gpu:0"]}

@@ -1,0 +1,133 @@
+"""Checkpoints: the chief saves the weights, the optimizer's state and the global step in
+TensorFlow's own format, keeps the latest few, records what each save cost; a save that
+fails fails the run and never becomes the latest."""
+
+from __future__ import annotations
+
+import resource
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+
+from bench.cli import main
+from bench.config import RunConfig
+from bench.errors import UsageError
+from bench.run.checkpoints import CHECKPOINT_DIR, CHECKPOINTS_FILE
+from bench.validation import validate
+from strategies import registry
+from strategies.base import Worker
+from tests.conftest import ROOT, only_run
+from tests.processes import bench, run_record
+
+SHORT = ["--model", "mlp", "--data", "digits", "--optimizer", "momentum", "--save-weights", "--eval-every", "0"]
+
+
+def latest(run_dir) -> tuple[int, dict[str, np.ndarray]]:
+    """The latest checkpoint's global step and values, named as each format names them:
+    object-based (eager strategies) `model/NAME/.ATTRIBUTES/...`, a graph Saver's `NAME`."""
+    prefix = tf.train.latest_checkpoint(str(run_dir / CHECKPOINT_DIR))
+    assert prefix is not None
+    reader = tf.train.load_checkpoint(prefix)
+    values = {}
+    for name in reader.get_variable_to_shape_map():
+        short = name.removeprefix("model/").replace("/.ATTRIBUTES/VARIABLE_VALUE", "")
+        values[short.replace("/.OPTIMIZER_SLOT/optimizer/", "/").lower()] = reader.get_tensor(name)
+    return int(values.pop("global_step")), values
+
+
+def assert_holds_the_final_weights(run_dir, values: dict[str, np.ndarray]) -> None:
+    weights = np.load(run_dir / "weights.npz")
+    saved = {k: v for k, v in values.items() if "/" not in k and k.startswith(("hid", "sm"))}
+    assert len(saved) == len(weights.files)
+    for name in weights.files:
+        assert any(v.shape == weights[name].shape and np.array_equal(v, weights[name]) for v in saved.values())
+    for name in saved:  # and each weight's momentum slot
+        assert f"{name}/momentum" in values
+
+
+def test_every_k_steps_the_last_n_kept_with_what_each_save_cost(results):
+    assert main(["--strategy", "single", *SHORT, "--steps", "60", "--checkpoint-every-steps", "10",
+                 "--checkpoint-keep", "2", "--output", str(results)]) == 0
+    run_dir = only_run(results)
+    saves = pd.read_csv(run_dir / CHECKPOINTS_FILE)
+    assert list(saves["global_step"]) == [10, 20, 30, 40, 50, 60]
+    assert (saves["save_s"] > 0).all() and (saves["bytes"] > 100_000).all()
+    kept = sorted(p.name for p in (run_dir / CHECKPOINT_DIR).glob("*.index"))
+    assert kept == ["ckpt-50.index", "ckpt-60.index"]
+    step, values = latest(run_dir)
+    assert step == 60
+    assert_holds_the_final_weights(run_dir, values)
+    summary = run_record(results)["summary"]
+    assert summary["checkpoints"] == 6
+    assert summary["throughput_between_checkpoints_examples_per_s"] > summary["throughput_examples_per_s"]
+    assert 0 < summary["checkpoint_overhead"] < 1
+
+
+def test_every_t_seconds(results):
+    assert main(["--strategy", "single", *SHORT, "--steps", "1500", "--checkpoint-every-s", "0.2",
+                 "--output", str(results)]) == 0
+    saves = pd.read_csv(only_run(results) / CHECKPOINTS_FILE)
+    assert len(saves) >= 3 and saves["global_step"].iloc[-1] == 1500
+    periodic = saves.iloc[:-1]  # the last is the save at the end
+    began = periodic["wall_s"].to_numpy()
+    assert (np.diff(began) >= 0.2).all()
+
+
+@pytest.mark.parametrize("args", [["--checkpoint-every-steps", "-1"], ["--checkpoint-keep", "0"],
+                                  ["--checkpoint-every-steps", "5", "--checkpoint-every-s", "1"]])
+def test_bad_checkpoint_settings_are_refused_before_work_starts(results, args):
+    out = bench("--steps", "5", "--output", str(results), *args)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert not any(results.iterdir())
+
+
+@pytest.mark.parametrize("name", list(registry.all_strategies()))
+def test_a_strategy_says_whether_it_can_save(name):
+    strategy = registry.get(name)
+    assert strategy.checkpoints == (strategy.implementation().save_checkpoint is not Worker.save_checkpoint)
+
+
+def test_a_strategy_that_cannot_save_refuses_before_work_starts(monkeypatch, tmp_path):
+    monkeypatch.setattr(registry.get("single"), "checkpoints", False)
+    with pytest.raises(UsageError, match="single cannot save checkpoints"):
+        validate(RunConfig(checkpoint_every_steps=10, output=str(tmp_path)))
+
+
+def limit_file_size():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))  # a checkpoint of mlp is 620 KiB
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past it fails with EFBIG instead of killing us
+
+
+def test_a_save_that_fails_fails_the_run_and_is_never_the_latest(results):
+    launcher = subprocess.run([sys.executable, "-m", "bench", "--strategy", "single", *SHORT, "--steps", "30",
+                               "--checkpoint-every-steps", "10", "--output", str(results)], cwd=ROOT,
+                              capture_output=True, text=True, preexec_fn=limit_file_size, timeout=300)
+    assert launcher.returncode == 1
+    record = run_record(results)
+    assert record["status"] == "failed: RunFailed: checkpoint at global step 10 not written: File too large"
+    run_dir = only_run(results)
+    assert tf.train.latest_checkpoint(str(run_dir / CHECKPOINT_DIR)) is None
+    assert not any((run_dir / CHECKPOINT_DIR).iterdir())  # nor its unfinished files
+    assert len(pd.read_csv(run_dir / "steps.csv")) >= 10  # the steps before it are kept
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", [s for s in registry.all_strategies() if s != "single"])
+def test_every_strategy_saves_its_chief_s_weights_and_optimizer_state(results, strategy):
+    out = bench("--strategy", strategy, *SHORT, "--workers", "2", "--steps", "30", "--checkpoint-every-steps",
+                "10", "--output", str(results))
+    assert out.returncode == 0, out.stderr[-3000:]
+    run_dir = only_run(results)
+    saves = pd.read_csv(run_dir / CHECKPOINTS_FILE)
+    final = run_record(results)["summary"]["global_steps"]
+    assert len(saves) >= 3 and saves["global_step"].iloc[-1] >= 30
+    step, values = latest(run_dir)
+    assert step == saves["global_step"].iloc[-1]
+    if not registry.get(strategy).asynchronous:  # an asynchronous run's other workers go on after the save
+        assert step == final
+        assert_holds_the_final_weights(run_dir, values)
