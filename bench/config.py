@@ -123,6 +123,11 @@ class RunConfig:
         return 1.0
 
     @property
+    def checkpointing(self) -> bool:
+        """Whether the chief saves checkpoints (--checkpoint-every-steps or --checkpoint-every-s)."""
+        return bool(self.checkpoint_every_steps or self.checkpoint_every_s)
+
+    @property
     def kill_plan(self) -> tuple[int, int] | None:
         """(worker, local step) of the injected SIGKILL, if any."""
         return parse_kill(self.kill_worker)

@@ -31,7 +31,7 @@ def validate(config: RunConfig) -> RunConfig:
     for opt in strategy_cls.options:
         opt.validate(config.options[opt.name])
     strategy_cls.validate(config)
-    if (config.checkpoint_every_steps or config.checkpoint_every_s) and not strategy_cls.checkpoints:
+    if config.checkpointing and not strategy_cls.checkpoints:
         raise UsageError(f"--checkpoint-every-*: {config.strategy} cannot save checkpoints")
     check_output(config.output)
     return config

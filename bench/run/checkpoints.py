@@ -58,7 +58,7 @@ class Checkpoints:
     @classmethod
     def for_run(cls, config: RunConfig, folder: RunFolder, clock: Callable[[], float],
                 is_chief: bool) -> Checkpoints | None:
-        if not is_chief or not (config.checkpoint_every_steps or config.checkpoint_every_s):
+        if not is_chief or not config.checkpointing:
             return None
         return cls(config, folder, clock)
 

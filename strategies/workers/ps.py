@@ -188,7 +188,7 @@ class ParameterServerWorker(Worker):
         self.arrive, self.arrived = barrier.enqueue(ctx.rank), barrier.size()
         self.ps_bytes, self.placement = bytes_per_ps(config.ps)
         self.saver = None
-        if ctx.is_chief and (config.checkpoint_every_steps or config.checkpoint_every_s):
+        if ctx.is_chief and config.checkpointing:
             # ps: the variables are read from the ps tasks and written to one file here, by the
             # chief (made now: the session finalizes the graph)
             with tf.device(self.worker_device):
