@@ -125,7 +125,14 @@ def test_every_strategy_saves_its_chief_s_weights_and_optimizer_state(results, s
     run_dir = only_run(results)
     saves = pd.read_csv(run_dir / CHECKPOINTS_FILE)
     final = run_record(results)["summary"]["global_steps"]
-    assert len(saves) >= 3 and saves["global_step"].iloc[-1] >= 30
+    steps = list(saves["global_step"])
+    assert steps[-1] >= 30 and steps == sorted(set(steps))
+    # each periodic save is the first step past a new multiple of 10; an asynchronous chief sees
+    # the global step jump by the other worker's steps, so it may pass a multiple without a save
+    periodic = steps[:-1]
+    assert all(s // 10 > p // 10 for p, s in zip([0, *periodic], periodic, strict=False))
+    if not registry.get(strategy).asynchronous:
+        assert len(saves) >= 3
     step, values = latest(run_dir)
     assert step == saves["global_step"].iloc[-1]
     if not registry.get(strategy).asynchronous:  # an asynchronous run's other workers go on after the save
