@@ -88,6 +88,9 @@ def run_parser() -> argparse.ArgumentParser:
                    help="... or every T seconds of training")
     g.add_argument("--checkpoint-keep", type=int, default=d.checkpoint_keep, metavar="N",
                    help="checkpoints kept, the latest ones (default: %(default)s)")
+    g.add_argument("--resume", default=None, metavar="RUN_DIR",
+                   help="go on with the interrupted or failed run in RUN_DIR from its latest checkpoint, with "
+                        "its own config, appending to its records (--strategy/--model, if given, must match)")
     g.add_argument("--stall-timeout-s", type=float, default=d.stall_timeout_s,
                    help="fail a multi-process run when no step is recorded for this long once stepping "
                         f"(default: %(default)s; start-up may take up to {STARTUP_LIMIT_S:.0f} s)")
@@ -129,6 +132,21 @@ def strategy_options(strategy_cls, args: dict) -> dict:
     return {opt.name: args[opt.name] for opt in strategy_cls.options if opt.name in args}
 
 
+RESUME_CHECKS = ("--strategy", "--model")  # flags --resume takes, to check the run is the one meant
+
+
+def resumed(parsed: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
+    """--resume RUN_DIR: the run's own config, set to go on from its latest checkpoint."""
+    from bench.run.resume import resume_config
+
+    typed = {a.split("=", 1)[0] for a in argv if a.startswith("--")} - {"--resume"}
+    others = sorted(typed - set(RESUME_CHECKS))
+    if others:
+        raise UsageError(f"--resume goes on with the run's own config; drop {', '.join(others)}")
+    return resume_config(parsed.resume, {"strategy": parsed.strategy,
+                                         "model": parsed.model if "--model" in typed else None})
+
+
 def config_from_args(argv: Sequence[str]) -> RunConfig:
     """Parse and validate; raises UsageError (or exits 2 on a malformed flag)."""
     from strategies import registry
@@ -136,6 +154,8 @@ def config_from_args(argv: Sequence[str]) -> RunConfig:
     parsed = run_parser().parse_args(argv)
     if parsed.config_json:  # a rank started by our own mpirun: the launcher's config, as is
         return RunConfig.from_dict(json.loads(parsed.config_json))
+    if parsed.resume is not None:
+        return resumed(parsed, argv)
     args = vars(parsed)
     if not args["worker_hosts"] and os.environ.get("TF_CONFIG"):
         args.update(topology_from_tf_config(os.environ["TF_CONFIG"]))

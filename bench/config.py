@@ -60,6 +60,10 @@ class RunConfig:
     checkpoint_every_steps: int = 0
     checkpoint_every_s: float = 0.0
     checkpoint_keep: int = 3
+    # --resume (bench.run.resume): the checkpoint this attempt starts from and its global step;
+    # set from the run folder, never typed
+    resume_from: str | None = None
+    resume_step: int = 0
     stall_timeout_s: float = 120.0
     # failure injection: "W@S" = worker W kills itself with SIGKILL at its local step S
     kill_worker: str | None = None

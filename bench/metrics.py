@@ -2,10 +2,13 @@
 
 Run figures (from a run's steps.csv and evals.csv; bench.run.summary applies them):
 - measured steps: every worker's steps from its local step `warmup_steps` on
-  (`measured_steps`: the summary, the report's plots and the link meter use it).
+  (`measured_steps`: the summary, the report's plots and the link meter use it). A
+  resumed run (--resume) warms up again: in each later attempt, from `warmup_steps`
+  past the attempt's first local step.
 - throughput (examples/s): examples whose gradients reached the model (`applied`;
   all examples computed, except where a strategy drops stale gradients) over the
-  measured span, from the first measured step's start to the last one's end.
+  measured span, from the first measured step's start to the last one's end; in a
+  resumed run, the sum of each attempt's span (the time between attempts is not in it).
   `computed_throughput_examples_per_s` counts every example a worker computed.
 - its 95% interval: batch means over consecutive steps. The measured steps, in
   order of their end, are cut into up to 10 batches of consecutive steps; each
@@ -69,9 +72,19 @@ MIN_STEPS_PER_BATCH = 3
 ALLREDUCE_OP, PS_ROUNDTRIP_OP, COPY_OP = "allreduce", "ps_roundtrip", "copy"
 
 
-def measured_steps(steps: pd.DataFrame, warmup_steps: int) -> pd.DataFrame:
-    """Rows from each worker's local step `warmup_steps` on (local steps count from 0)."""
-    return steps[steps["local_step"] >= warmup_steps]
+def attempts(steps: pd.DataFrame, restarts_s: list[float]) -> np.ndarray:
+    """The attempt each row belongs to (0: the first), by its start and when each later
+    attempt of a resumed run began (seconds on the run's clock)."""
+    return np.searchsorted(np.sort(restarts_s), steps["t_start_s"].to_numpy(), side="right")
+
+
+def measured_steps(steps: pd.DataFrame, warmup_steps: int, restarts_s: list[float] = ()) -> pd.DataFrame:
+    """Rows from each worker's local step `warmup_steps` on (local steps count from 0); in a
+    resumed run, from `warmup_steps` past each worker's first local step in each attempt."""
+    if not len(restarts_s):
+        return steps[steps["local_step"] >= warmup_steps]
+    first = steps.groupby([attempts(steps, restarts_s), steps["worker"].to_numpy()])["local_step"].transform("min")
+    return steps[steps["local_step"] >= first + warmup_steps]
 
 
 def applied_examples(steps: pd.DataFrame) -> np.ndarray:
@@ -111,9 +124,14 @@ def ratio_and_ci95(examples: np.ndarray, seconds: np.ndarray) -> tuple[float, fl
     return ratio, float(t.ppf(0.975, k - 1) * stderr)
 
 
-def throughput(measured: pd.DataFrame, examples: np.ndarray) -> tuple[float, float]:
-    """Examples/s over the measured steps and its 95% interval (batch means)."""
-    return ratio_and_ci95(*step_batches(measured, examples))
+def throughput(measured: pd.DataFrame, examples: np.ndarray, restarts_s: list[float] = ()) -> tuple[float, float]:
+    """Examples/s over the measured steps and its 95% interval (batch means); a resumed run's
+    batches are cut within each attempt."""
+    if not len(restarts_s):
+        return ratio_and_ci95(*step_batches(measured, examples))
+    attempt = attempts(measured, restarts_s)
+    parts = [step_batches(measured[attempt == k], examples[attempt == k]) for k in np.unique(attempt)]
+    return ratio_and_ci95(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
 
 
 def mean_and_ci95(samples: np.ndarray) -> tuple[float, float]:

@@ -161,6 +161,12 @@ class Strategy:
         return config.batch_size
 
     @classmethod
+    def local_steps_at(cls, config: RunConfig, global_step: int) -> int:
+        """Steps each worker has taken when the run is at `global_step`: one global step per worker
+        step for a synchronous strategy, one per step of any worker for an asynchronous one."""
+        return global_step // config.workers if cls.asynchronous else global_step
+
+    @classmethod
     def tolerates_worker_loss(cls, config: RunConfig) -> bool:
         """Whether the run can finish when a non-chief worker dies."""
         return False

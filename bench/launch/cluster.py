@@ -20,7 +20,7 @@ from bench.errors import UsageError
 from bench.launch.processes import free_ports, port_in_use, start
 from bench.launch.supervisor import supervise
 from bench.launch.tf_config import tf_config
-from bench.run.lifecycle import close_run, exit_status, join_environment, joined_run, open_run
+from bench.run.lifecycle import close_run, exit_status, join_environment, joined_run, open_run, start_run
 from bench.run.records import RUN_FILE, STEPS_FILE, RunFolder
 from strategies import registry
 
@@ -56,8 +56,7 @@ def launch(config: RunConfig) -> int:
     processes = {r: n for r, n in registry.get(config.strategy).processes(config).items() if n > 0}
     placement = session.place(config, processes) if config.emulated_cluster else None
     cluster = placement.tf_cluster() if placement else local_cluster(processes)
-    run_start = time.time()
-    folder = open_run(config, run_start)
+    folder, run_start = start_run(config)
     folder.update_run(cluster=cluster)
 
     def command(role: str, i: int) -> list[str]:

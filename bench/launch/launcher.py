@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 import traceback
 
 from bench.config import RunConfig
 from bench.launch.interrupts import Interrupted, interruptible
 from bench.run.harness import run_worker
-from bench.run.lifecycle import close_run, open_run
+from bench.run.lifecycle import close_run, start_run
 from bench.run.process import failure_reason, prepare_process
 from bench.usage import refuse
 from strategies import registry
@@ -17,8 +16,7 @@ from strategies.base import IN_PROCESS, MPI, TF_CLUSTER, WorkerContext
 
 def run_in_process(config: RunConfig) -> int:
     runtime = prepare_process(config)
-    run_start = time.time()
-    folder = open_run(config, run_start)
+    folder, run_start = start_run(config)
     try:
         with interruptible():  # as the multi-process launchers' supervisor is
             outcome = run_worker(config, WorkerContext(run_start=run_start, run_dir=str(folder.path)), folder)

@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import sys
-import time
 from pathlib import Path
 
 from bench.config import RunConfig
@@ -25,7 +24,7 @@ from bench.launch.mpi_environment import under_mpi
 from bench.launch.processes import start
 from bench.launch.supervisor import supervise
 from bench.launch.tools import find_tool
-from bench.run.lifecycle import close_run, exit_status, join_environment, joined_run, open_run
+from bench.run.lifecycle import close_run, exit_status, join_environment, joined_run, start_run
 from bench.run.records import RunFolder
 from strategies import registry
 from strategies.base import WorkerContext
@@ -59,8 +58,7 @@ def start_ranks(config: RunConfig) -> int:
     strategy_cls = registry.get(config.strategy)
     placement = session.place(config, strategy_cls.processes(config)) if config.emulated_cluster else None
     launcher = strategy_cls.rank_launcher(config, placement) or mpirun_command(config.workers, placement)
-    run_start = time.time()
-    folder = open_run(config, run_start)
+    folder, run_start = start_run(config)
     env = {**join_environment(folder, run_start), **strategy_cls.environment(config, str(folder.path))}
     argv = [*launcher, sys.executable, "-m", "bench", *config_argv(config.replace(emulated_cluster=None))]
     if placement:
@@ -122,9 +120,8 @@ def run_rank(config: RunConfig) -> int:
     joined = joined_run()
     owner = joined is None  # started by the user's mpirun: rank 0 owns run.json
     if owner:
-        run_start = time.time()
-        path = str(open_run(config, run_start).path) if hvd.rank() == 0 else None
-        path, run_start = hvd.broadcast_object((path, run_start), root_rank=0)
+        opened, run_start = start_run(config) if hvd.rank() == 0 else (None, None)
+        path, run_start = hvd.broadcast_object((opened and str(opened.path), run_start), root_rank=0)
         folder = RunFolder(Path(path))
     else:
         folder, run_start = joined

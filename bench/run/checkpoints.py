@@ -33,6 +33,25 @@ def reason(exc: Exception) -> str:
     return re.sub(r"\s*\[Op:\w+\]$", "", text.split("; ")[-1])
 
 
+def latest_checkpoint(directory: Path) -> Path | None:
+    """The latest complete checkpoint in `directory`: the one its `checkpoint` state file names
+    (written last, after the checkpoint's files), when its index is there."""
+    try:
+        state = (directory / "checkpoint").read_text()
+    except OSError:
+        return None
+    named = re.search(r'^model_checkpoint_path:\s*"(.+)"\s*$', state, re.MULTILINE)
+    if not named:
+        return None
+    prefix = directory / named.group(1)  # relative to the folder, unless written absolute
+    return prefix if prefix.with_name(prefix.name + ".index").exists() else None
+
+
+def checkpoint_step(prefix: Path | str) -> int:
+    """The global step a checkpoint was saved at, from its name (CHECKPOINT_NAME-<global step>)."""
+    return int(Path(prefix).name.rsplit("-", 1)[1])
+
+
 def checkpoint_bytes(prefix: str) -> int:
     """Bytes of the files of the checkpoint at `prefix` (its index and data shards)."""
     path = Path(prefix)
@@ -52,7 +71,7 @@ class Checkpoints:
         self.clock = clock
         ensure_csv(folder.path / CHECKPOINTS_FILE, CHECKPOINT_COLUMNS)
         self.writer = CsvAppender(folder.path / CHECKPOINTS_FILE, CHECKPOINT_COLUMNS)
-        self.last_step = 0
+        self.last_step = config.resume_step
         self.last_time = clock()
 
     @classmethod

@@ -18,7 +18,7 @@ class DeviceFeed:
     """Call `batch()` inside a tf.function or a v1 graph; each evaluation advances one batch."""
 
     def __init__(self, split: Split, batch_size: int, steps: int, seed: int, shuffle: bool,
-                 fixed: bool = False, local_variable: bool = False) -> None:
+                 fixed: bool = False, local_variable: bool = False, start_batch: int = 0) -> None:
         if len(split) < batch_size:
             raise ValueError(f"a worker's shard has {len(split)} examples, fewer than one batch of {batch_size}")
         self.batch_size = batch_size
@@ -30,11 +30,12 @@ class DeviceFeed:
         plan = index_plan(len(split), batch_size, steps, seed, shuffle)
         self.usable = len(plan) - len(plan) % batch_size
         self.plan = tf.constant(plan[: self.usable])
+        start = start_batch * batch_size % self.usable  # a resumed run goes on where its checkpoint was
         collections = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES] if local_variable else None
         if collections:
-            self.cursor = tf.compat.v1.Variable(0, trainable=False, name="feed_cursor", collections=collections)
+            self.cursor = tf.compat.v1.Variable(start, trainable=False, name="feed_cursor", collections=collections)
         else:
-            self.cursor = tf.Variable(0, trainable=False, name="feed_cursor")
+            self.cursor = tf.Variable(start, trainable=False, name="feed_cursor")
 
     def batch(self) -> tuple[tf.Tensor, tf.Tensor]:
         if self.fixed:

@@ -45,7 +45,7 @@ class Evaluator:
         self.clock = clock
         self.events = events
         self.writer = folder.evals_writer()
-        self.last_step: int | None = None
+        self.last_step: int | None = config.resume_step or None
 
     def due(self, global_step: int) -> bool:
         if not self.every:
@@ -86,8 +86,9 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
     """Train this worker until the strategy says the run is done; write its records."""
     clock = run_clock(context.run_start)
 
-    strategy = registry.get(config.strategy).implementation()(config, context)
-    data = load_data(config, registry.get(config.strategy).worker_batch(config), context.rank)
+    strategy_cls = registry.get(config.strategy)
+    strategy = strategy_cls.implementation()(config, context)
+    data = load_data(config, strategy_cls.worker_batch(config), context.rank)
     steps_out = folder.steps_writer()
     events = RunEvents(folder.path) if context.is_chief else None
     evaluator = Evaluator(config, folder, clock, events) if events and data.val is not None else None
@@ -95,7 +96,7 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
     progress = Progress(config.steps, f"{config.strategy}/{config.model}",
                         enabled=show_progress and context.is_chief)
     began = clock()
-    local_step = 0
+    local_step = strategy_cls.local_steps_at(config, config.resume_step)  # a resumed run's count goes on
     log = StepLog(steps_out, folder.run_id, context.rank, context.run_start)
 
     def flush(now: float) -> None:

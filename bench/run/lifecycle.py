@@ -42,6 +42,17 @@ def run_label(config: RunConfig) -> str:
     return f"{config.strategy}-{config.model}-{config.data}-w{config.workers}"
 
 
+def start_run(config: RunConfig) -> tuple[RunFolder, float]:
+    """The run's folder and start (epoch seconds every process measures from): a new one, or a
+    resumed run's own (bench.run.resume)."""
+    if config.resume_from:
+        from bench.run.resume import reopen_run
+
+        return reopen_run(config)
+    run_start = time.time()
+    return open_run(config, run_start), run_start
+
+
 def open_run(config: RunConfig, run_start: float, folder: RunFolder | None = None) -> RunFolder:
     folder = folder or RunFolder.create(config.output, run_label(config))
     strategy_cls = registry.get(config.strategy)

@@ -19,7 +19,8 @@ from bench.metrics import (
 )
 from bench.run import breakdown
 from bench.run.checkpoints import CHECKPOINTS_FILE
-from bench.run.records import EVALS_FILE, STEPS_FILE
+from bench.run.records import EVALS_FILE, STEPS_FILE, RunFolder
+from bench.run.resume import restarts_s
 
 
 def read_steps(run_dir: Path) -> pd.DataFrame:
@@ -35,9 +36,10 @@ def summarize(run_dir: Path, warmup_steps: int, target_accuracy: float,
     """The summary figures; with `write_breakdown`, also the run's breakdown.csv (split once)."""
     steps = read_steps(run_dir)
     evals = read_evals(run_dir)
-    measured = measured_steps(steps, warmup_steps)
-    mean, half = throughput(measured, applied_examples(measured))
-    computed, _ = throughput(measured, measured["examples"].to_numpy(dtype=float))
+    restarts = restarts_s(RunFolder(run_dir).read_run())
+    measured = measured_steps(steps, warmup_steps, restarts)
+    mean, half = throughput(measured, applied_examples(measured), restarts)
+    computed, _ = throughput(measured, measured["examples"].to_numpy(dtype=float), restarts)
     first_step_s = float(steps["t_start_s"].min()) if len(steps) else math.nan
     val = evals[evals["split"] == "val"] if not evals.empty else evals
     tta_s, tta_steps = time_to_accuracy(val, target_accuracy) if not val.empty else (math.nan, math.nan)
@@ -47,6 +49,7 @@ def summarize(run_dir: Path, warmup_steps: int, target_accuracy: float,
         "throughput_interval": "95% CI, batch means over consecutive steps",
         "computed_throughput_examples_per_s": computed,
         "measured_steps": int(len(measured)),
+        "attempts": len(restarts) + 1,
         "warmup_steps": int(warmup_steps),
         "total_steps": int(len(steps)),
         "global_steps": int(steps["global_step"].max()) if len(steps) else 0,

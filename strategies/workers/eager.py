@@ -60,13 +60,22 @@ class EagerWorker(Worker):
         self.use_model(model, optimizer)
 
     def use_model(self, model: Model, optimizer: tf.compat.v1.train.Optimizer) -> None:
-        """The bookkeeping of `use` for a worker that compiles its steps itself."""
+        """The bookkeeping of `use` for a worker that compiles its steps itself; a resumed run's
+        weights, optimizer state and step count come back from its checkpoint here."""
         self.model = model
         self.optimizer = optimizer
         self._eval = tf.function(model.evaluate, reduce_retracing=True)
-        self._step = 0
+        self._step = self.config.resume_step
         self._batch = self.strategy.worker_batch(self.config)
         self._checkpoints: tf.train.CheckpointManager | None = None
+        self._saved_step = tf.Variable(self._step, dtype=tf.int64, trainable=False)
+        # the variables under their own names, as a graph strategy's Saver names them
+        variables = {v.name.split(":")[0]: v for v in model.weights}
+        self._state = tf.train.Checkpoint(model=variables, optimizer=optimizer, global_step=self._saved_step)
+        if self.config.resume_from:
+            # every process reads the checkpoint itself, so every replica and rank starts from the
+            # chief's saved weights and optimizer state (the slots exist: tracing the step made them)
+            self._state.restore(self.config.resume_from).assert_existing_objects_matched()
 
     def step(self, stamped: bool = False) -> StepResult:
         # the output stays a tensor: it is read when the harness writes the row
@@ -85,11 +94,8 @@ class EagerWorker(Worker):
 
     def save_checkpoint(self, directory: str, global_step: int) -> str:
         if self._checkpoints is None:
-            self._saved_step = tf.Variable(0, dtype=tf.int64, trainable=False)
-            # the variables under their own names, as a graph strategy's Saver names them
-            variables = {v.name.split(":")[0]: v for v in self.model.weights}
-            state = tf.train.Checkpoint(model=variables, optimizer=self.optimizer, global_step=self._saved_step)
-            self._checkpoints = tf.train.CheckpointManager(state, directory, max_to_keep=self.config.checkpoint_keep,
+            self._checkpoints = tf.train.CheckpointManager(self._state, directory,
+                                                           max_to_keep=self.config.checkpoint_keep,
                                                            checkpoint_name=CHECKPOINT_NAME)
         self._saved_step.assign(global_step)
         return self._checkpoints.save(checkpoint_number=global_step)

@@ -81,10 +81,10 @@ class LocalSgdWorker(AllreduceWorker):
         self._steps.update({(kind, flag): traced(kind, flag) for kind in kinds - {LOCAL} for flag in (False, True)})
         # every rank starts from rank 0's weights (they are seeded alike; this makes it so)
         hvd.broadcast_variables(model.weights, root_rank=0)
+        self.use_model(model, optimizer)  # a resumed run's checkpoint is restored here
         for anchor, v in zip(anchors, averaged_state, strict=False):
             anchor.assign(v)
         self._averaged = len(averaged_state)
-        self.use_model(model, optimizer)
 
     def step(self, stamped: bool = False) -> StepResult:
         kind = step_kind(self.config, self._step + 1)

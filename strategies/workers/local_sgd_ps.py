@@ -33,6 +33,17 @@ def make_local(graph: tf.Graph, device: str) -> None:
 
 class LocalSgdPSWorker(ParameterServerWorker):
     strategy = LocalSgdPS
+    restores_in_session = False  # its checkpoint has the averaged parameters, not its counters
+
+    def ready(self) -> None:
+        """A resumed run: the chief restores the global parameters (and its own slots) before the
+        start-up barrier lets anyone read them; after it, every worker takes them as its copy."""
+        resume = self.config.resume_from
+        if resume and self.context.is_chief:
+            self.saver.restore(self.session._tf_sess(), resume)
+        super().ready()
+        if resume:
+            self.session._tf_sess().run(self.copy_global)
 
     def _build_model(self) -> Model:
         return models.for_run(self.config)  # the global parameters, never partitioned
@@ -62,6 +73,7 @@ class LocalSgdPSWorker(ParameterServerWorker):
             values = [tf.identity(g.read_value()) for g in self.model.weights]
             pulled = tf.group(*[v.assign(value, read_value=False) for v, value in zip(self.local.weights, values)],
                               *[a.assign(value, read_value=False) for a, value in zip(anchors, values)])
+        self.copy_global = pulled
         with tf.control_dependencies([pulled]):
             self.pull = pulls.assign_add(1, read_value=False)
         self.pulled = pulls.read_value()
@@ -72,7 +84,7 @@ class LocalSgdPSWorker(ParameterServerWorker):
         self.set_global_step = self.global_step.assign(self.step_value, read_value=False)
         make_local(graph, self.worker_device)
         self._averages = 0
-        self._step = 0
+        self._step = self.config.resume_step
         return {"loss": loss, "train": train}, []
 
     def run_step(self, stamped: bool) -> dict[str, Any]:

@@ -138,6 +138,8 @@ def bytes_per_ps(num_ps: int) -> tuple[list[int], dict[str, int]]:
 class ParameterServerWorker(Worker):
     """Base of the ps-async and ps-sync workers; a subclass builds the train op in `build_train_op`."""
 
+    restores_in_session = True  # False: a resumed run's checkpoint holds less than every global variable
+
     @classmethod
     def configure_runtime(cls, config: RunConfig) -> dict[str, Any]:
         tf.compat.v1.disable_eager_execution()
@@ -203,11 +205,15 @@ class ParameterServerWorker(Worker):
         return models.for_run(self.config)
 
     def _open_session(self, hooks: list) -> tf.compat.v1.train.MonitoredSession:
-        scaffold = tf.compat.v1.train.Scaffold()
+        scaffold = tf.compat.v1.train.Scaffold(saver=self.saver)  # the chief's, if it saves checkpoints
         master = self.server.target
         cfg = session_config(self.context.rank)
         if self.context.is_chief:
-            creator = tf.compat.v1.train.ChiefSessionCreator(scaffold=scaffold, master=master, config=cfg)
+            # a resumed run: the chief's session starts from the checkpoint instead of the initial
+            # values, before any worker is let in (they wait until the variables are ready)
+            restore = self.config.resume_from if self.restores_in_session else None
+            creator = tf.compat.v1.train.ChiefSessionCreator(scaffold=scaffold, master=master, config=cfg,
+                                                             checkpoint_filename_with_path=restore)
         else:
             timeout = int(self.config.option("startup_timeout_s"))
             creator = _FastWorkerSessionCreator(scaffold=scaffold, master=master, config=cfg,

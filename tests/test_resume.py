@@ -1,0 +1,145 @@
+"""--resume: a run killed after a checkpoint goes on from it in its own folder and ends where an
+uninterrupted run ends; bad folders are refused before anything is written."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.cli import main
+from bench.config import RunConfig
+from bench.run.checkpoints import CHECKPOINT_DIR
+from strategies import registry
+from tests.conftest import only_run
+from tests.processes import bench
+
+STEPS, SAVE_EVERY, KILL_AT = 100, 50, 70
+COMMON = ["--model", "mlp", "--data", "digits", "--optimizer", "momentum", "--steps", str(STEPS),
+          "--eval-every", "0", "--save-weights", "--checkpoint-every-steps", str(SAVE_EVERY)]
+# the strategies whose 100 steps are the same computation however they are cut (what differs is
+# the order of float sums); local-sgd averages every 10 steps, so the checkpoint at 50 holds what
+# every rank has; local-sgd-ps's other workers keep no slots in the chief's checkpoint: plain SGD
+DETERMINISTIC = {
+    "single": [],
+    "multi-tower": ["--workers", "2"],
+    "mirrored": ["--workers", "2"],
+    "allreduce": ["--workers", "2"],
+    "allreduce-tf": ["--workers", "2"],
+    "ps-sync": ["--workers", "2"],
+    "local-sgd": ["--workers", "2", "--sync-period", "10", "--average-optimizer-state", "true"],
+    "local-sgd-ps": ["--workers", "2", "--sync-period", "10", "--optimizer", "sgd"],
+}
+
+
+def test_every_strategy_is_covered():
+    assert set(DETERMINISTIC) | {"ps-async"} == set(registry.all_strategies())
+
+
+def killed_then_resumed(results, strategy: str, extra: list[str]):
+    """Run with a checkpoint at step 50 and the chief killed at about step 70, then resume."""
+    kill_at = local_steps(strategy, workers(extra), KILL_AT)
+    killed = bench("--strategy", strategy, *COMMON, *extra, "--kill-worker", f"0@{kill_at}",
+                   "--output", str(results))
+    assert killed.returncode != 0, killed.stderr[-2000:]
+    run_dir = only_run(results)
+    assert json.loads((run_dir / "run.json").read_text())["status"] != "ok"
+    assert not (run_dir / "weights.npz").exists()
+    resumed = bench("--resume", str(run_dir))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    return run_dir
+
+
+def workers(extra: list[str]) -> int:
+    return int(extra[extra.index("--workers") + 1]) if "--workers" in extra else 1
+
+
+def local_steps(strategy: str, workers: int, global_step: int) -> int:
+    return registry.get(strategy).local_steps_at(RunConfig(strategy=strategy, workers=workers), global_step)
+
+
+def assert_attempts_recorded(run_dir) -> None:
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "ok"
+    [attempt] = record["resumed_at"]
+    assert attempt["global_step"] == SAVE_EVERY and attempt["checkpoint"] == f"{CHECKPOINT_DIR}/ckpt-{SAVE_EVERY}"
+    assert record["summary"]["attempts"] == 2 and record["summary"]["global_steps"] >= STEPS
+    steps = pd.read_csv(run_dir / "steps.csv")
+    after = steps[steps["t_start_s"] >= attempt["at_s"]]
+    assert len(after) and len(steps) > len(after)  # appended to the first attempt's rows
+    chief = after[after["worker"] == 0]
+    assert chief["global_step"].min() == SAVE_EVERY + 1 or record["strategy"]["asynchronous"]
+    config = record["config"]
+    assert chief["local_step"].min() == local_steps(config["strategy"], config["workers"], SAVE_EVERY)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", list(DETERMINISTIC))
+def test_a_killed_run_resumed_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, strategy):
+    extra = DETERMINISTIC[strategy]
+    straight = tmp_path / "straight"
+    out = bench("--strategy", strategy, *COMMON, *extra, "--output", str(straight))
+    assert out.returncode == 0, out.stderr[-3000:]
+    run_dir = killed_then_resumed(tmp_path / "cut", strategy, extra)
+    assert_attempts_recorded(run_dir)
+    expected, got = np.load(only_run(straight) / "weights.npz"), np.load(run_dir / "weights.npz")
+    assert expected.files == got.files
+    for name in expected.files:
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_an_asynchronous_run_resumed_goes_on_from_its_loss(tmp_path):
+    run_dir = killed_then_resumed(tmp_path, "ps-async", ["--workers", "2"])
+    assert_attempts_recorded(run_dir)
+    steps = pd.read_csv(run_dir / "steps.csv").sort_values("t_start_s")
+    restart = json.loads((run_dir / "run.json").read_text())["resumed_at"][0]["at_s"]
+    first = steps[steps["t_start_s"] < restart]
+    at_start, before = first["loss"].head(10).mean(), first["loss"].tail(10).mean()
+    resumed = steps[steps["t_start_s"] >= restart]["loss"].head(10).mean()
+    assert before < 0.6 * at_start  # it had learned something ...
+    assert resumed < (at_start + before) / 2  # ... and the resumed run starts from it, not from scratch
+
+
+@pytest.fixture()
+def finished_run(results):
+    assert main(["--strategy", "single", *COMMON, "--steps", "20", "--checkpoint-every-steps", "10",
+                 "--output", str(results)]) == 0
+    return only_run(results)
+
+
+def refused(results, *args: str) -> str:
+    before = {p: p.stat().st_mtime_ns for p in results.rglob("*")}
+    out = bench(*args)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert {p: p.stat().st_mtime_ns for p in results.rglob("*")} == before  # nothing written
+    return out.stderr
+
+
+def test_a_finished_run_is_not_resumed(results, finished_run):
+    assert "finished" in refused(results, "--resume", str(finished_run))
+
+
+def test_a_folder_that_is_not_a_run_is_refused(results):
+    (results / "empty").mkdir()
+    assert "not a run folder" in refused(results, "--resume", str(results / "empty"))
+    assert "not a run folder" in refused(results, "--resume", str(results / "nowhere"))
+
+
+def test_a_run_of_another_strategy_or_model_is_refused(results, finished_run):
+    record = json.loads((finished_run / "run.json").read_text())
+    (finished_run / "run.json").write_text(json.dumps({**record, "status": "failed: killed"}))
+    assert "a run of --strategy single, not mirrored" in refused(results, "--resume", str(finished_run),
+                                                                 "--strategy", "mirrored")
+    assert "a run of --model mlp, not cnn" in refused(results, "--resume", str(finished_run), "--model", "cnn")
+    assert "drop --steps" in refused(results, "--resume", str(finished_run), "--steps", "50")
+
+
+def test_a_run_without_a_checkpoint_is_refused(results, finished_run):
+    record = json.loads((finished_run / "run.json").read_text())
+    (finished_run / "run.json").write_text(json.dumps({**record, "status": "failed: killed"}))
+    for path in (finished_run / CHECKPOINT_DIR).iterdir():
+        path.unlink()
+    assert "has no checkpoint" in refused(results, "--resume", str(finished_run))
