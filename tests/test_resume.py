@@ -11,8 +11,9 @@ import pytest
 
 from bench.cli import main
 from bench.config import RunConfig
-from bench.run.checkpoints import CHECKPOINT_DIR
+from bench.run.checkpoints import CHECKPOINT_DIR, CHECKPOINTS_FILE
 from strategies import registry
+from tests.checkpoint_values import assert_holds_the_final_weights, latest
 from tests.conftest import only_run
 from tests.processes import bench
 
@@ -60,19 +61,32 @@ def local_steps(strategy: str, workers: int, global_step: int) -> int:
     return registry.get(strategy).local_steps_at(RunConfig(strategy=strategy, workers=workers), global_step)
 
 
+def assert_saved_the_chief_s_state(run_dir) -> None:
+    """A save at each multiple of the period and one at the end, the latest holding the final
+    weights and a momentum slot of each (where the optimizer has one)."""
+    saves = pd.read_csv(run_dir / CHECKPOINTS_FILE)
+    assert list(saves["global_step"]) == [SAVE_EVERY, STEPS]
+    step, values = latest(run_dir)
+    assert step == STEPS
+    config = json.loads((run_dir / "run.json").read_text())["config"]
+    assert_holds_the_final_weights(run_dir, values, slots=config["optimizer"] == "momentum")
+
+
 def assert_attempts_recorded(run_dir) -> None:
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == "ok"
     [attempt] = record["resumed_at"]
-    assert attempt["global_step"] == SAVE_EVERY and attempt["checkpoint"] == f"{CHECKPOINT_DIR}/ckpt-{SAVE_EVERY}"
+    saved = attempt["global_step"]  # an asynchronous chief saves at the first step it sees past 50
+    assert saved == SAVE_EVERY or (record["strategy"]["asynchronous"] and SAVE_EVERY < saved < SAVE_EVERY + 5)
+    assert attempt["checkpoint"] == f"{CHECKPOINT_DIR}/ckpt-{saved}"
     assert record["summary"]["attempts"] == 2 and record["summary"]["global_steps"] >= STEPS
     steps = pd.read_csv(run_dir / "steps.csv")
     after = steps[steps["t_start_s"] >= attempt["at_s"]]
     assert len(after) and len(steps) > len(after)  # appended to the first attempt's rows
     chief = after[after["worker"] == 0]
-    assert chief["global_step"].min() == SAVE_EVERY + 1 or record["strategy"]["asynchronous"]
+    assert chief["global_step"].min() == saved + 1 or record["strategy"]["asynchronous"]
     config = record["config"]
-    assert chief["local_step"].min() == local_steps(config["strategy"], config["workers"], SAVE_EVERY)
+    assert chief["local_step"].min() == local_steps(config["strategy"], config["workers"], saved)
 
 
 @pytest.mark.slow
@@ -82,6 +96,7 @@ def test_a_killed_run_resumed_ends_with_the_weights_of_an_uninterrupted_one(tmp_
     straight = tmp_path / "straight"
     out = bench("--strategy", strategy, *COMMON, *extra, "--output", str(straight))
     assert out.returncode == 0, out.stderr[-3000:]
+    assert_saved_the_chief_s_state(only_run(straight))
     run_dir = killed_then_resumed(tmp_path / "cut", strategy, extra)
     assert_attempts_recorded(run_dir)
     expected, got = np.load(only_run(straight) / "weights.npz"), np.load(run_dir / "weights.npz")
@@ -92,15 +107,19 @@ def test_a_killed_run_resumed_ends_with_the_weights_of_an_uninterrupted_one(tmp_
 
 @pytest.mark.slow
 def test_an_asynchronous_run_resumed_goes_on_from_its_loss(tmp_path):
-    run_dir = killed_then_resumed(tmp_path, "ps-async", ["--workers", "2"])
+    # plain SGD: with momentum, stale gradients make its early losses too noisy to compare
+    run_dir = killed_then_resumed(tmp_path, "ps-async", ["--workers", "2", "--optimizer", "sgd"])
     assert_attempts_recorded(run_dir)
     steps = pd.read_csv(run_dir / "steps.csv").sort_values("t_start_s")
-    restart = json.loads((run_dir / "run.json").read_text())["resumed_at"][0]["at_s"]
-    first = steps[steps["t_start_s"] < restart]
-    at_start, before = first["loss"].head(10).mean(), first["loss"].tail(10).mean()
-    resumed = steps[steps["t_start_s"] >= restart]["loss"].head(10).mean()
-    assert before < 0.6 * at_start  # it had learned something ...
-    assert resumed < (at_start + before) / 2  # ... and the resumed run starts from it, not from scratch
+    [attempt] = json.loads((run_dir / "run.json").read_text())["resumed_at"]
+    first = steps[steps["t_start_s"] < attempt["at_s"]]
+    # the first attempt's other worker went on alone after the chief died: compare with its
+    # losses around the checkpoint's step, not with its last ones
+    near = first[(first["global_step"] - attempt["global_step"]).abs() <= 10]["loss"].mean()
+    at_start = first["loss"].head(4).mean()
+    resumed = steps[steps["t_start_s"] >= attempt["at_s"]]["loss"].head(10).mean()
+    assert near < 0.7 * at_start  # it had learned something by the checkpoint ...
+    assert abs(resumed - near) < abs(resumed - at_start)  # ... and goes on from there, not from scratch
 
 
 @pytest.fixture()

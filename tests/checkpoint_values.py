@@ -1,0 +1,31 @@
+"""What a run's checkpoints hold, read back with TensorFlow's own reader (for the tests)."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from bench.run.checkpoints import CHECKPOINT_DIR
+
+
+def latest(run_dir) -> tuple[int, dict[str, np.ndarray]]:
+    """The latest checkpoint's global step and values, named as each format names them:
+    object-based (eager strategies) `model/NAME/.ATTRIBUTES/...`, a graph Saver's `NAME`."""
+    prefix = tf.train.latest_checkpoint(str(run_dir / CHECKPOINT_DIR))
+    assert prefix is not None
+    reader = tf.train.load_checkpoint(prefix)
+    values = {}
+    for name in reader.get_variable_to_shape_map():
+        short = name.removeprefix("model/").replace("/.ATTRIBUTES/VARIABLE_VALUE", "")
+        values[short.replace("/.OPTIMIZER_SLOT/optimizer/", "/").lower()] = reader.get_tensor(name)
+    return int(values.pop("global_step")), values
+
+
+def assert_holds_the_final_weights(run_dir, values: dict[str, np.ndarray], slots: bool = True) -> None:
+    weights = np.load(run_dir / "weights.npz")
+    saved = {k: v for k, v in values.items() if "/" not in k and k.startswith(("hid", "sm"))}
+    assert len(saved) == len(weights.files)
+    for name in weights.files:
+        assert any(v.shape == weights[name].shape and np.array_equal(v, weights[name]) for v in saved.values())
+    for name in saved:  # and each weight's momentum slot
+        assert not slots or f"{name}/momentum" in values
