@@ -95,3 +95,18 @@ def test_time_to_accuracy_and_scaling_efficiency():
     assert metrics.time_to_accuracy(evals, 0.9) == (2.0, 20.0)
     assert all(math.isnan(v) for v in metrics.time_to_accuracy(evals, 0.99))
     assert metrics.scaling_efficiency(300.0, 4, 100.0) == 0.75
+
+
+def test_a_resumed_run_leaves_out_the_time_between_attempts_and_warms_up_again():
+    first = steps_frame([0.01] * 70)  # killed after 70 steps; resumed from step 50, 100 s later
+    second = steps_frame([0.02] * 50).assign(local_step=lambda f: f["local_step"] + 50,
+                                              t_start_s=lambda f: f["t_start_s"] + 100.7,
+                                              t_end_s=lambda f: f["t_end_s"] + 100.7)
+    steps = pd.concat([first, second], ignore_index=True)
+    restarts = [100.0]
+    measured = metrics.measured_steps(steps, 10, restarts)
+    assert list(measured["local_step"]) == [*range(10, 70), *range(60, 100)]  # each attempt warms up
+    mean, _ = metrics.throughput(measured, metrics.applied_examples(measured), restarts)
+    assert math.isclose(mean, 100 * 10 / (60 * 0.01 + 40 * 0.02), rel_tol=1e-6)
+    across_the_gap, _ = throughput(metrics.measured_steps(steps, 10))
+    assert across_the_gap < mean / 50  # what it would say counting the downtime
