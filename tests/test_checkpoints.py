@@ -108,4 +108,6 @@ def test_an_asynchronous_chief_saves_at_each_multiple_it_passes(results):
     periodic = steps[:-1]
     assert all(s // 10 > p // 10 for p, s in zip([0, *periodic], periodic, strict=False))
     step, _ = latest(run_dir)
-    assert step == steps[-1]  # its other workers go on after the save: the weights are not the final ones
+    # the saver reads the global step from the ps as it reads the variables: the other worker
+    # may have taken a step since the chief named the checkpoint
+    assert step >= steps[-1]

@@ -19,6 +19,7 @@ STEP_COLUMNS = ("run_id", "worker", "local_step", "global_step", "t_start_s", "t
                 "compute_s", "exchange_s", "waiting_s", "ready_s")
 EVAL_COLUMNS = ("run_id", "global_step", "wall_s", "split", "loss", "accuracy", "eval_s")
 STEPS_FILE, EVALS_FILE, RUN_FILE = "steps.csv", "evals.csv", "run.json"
+RESUMED_AT = "resumed_at"  # run.json: each later attempt of a resumed run (bench.run.resume)
 
 
 def _format(value: Any) -> str:
@@ -128,3 +129,8 @@ class RunFolder:
         tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
         os.replace(tmp, self.path / RUN_FILE)
         return record
+
+
+def restarts_s(record: dict[str, Any]) -> list[float]:
+    """When each later attempt of a run began, in seconds on the run's clock."""
+    return [float(a["at_s"]) for a in record.get(RESUMED_AT) or []]

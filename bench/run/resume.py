@@ -18,7 +18,7 @@ from bench.config import RunConfig, check_output
 from bench.errors import UsageError
 from bench.run.checkpoints import CHECKPOINT_DIR, checkpoint_step, latest_checkpoint
 from bench.run.owner import describe_owner, owner_state
-from bench.run.records import RUN_FILE, RunFolder
+from bench.run.records import RESUMED_AT, RUN_FILE, RunFolder
 
 FINISHED = "ok"
 
@@ -75,10 +75,6 @@ def reopen_run(config: RunConfig) -> tuple[RunFolder, float]:
     attempt = {"at_s": time.time() - run_start, "global_step": config.resume_step,
                "checkpoint": str(Path(config.resume_from).relative_to(folder.path)),
                "previous_status": record.get("status")}
-    folder.update_run(status="running", owner=describe_owner(), resumed_at=[*record.get("resumed_at", []), attempt])
+    folder.update_run(status="running", owner=describe_owner(), **{RESUMED_AT: [*record.get(RESUMED_AT, []), attempt]})
     return folder, run_start
 
-
-def restarts_s(record: Mapping[str, Any]) -> list[float]:
-    """When each later attempt of a run began, in seconds on the run's clock."""
-    return [float(a["at_s"]) for a in record.get("resumed_at") or []]

@@ -19,8 +19,7 @@ from bench.metrics import (
 )
 from bench.run import breakdown
 from bench.run.checkpoints import CHECKPOINTS_FILE
-from bench.run.records import EVALS_FILE, STEPS_FILE, RunFolder
-from bench.run.resume import restarts_s
+from bench.run.records import EVALS_FILE, STEPS_FILE, RunFolder, restarts_s
 
 
 def read_steps(run_dir: Path) -> pd.DataFrame:

@@ -36,11 +36,13 @@ class LocalSgdPSWorker(ParameterServerWorker):
     restores_in_session = False  # its checkpoint has the averaged parameters, not its counters
 
     def ready(self) -> None:
-        """A resumed run: the chief restores the global parameters (and its own slots) before the
-        start-up barrier lets anyone read them; after it, every worker takes them as its copy."""
+        """A resumed run: the chief restores its copy (and its slots) and makes it the global
+        parameters before the start-up barrier lets anyone read them; after it, every worker
+        takes them as its copy."""
         resume = self.config.resume_from
         if resume and self.context.is_chief:
             self.saver.restore(self.session._tf_sess(), resume)
+            self.session._tf_sess().run(self.publish)
         super().ready()
         if resume:
             self.session._tf_sess().run(self.copy_global)
@@ -74,6 +76,8 @@ class LocalSgdPSWorker(ParameterServerWorker):
             pulled = tf.group(*[v.assign(value, read_value=False) for v, value in zip(self.local.weights, values)],
                               *[a.assign(value, read_value=False) for a, value in zip(anchors, values)])
         self.copy_global = pulled
+        self.publish = tf.group(*[g.assign(v.read_value(), read_value=False)
+                                  for g, v in zip(self.model.weights, self.local.weights, strict=True)])
         with tf.control_dependencies([pulled]):
             self.pull = pulls.assign_add(1, read_value=False)
         self.pulled = pulls.read_value()
@@ -121,9 +125,12 @@ class LocalSgdPSWorker(ParameterServerWorker):
         return waited
 
     def checkpoint_variables(self) -> dict[str, tf.Variable]:
-        """The global parameters (the last average), the global step, and this worker's optimizer
-        slots (its own: they are not averaged) under the global parameters' names."""
-        out = {v.op.name: v for v in [*self.model.weights, self.global_step]}
+        """This worker's copy (right after an average, the average), the global step, and its
+        optimizer slots (its own: they are not averaged), under the global parameters' names.
+        Not the global parameters themselves: a faster worker may already have pushed its next
+        change into them while the chief saves."""
+        out = {g.op.name: own for g, own in zip(self.model.weights, self.local.weights, strict=True)}
+        out[self.global_step.op.name] = self.global_step
         for shared, own in zip(self.model.weights, self.local.weights, strict=True):
             for name in self.optimizer.get_slot_names():
                 slot = self.optimizer.get_slot(own, name)
