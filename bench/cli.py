@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from bench.config import OPTIMIZERS, RunConfig
 from bench.errors import UsageError
 from bench.launch.mpi_environment import under_mpi, world_size
+from bench.launch.recovery import RECOVERY_LIMIT
 from bench.launch.supervisor import STARTUP_LIMIT_S
 from bench.launch.tf_config import topology_from_tf_config
 from bench.usage import OneLineParser, refuse
@@ -91,6 +92,9 @@ def run_parser() -> argparse.ArgumentParser:
     g.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="go on with the interrupted or failed run in RUN_DIR from its latest checkpoint, with "
                         "its own config, appending to its records (--strategy/--model, if given, must match)")
+    g.add_argument("--recover", action="store_true",
+                   help=f"restart after a failure (up to {RECOVERY_LIMIT} times): a dead worker alone, where the "
+                        "strategy lets it rejoin (ps-async, ps-sync), else the whole job from its latest checkpoint")
     g.add_argument("--stall-timeout-s", type=float, default=d.stall_timeout_s,
                    help="fail a multi-process run when no step is recorded for this long once stepping "
                         f"(default: %(default)s; start-up may take up to {STARTUP_LIMIT_S:.0f} s)")
@@ -98,6 +102,8 @@ def run_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("failure injection")
     g.add_argument("--kill-worker", default=None, metavar="W@S",
                    help="worker W kills itself with SIGKILL at its step S")
+    g.add_argument("--kill-ps", default=None, metavar="P@S",
+                   help="the launcher kills ps task P with SIGKILL once the run reaches global step S")
     g.add_argument("--straggler", default=None, metavar="W:F",
                    help="worker W's steps take F times as long (it sleeps (F-1) x its measured step time)")
     g.add_argument("--straggler-random", type=float, default=None, metavar="F",
@@ -161,6 +167,9 @@ def config_from_args(argv: Sequence[str]) -> RunConfig:
         args.update(topology_from_tf_config(os.environ["TF_CONFIG"]))
     if args["strategy"] is None:
         args["strategy"] = registry.default(under_mpi())
+    if under_mpi() and args["recover"]:
+        raise UsageError("--recover: this mpirun is yours, so the suite cannot restart it; start the run with "
+                         "--workers N (the suite then runs mpirun), or run your mpirun again with --resume")
     if under_mpi() and "--workers" not in argv:
         args["workers"] = world_size() or args["workers"]
     strategy_cls = registry.get(args["strategy"])

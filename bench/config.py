@@ -64,9 +64,16 @@ class RunConfig:
     # set from the run folder, never typed
     resume_from: str | None = None
     resume_step: int = 0
+    # --recover (bench.launch.recovery): a failed multi-process run is restarted, a dead worker
+    # alone when the strategy lets one rejoin, else the whole job from its latest checkpoint
+    recover: bool = False
+    # set by the launcher for a worker restarted into its running job, never typed
+    rejoin: bool = False
     stall_timeout_s: float = 120.0
     # failure injection: "W@S" = worker W kills itself with SIGKILL at its local step S
     kill_worker: str | None = None
+    # "P@S": the launcher kills ps task P with SIGKILL once the run has reached global step S
+    kill_ps: str | None = None
     # straggler injection: "W:F" = worker W's steps take F times as long; or each step one
     # random worker (the same one on every worker, drawn from the seed) is slowed by F
     straggler: str | None = None
@@ -135,6 +142,11 @@ class RunConfig:
     def kill_plan(self) -> tuple[int, int] | None:
         """(worker, local step) of the injected SIGKILL, if any."""
         return parse_kill(self.kill_worker)
+
+    @property
+    def kill_ps_plan(self) -> tuple[int, int] | None:
+        """(ps task, global step) of the injected SIGKILL of a ps task, if any."""
+        return parse_kill(self.kill_ps, "--kill-ps", "ps task P dies at global step S")
 
 
 def check_output(output: str) -> None:
@@ -232,11 +244,13 @@ def parse_straggler(text: str | None) -> tuple[int, float] | None:
     return parsed
 
 
-def parse_kill(text: str | None) -> tuple[int, int] | None:
-    """--kill-worker "W@S": (worker W, its local step S)."""
+def parse_kill(text: str | None, flag: str = "--kill-worker",
+               meaning: str = "worker W dies at its step S") -> tuple[int, int] | None:
+    """--kill-worker "W@S": (worker W, its local step S); --kill-ps "P@S": (ps task P, global step S)."""
     if text is None:
         return None
-    worker, sep, step = text.partition("@")
-    if not sep or not worker.isdigit() or not step.isdigit():
-        raise UsageError(f"--kill-worker: expected W@S (worker W dies at its step S), got {text!r}")
-    return int(worker), int(step)
+    who, sep, step = text.partition("@")
+    if not sep or not who.isdigit() or not step.isdigit():
+        pattern = flag.removeprefix("--kill-")[0].upper()
+        raise UsageError(f"{flag}: expected {pattern}@S ({meaning}), got {text!r}")
+    return int(who), int(step)

@@ -25,6 +25,12 @@ Run figures (from a run's steps.csv and evals.csv; bench.run.summary applies the
   checkpoints: the applied examples of the measured steps that end outside every save,
   over the measured span less the seconds of the saves inside it. Overhead: 1 - throughput
   / throughput between checkpoints.
+- recovery (--recover; run.json's `recoveries`, each with the run-clock second `at_s` the
+  failure was seen, the global step reached and the one the run went on from): downtime
+  (s), from the failure to the end of the first step begun after it by what was restarted
+  (the worker, or any worker of a restarted job); steps lost, the global steps done again
+  (step reached - step gone on from); time lost (s), from the failure until a step begun
+  after it took the run past the global step it had reached.
 - scaling efficiency: throughput / (workers x throughput of the 1-worker run of the
   baseline strategy, same model and per-worker batch).
 
@@ -85,6 +91,23 @@ def measured_steps(steps: pd.DataFrame, warmup_steps: int, restarts_s: list[floa
         return steps[steps["local_step"] >= warmup_steps]
     first = steps.groupby([attempts(steps, restarts_s), steps["worker"].to_numpy()])["local_step"].transform("min")
     return steps[steps["local_step"] >= first + warmup_steps]
+
+
+def recovery_costs(steps: pd.DataFrame, recoveries: list[dict]) -> list[dict]:
+    """Each recovery with its downtime_s, steps_lost and time_lost_s (None: never happened)."""
+    out = []
+    for rec in recoveries:
+        after = steps[steps["t_start_s"] > rec["at_s"]]
+        restarted = after[after["worker"] == rec["worker"]] if rec.get("worker") is not None else after
+        past = after[after["global_step"] > rec["step_at_failure"]]
+        out.append({**rec, "downtime_s": _since(restarted, rec["at_s"]),
+                    "steps_lost": int(rec["step_at_failure"] - rec["restart_step"]),
+                    "time_lost_s": _since(past, rec["at_s"])})
+    return out
+
+
+def _since(rows: pd.DataFrame, at_s: float) -> float | None:
+    return float(rows["t_end_s"].min() - at_s) if len(rows) else None
 
 
 def applied_examples(steps: pd.DataFrame) -> np.ndarray:

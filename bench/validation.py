@@ -27,6 +27,7 @@ def validate(config: RunConfig) -> RunConfig:
     check_memory(config, strategy_cls)
     check_topology(config)
     check_injection(config)
+    check_recovery(config, strategy_cls)
     config = registry.with_defaults(config)
     for opt in strategy_cls.options:
         opt.validate(config.options[opt.name])
@@ -35,6 +36,28 @@ def validate(config: RunConfig) -> RunConfig:
         raise UsageError(f"--checkpoint-every-*: {config.strategy} cannot save checkpoints")
     check_output(config.output)
     return config
+
+
+def check_recovery(config: RunConfig, strategy_cls: type[Strategy]) -> None:
+    """--kill-ps names a ps task this run has; --recover has something to restart, and a
+    checkpoint to restart a whole job from."""
+    kill = config.kill_ps_plan
+    if kill:
+        tasks = strategy_cls.processes(config).get("ps", 0)
+        if config.multi_host or kill[0] >= tasks:
+            raise UsageError(f"--kill-ps: ps task {kill[0]} is not a process this launcher starts "
+                             f"({config.strategy} starts {tasks} here)")
+    if not config.recover:
+        return
+    if strategy_cls.launch == IN_PROCESS:
+        raise UsageError(f"--recover: {config.strategy} runs in this one process, so nothing outlives a failure "
+                         "to restart it; --resume the failed run instead")
+    if config.multi_host:
+        raise UsageError("--recover: tasks started by hand (--job-name) are restarted by whoever started them, "
+                         "with --resume")
+    if not config.checkpointing:
+        raise UsageError("--recover needs --checkpoint-every-steps K or --checkpoint-every-s T: a job that "
+                         "cannot go on without the dead process restarts from its latest checkpoint")
 
 
 def check_memory(config: RunConfig, strategy_cls: type[Strategy]) -> None:

@@ -172,6 +172,12 @@ class Strategy:
         return False
 
     @classmethod
+    def rejoins(cls, config: RunConfig) -> bool:
+        """Whether a dead non-chief worker, started again, can rejoin the running job (--recover);
+        if not, the whole job starts again from its latest checkpoint."""
+        return False
+
+    @classmethod
     def finalize_records(cls, run_dir: Path, config: RunConfig) -> dict[str, Any]:
         """After all workers are done: derive what needs every worker's rows (in steps.csv)."""
         return {}

@@ -13,5 +13,11 @@ class PSAsync(ParameterServerStrategy):
     asynchronous = True
 
     @classmethod
+    def rejoins(cls, config: RunConfig) -> bool:
+        # the parameters live on the ps tasks: a new worker reads them and goes on (a ps-sync
+        # step waits for its gradient meanwhile)
+        return True
+
+    @classmethod
     def tolerates_worker_loss(cls, config: RunConfig) -> bool:
         return True

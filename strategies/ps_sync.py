@@ -59,6 +59,12 @@ class PSSync(ParameterServerStrategy):
         return labelled(f"{cls.name} R=N{extra:+d}" if extra else f"{cls.name} R=N", config.option("compression"))
 
     @classmethod
+    def rejoins(cls, config: RunConfig) -> bool:
+        # the parameters live on the ps tasks: a new worker reads them and goes on (a ps-sync
+        # step waits for its gradient meanwhile)
+        return True
+
+    @classmethod
     def tolerates_worker_loss(cls, config: RunConfig) -> bool:
         # with backup workers the others still supply R gradients per step
         return cls.replicas(config) < config.workers

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import tensorflow as tf
 
@@ -29,3 +31,11 @@ def assert_holds_the_final_weights(run_dir, values: dict[str, np.ndarray], slots
         assert any(v.shape == weights[name].shape and np.array_equal(v, weights[name]) for v in saved.values())
     for name in saved:  # and each weight's momentum slot
         assert not slots or f"{name}/momentum" in values
+
+
+def assert_same_weights(run_dir: Path, expected_run: Path) -> None:
+    """The final weights (weights.npz, --save-weights) of two runs agree to float-sum order."""
+    expected, got = np.load(expected_run / "weights.npz"), np.load(run_dir / "weights.npz")
+    assert expected.files == got.files
+    for name in expected.files:
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)

@@ -24,6 +24,14 @@ def _split_cpu() -> None:
 _split_cpu()
 
 
+@pytest.fixture(scope="session")
+def uninterrupted(tmp_path_factory):
+    """uninterrupted(strategy, extra): a 100-step reference run's folder (tests.reference_runs)."""
+    from tests.reference_runs import UninterruptedRuns
+
+    return UninterruptedRuns(tmp_path_factory.mktemp("uninterrupted"))
+
+
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
     out = tmp_path / "results"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -13,13 +12,12 @@ from bench.cli import main
 from bench.config import RunConfig
 from bench.run.checkpoints import CHECKPOINT_DIR, CHECKPOINTS_FILE
 from strategies import registry
-from tests.checkpoint_values import assert_holds_the_final_weights, latest
+from tests.checkpoint_values import assert_holds_the_final_weights, assert_same_weights, latest
 from tests.conftest import only_run
 from tests.processes import bench
+from tests.reference_runs import COMMON, SAVE_EVERY, STEPS
 
-STEPS, SAVE_EVERY, KILL_AT = 100, 50, 70
-COMMON = ["--model", "mlp", "--data", "digits", "--optimizer", "momentum", "--steps", str(STEPS),
-          "--eval-every", "0", "--save-weights", "--checkpoint-every-steps", str(SAVE_EVERY)]
+KILL_AT = 70
 # the strategies whose 100 steps are the same computation however they are cut (what differs is
 # the order of float sums); local-sgd averages every 10 steps, so the checkpoint at 50 holds what
 # every rank has; local-sgd-ps's other workers keep no slots in the chief's checkpoint: plain SGD
@@ -91,18 +89,13 @@ def assert_attempts_recorded(run_dir) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", list(DETERMINISTIC))
-def test_a_killed_run_resumed_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, strategy):
+def test_a_killed_run_resumed_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, strategy, uninterrupted):
     extra = DETERMINISTIC[strategy]
-    straight = tmp_path / "straight"
-    out = bench("--strategy", strategy, *COMMON, *extra, "--output", str(straight))
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert_saved_the_chief_s_state(only_run(straight))
+    straight = uninterrupted(strategy, extra)
+    assert_saved_the_chief_s_state(straight)
     run_dir = killed_then_resumed(tmp_path / "cut", strategy, extra)
     assert_attempts_recorded(run_dir)
-    expected, got = np.load(only_run(straight) / "weights.npz"), np.load(run_dir / "weights.npz")
-    assert expected.files == got.files
-    for name in expected.files:
-        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)
+    assert_same_weights(run_dir, straight)
 
 
 @pytest.mark.slow

@@ -17,11 +17,13 @@ from bench.config import RunConfig
 from bench.emulated import session
 from bench.emulated.placement import enter
 from bench.errors import UsageError
-from bench.launch.processes import free_ports, port_in_use, start
-from bench.launch.supervisor import supervise
+from bench.launch.faults import kill_ps_watch
+from bench.launch.processes import Child, free_ports, port_in_use, start
+from bench.launch.recovery import WORKER_RESTARTED, recoveries_left, recovering, recovery, rejoin_config
+from bench.launch.supervisor import Restarts, supervise
 from bench.launch.tf_config import tf_config
 from bench.run.lifecycle import close_run, exit_status, join_environment, joined_run, open_run, start_run
-from bench.run.records import RUN_FILE, STEPS_FILE, RunFolder
+from bench.run.records import RECOVERIES, RUN_FILE, STEPS_FILE, RunFolder
 from strategies import registry
 
 
@@ -53,38 +55,57 @@ def emulated_argv(config: RunConfig, cluster: dict[str, list[str]], role: str, i
 def launch(config: RunConfig) -> int:
     if config.job_name is not None:
         return run_task(config)
-    processes = {r: n for r, n in registry.get(config.strategy).processes(config).items() if n > 0}
+    return recovering(config, run_local)
+
+
+def run_local(config: RunConfig) -> tuple[int, RunFolder]:
+    """One attempt of a cluster on this machine (or an emulated one): its exit status and folder."""
+    strategy = registry.get(config.strategy)
+    processes = {r: n for r, n in strategy.processes(config).items() if n > 0}
     placement = session.place(config, processes) if config.emulated_cluster else None
     cluster = placement.tf_cluster() if placement else local_cluster(processes)
     folder, run_start = start_run(config)
     folder.update_run(cluster=cluster)
 
-    def command(role: str, i: int) -> list[str]:
-        if placement:
-            return enter(placement.roles[role][i], emulated_argv(config, cluster, role, i))
-        return task_argv(folder, config, cluster, role, i, run_start)
+    def start_task(task: RunConfig, role: str, i: int) -> Child:
+        argv = (enter(placement.roles[role][i], emulated_argv(task, cluster, role, i)) if placement
+                else task_argv(folder, task, cluster, role, i, run_start))
+        return start(f"{role} {i}", argv, folder.path / "logs" / f"{role}{i}.log",
+                     env={"TF_CONFIG": tf_config(cluster, role, i), **join_environment(folder, run_start)},
+                     echo=(role, i) == ("worker", 0))
 
+    rejoined: list[dict] = []
+
+    def restart_worker(rank: int, why: str) -> Child:
+        task = rejoin_config(config, folder.path)
+        rejoined.append(recovery(time.time() - run_start, why, WORKER_RESTARTED, task.resume_step,
+                                 task.resume_step, worker=rank))
+        print(f"{folder.run_id}: recovering: {why}; worker {rank} rejoins at global step {task.resume_step}",
+              file=sys.stderr, flush=True)
+        return start_task(task, "worker", rank)
+
+    restarts = (Restarts(restart_worker, recoveries_left(folder))
+                if config.recover and strategy.rejoins(config) else None)
     with session.metered(placement, folder.path, run_start):
-        children = {
-            role: [start(f"{role} {i}", command(role, i), folder.path / "logs" / f"{role}{i}.log",
-                         env={"TF_CONFIG": tf_config(cluster, role, i), **join_environment(folder, run_start)},
-                         echo=(role, i) == ("worker", 0))
-                   for i in range(len(hosts))]
-            for role, hosts in cluster.items()
-        }
+        children = {role: [start_task(config, role, i) for i in range(len(hosts))] for role, hosts in cluster.items()}
         workers = children.pop("worker")
         helpers = [c for group in children.values() for c in group]
-        outcome = supervise(workers, helpers, registry.get(config.strategy).tolerates_worker_loss(config),
-                            steps_written(folder), config.stall_timeout_s)
+        outcome = supervise(workers, helpers, strategy.tolerates_worker_loss(config), steps_written(folder),
+                            config.stall_timeout_s, restarts=restarts,
+                            watch=kill_ps_watch(config, folder, children.get("ps", [])))
     reports = worker_reports(folder)
     chief = reports.get(0, {})
-    records = registry.get(config.strategy).finalize_records(folder.path, config)
+    records = strategy.finalize_records(folder.path, config)
     extra = {"network": session.network_record(placement, folder, config)} if placement else {}
+    if rejoined:
+        extra[RECOVERIES] = [*(folder.read_run().get(RECOVERIES) or []), *rejoined]
+    if outcome.failed_at_epoch_s is not None:
+        extra["failed_at_s"] = outcome.failed_at_epoch_s - run_start
     close_run(folder, config, outcome.status, lost_workers=outcome.lost_workers, records=records, **extra,
               ended_after_failure_s=outcome.ended_after_failure_s, failure_consequences=outcome.consequences,
               startup_s=chief.get("startup_s"),
               runtime=chief.get("runtime"), strategy_info=chief.get("strategy_info"), workers=reports)
-    return exit_status(outcome.status)
+    return exit_status(outcome.status), folder
 
 
 def worker_reports(folder: RunFolder) -> dict[int, dict]:

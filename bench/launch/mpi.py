@@ -22,6 +22,7 @@ from bench.errors import UsageError
 from bench.launch.cluster import steps_written
 from bench.launch.mpi_environment import under_mpi
 from bench.launch.processes import start
+from bench.launch.recovery import recovering
 from bench.launch.supervisor import supervise
 from bench.launch.tools import find_tool
 from bench.run.lifecycle import close_run, exit_status, join_environment, joined_run, start_run
@@ -33,7 +34,7 @@ from strategies.base import WorkerContext
 def launch(config: RunConfig) -> int:
     if under_mpi():
         return run_rank(config)
-    return start_ranks(config)
+    return recovering(config, start_ranks)
 
 
 def mpirun_command(np: int, placement: Placement | None = None) -> list[str]:
@@ -54,7 +55,8 @@ def mpirun_command(np: int, placement: Placement | None = None) -> list[str]:
     return cmd + (mpirun_host_args(placement) if placement else [])
 
 
-def start_ranks(config: RunConfig) -> int:
+def start_ranks(config: RunConfig) -> tuple[int, RunFolder]:
+    """One attempt: mpirun (or horovodrun) started and watched; its exit status and the run folder."""
     strategy_cls = registry.get(config.strategy)
     placement = session.place(config, strategy_cls.processes(config)) if config.emulated_cluster else None
     launcher = strategy_cls.rank_launcher(config, placement) or mpirun_command(config.workers, placement)
@@ -74,10 +76,12 @@ def start_ranks(config: RunConfig) -> int:
     if status.startswith("failed"):
         status = f"failed: {which_rank_failed(child.log) or status.removeprefix('failed: ')}"
     extra = {"network": session.network_record(placement, folder, config)} if placement else {}
+    if outcome.failed_at_epoch_s is not None:
+        extra["failed_at_s"] = outcome.failed_at_epoch_s - run_start
     close_run(folder, config, status, ended_after_failure_s=outcome.ended_after_failure_s,
               startup_s=report.get("startup_s"), runtime=report.get("runtime"),
               strategy_info=report.get("strategy_info"), **extra)
-    return exit_status(outcome.status)
+    return exit_status(outcome.status), folder
 
 
 def which_rank_failed(log: Path) -> str | None:

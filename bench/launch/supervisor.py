@@ -1,10 +1,10 @@
 """Watches the processes of one run and decides how it ends.
 
 The run is ok when every worker has finished (a non-chief worker may be lost if the
-strategy tolerates it); it fails at once when a process dies that the run cannot
-do without, or when no step has been recorded for `stall_timeout_s` (counted from the
-first step: start-up has its own, longer limit). On any end,
-every process is ended before this returns.
+strategy tolerates it, or restarted into the run with --recover); it fails at once when a
+process dies that the run cannot do without, or when no step has been recorded for
+`stall_timeout_s` (counted from the first step, and from a restart: start-up has its own,
+longer limit). On any end, every process is ended before this returns.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class Outcome:
     lost_workers: list[str] = field(default_factory=list)
     ended_after_failure_s: float | None = None
     consequences: list[str] = field(default_factory=list)  # other failures the cause brought about
+    failed_at_epoch_s: float | None = None  # when the failure was seen
 
 
 class ExitLog:
@@ -56,9 +57,20 @@ class ExitLog:
         return ranked[0], ranked[1:]
 
 
+@dataclass
+class Restarts:
+    """Restarting a dead non-chief worker into the running job: `start(rank, why)` starts its
+    replacement; at most `left` times in the run."""
+
+    start: Callable[[int, str], Child]
+    left: int
+
+
 def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
-              progress: Callable[[], int], stall_timeout_s: float) -> Outcome:
-    """`workers[0]` is the chief; `helpers` (ps tasks) are expected to exit after the workers."""
+              progress: Callable[[], int], stall_timeout_s: float, restarts: Restarts | None = None,
+              watch: Callable[[], None] | None = None) -> Outcome:
+    """`workers[0]` is the chief; `helpers` (ps tasks) are expected to exit after the workers.
+    `watch` is called on every poll (an injected fault watches the run's progress)."""
     everyone = workers + helpers
     exits = ExitLog(everyone)
     lost: list[str] = []
@@ -68,6 +80,12 @@ def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
         try:
             while True:
                 exits.observe()
+                if watch:
+                    watch()
+                if restarts and _restart_dead(workers, restarts, exits):
+                    everyone = workers + helpers
+                    # the replacement starts up before it steps: a synchronous run waits for it
+                    last_change, stepping = time.monotonic(), False
                 failure = _failure(workers, helpers, tolerate_loss, lost)
                 if failure:
                     return _fail_with_cause(failure, exits, workers, lost)
@@ -89,6 +107,20 @@ def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
             return Outcome(f"interrupted ({exc})", lost)
 
 
+def _restart_dead(workers: list[Child], restarts: Restarts, exits: ExitLog) -> bool:
+    """Replace each dead non-chief worker (in `workers` and `exits`) while restarts are left."""
+    replaced = False
+    for rank, worker in enumerate(workers):
+        if rank == 0 or restarts.left <= 0 or not worker.exited or worker.process.returncode == 0:
+            continue
+        workers[rank] = restarts.start(rank, worker.describe_exit())
+        restarts.left -= 1
+        exits.children[exits.children.index(worker)] = workers[rank]
+        exits.seen.pop(worker.name, None)
+        replaced = True
+    return replaced
+
+
 def _failure(workers: list[Child], helpers: list[Child], tolerate_loss: bool, lost: list[str]) -> str | None:
     for rank, worker in enumerate(workers):
         if not worker.exited or worker.process.returncode == 0 or worker.name in lost:
@@ -105,7 +137,7 @@ def _failure(workers: list[Child], helpers: list[Child], tolerate_loss: bool, lo
 
 def _fail_with_cause(first_seen: str, exits: ExitLog, workers: list[Child], lost: list[str]) -> Outcome:
     """Wait CAUSE_GRACE_S for the failure's consequences to show, name the cause, end everyone."""
-    started = time.monotonic()
+    started, seen_at = time.monotonic(), time.time()
     while time.monotonic() - started < CAUSE_GRACE_S:
         exits.observe()
         time.sleep(POLL_S)
@@ -114,18 +146,20 @@ def _fail_with_cause(first_seen: str, exits: ExitLog, workers: list[Child], lost
               and (c in workers or training)]
     if not failed:
         end_all(exits.children)
-        return Outcome(f"failed: {first_seen}", lost, ended_after_failure_s=time.monotonic() - started)
+        return Outcome(f"failed: {first_seen}", lost, ended_after_failure_s=time.monotonic() - started,
+                       failed_at_epoch_s=seen_at)
     cause, consequences = exits.cause_and_consequences(failed)
     reason = cause.describe_exit() + ("" if cause in workers else " while workers were still training")
     end_all(exits.children)
     return Outcome(f"failed: {reason}", lost, ended_after_failure_s=time.monotonic() - started,
-                   consequences=[c.describe_exit() for c in consequences])
+                   consequences=[c.describe_exit() for c in consequences], failed_at_epoch_s=seen_at)
 
 
 def _fail(reason: str, everyone: list[Child], lost: list[str]) -> Outcome:
-    started = time.monotonic()
+    started, seen_at = time.monotonic(), time.time()
     end_all(everyone)
-    return Outcome(f"failed: {reason}", lost, ended_after_failure_s=time.monotonic() - started)
+    return Outcome(f"failed: {reason}", lost, ended_after_failure_s=time.monotonic() - started,
+                   failed_at_epoch_s=seen_at)
 
 
 def _wait_helpers(helpers: list[Child]) -> None:

@@ -7,6 +7,7 @@ batches (bench.run.step_log); evaluations one row at a time.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import secrets
@@ -20,6 +21,7 @@ STEP_COLUMNS = ("run_id", "worker", "local_step", "global_step", "t_start_s", "t
 EVAL_COLUMNS = ("run_id", "global_step", "wall_s", "split", "loss", "accuracy", "eval_s")
 STEPS_FILE, EVALS_FILE, RUN_FILE = "steps.csv", "evals.csv", "run.json"
 RESUMED_AT = "resumed_at"  # run.json: each later attempt of a resumed run (bench.run.resume)
+RECOVERIES = "recoveries"  # run.json: each restart --recover made (bench.launch.recovery)
 
 
 def _format(value: Any) -> str:
@@ -129,6 +131,16 @@ class RunFolder:
         tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
         os.replace(tmp, self.path / RUN_FILE)
         return record
+
+
+def last_global_step(run_dir: Path) -> int:
+    """The highest global step in the run's steps.csv so far (0 before any step)."""
+    try:
+        with open(run_dir / STEPS_FILE, newline="") as f:
+            rows = csv.DictReader(f)
+            return max((int(row["global_step"]) for row in rows if row.get("global_step")), default=0)
+    except OSError:
+        return 0
 
 
 def restarts_s(record: dict[str, Any]) -> list[float]:

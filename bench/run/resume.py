@@ -3,8 +3,8 @@ in its own folder, with the config it was started with.
 
 The new attempt appends to the run's records on the run's own clock (times keep counting
 from the first start), and run.json's `resumed_at` lists each attempt, so the summary can
-leave the downtime and each attempt's warm-up out of throughput. The injected kill
-(--kill-worker) belonged to the attempt that died and is not repeated.
+leave the downtime and each attempt's warm-up out of throughput. The injected kills
+(--kill-worker, --kill-ps) belonged to the attempt that died and are not repeated.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def resume_config(run_dir: str, typed: Mapping[str, Any]) -> RunConfig:
     if step >= config.steps:
         raise UsageError(f"--resume {run_dir}: its latest checkpoint is at its last step ({step}); nothing to resume")
     check_output(str(path))
-    return config.replace(resume_from=str(prefix.resolve()), resume_step=step, kill_worker=None)
+    return config.replace(resume_from=str(prefix.resolve()), resume_step=step, kill_worker=None, kill_ps=None)
 
 
 def resumed_run_dir(config: RunConfig) -> Path:

@@ -12,6 +12,7 @@ import pandas as pd
 from bench.metrics import (
     applied_examples,
     measured_steps,
+    recovery_costs,
     step_time_percentiles,
     throughput,
     throughput_between_saves,
@@ -19,7 +20,7 @@ from bench.metrics import (
 )
 from bench.run import breakdown
 from bench.run.checkpoints import CHECKPOINTS_FILE
-from bench.run.records import EVALS_FILE, STEPS_FILE, RunFolder, restarts_s
+from bench.run.records import EVALS_FILE, RECOVERIES, STEPS_FILE, RunFolder, restarts_s
 
 
 def read_steps(run_dir: Path) -> pd.DataFrame:
@@ -35,7 +36,8 @@ def summarize(run_dir: Path, warmup_steps: int, target_accuracy: float,
     """The summary figures; with `write_breakdown`, also the run's breakdown.csv (split once)."""
     steps = read_steps(run_dir)
     evals = read_evals(run_dir)
-    restarts = restarts_s(RunFolder(run_dir).read_run())
+    record = RunFolder(run_dir).read_run()
+    restarts = restarts_s(record)
     measured = measured_steps(steps, warmup_steps, restarts)
     mean, half = throughput(measured, applied_examples(measured), restarts)
     computed, _ = throughput(measured, measured["examples"].to_numpy(dtype=float), restarts)
@@ -73,6 +75,8 @@ def summarize(run_dir: Path, warmup_steps: int, target_accuracy: float,
     parts = parts[parts["local_step"] >= warmup_steps]
     if not parts.empty:
         out["breakdown"] = breakdown.summarize(parts)
+    if record.get(RECOVERIES):
+        out["recoveries"] = recovery_costs(steps, record[RECOVERIES])
     if "staleness_steps" in steps and steps["staleness_steps"].notna().any():
         out["staleness_mean_steps"] = float(steps["staleness_steps"].mean())
         out["staleness_max_steps"] = float(steps["staleness_steps"].max())

@@ -222,8 +222,12 @@ class ParameterServerWorker(Worker):
                                                    stop_grace_period_secs=STOP_GRACE_S)
 
     def ready(self) -> None:
-        """Start-up barrier: nobody trains until every worker has a session."""
+        """Start-up barrier: nobody trains until every worker has a session. A worker restarted
+        into the running job (--recover) has passed it already, in its earlier life."""
         raw = self.session._tf_sess()
+        if self.config.rejoin:
+            self.on_ready(raw)
+            return
         raw.run(self.arrive)
         deadline = time.monotonic() + self.config.option("startup_timeout_s")
         while raw.run(self.arrived) < self.context.num_workers:
