@@ -97,8 +97,8 @@ def run_local(config: RunConfig) -> tuple[int, RunFolder]:
     chief = reports.get(0, {})
     records = strategy.finalize_records(folder.path, config)
     extra = {"network": session.network_record(placement, folder, config)} if placement else {}
-    if rejoined:
-        extra[RECOVERIES] = [*(folder.read_run().get(RECOVERIES) or []), *rejoined]
+    if rejoined:  # before close_run: its summary reads them
+        folder.update_run(**{RECOVERIES: [*(folder.read_run().get(RECOVERIES) or []), *rejoined]})
     if outcome.failed_at_epoch_s is not None:
         extra["failed_at_s"] = outcome.failed_at_epoch_s - run_start
     close_run(folder, config, outcome.status, lost_workers=outcome.lost_workers, records=records, **extra,
