@@ -48,7 +48,7 @@ def shown(folder) -> dict[str, dict[str, str]]:
 
 def test_the_preset_ran_every_chosen_case_and_reports_each(preset):
     summary = pd.read_csv(preset / "summary.csv")
-    assert len(summary) == 3 * len(VARIANTS)
+    assert len(summary) == 5 * len(VARIANTS)  # clean, straggler, kill, recover, ps-kill
     assert set(shown(preset)) == set(VARIANTS)
 
 
@@ -104,6 +104,32 @@ def test_a_killed_worker_ends_r_n_and_the_others_go_on(preset):
     assert not leftover_processes(str(preset))
 
 
+def recovery_rows(folder) -> dict[tuple[str, str], dict[str, str]]:
+    page = (folder / "report.html").read_text()
+    body = page[page.index('<table id="recovery-table">'):]
+    body = body[: body.index("</table>")]
+    out = {}
+    for row in re.findall(r"<tr data-run=[^>]*>(.*?)</tr>", body):
+        values = {c: html.unescape(v) for c, v in re.findall(r'data-col="([^"]+)" data-value="([^"]*)"', row)}
+        out[values["variant"], values["failure"]] = values
+    return out
+
+
+def test_the_recovery_section_shows_what_each_restart_cost(preset):
+    rows = recovery_rows(preset)
+    assert set(rows) == {(v, f) for v in VARIANTS for f in ("worker 1", "ps 0")}
+    for variant in VARIANTS:
+        worker, ps = rows[variant, "worker 1"], rows[variant, "ps 0"]
+        assert worker["status"] == ps["status"] == "ok"
+        assert worker["recovered_by"] == "worker restarted" and float(worker["recovery_steps_lost"]) == 0
+        assert ps["recovered_by"] == "job restarted from checkpoint" and float(ps["recovery_steps_lost"]) >= 0
+        for row in (worker, ps):
+            assert row["recoveries"] == "1" and float(row["recovery_downtime_s"]) > 0
+            assert float(row["recovery_time_lost_s"]) >= 0
+        record = json.loads((run_dir(preset, "ps-kill", variant) / "run.json").read_text())
+        assert len(record["resumed_at"]) == 1 and record["summary"]["global_steps"] >= STEPS
+
+
 def test_the_section_shows_the_measured_fraction(preset):
     summary = pd.read_csv(preset / "summary.csv")
     table = shown(preset)
@@ -115,7 +141,8 @@ def test_the_section_shows_the_measured_fraction(preset):
 def test_the_full_preset_covers_every_strategy_and_scenario():
     labels = [label for label, _ in plan(4, 100, 300)]
     for variant in ("ps-async", "ps-sync R=N", "ps-sync R=N-1", "allreduce", "allreduce-tf"):
-        for scenario in ("clean", "straggler", "kill"):
+        for scenario in ("clean", "straggler", "kill", "recover"):
             assert f"{variant} {scenario}" in labels
+        assert (f"{variant} ps-kill" in labels) == variant.startswith("ps-")
     assert sum("convergence" in label for label in labels) == 4
     assert not [label for label, _ in plan(4, 100, 0) if "convergence" in label]

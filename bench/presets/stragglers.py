@@ -2,9 +2,10 @@
 
 At 4 workers on cnn with synthetic data: ps-async, ps-sync with R = N, ps-sync with one
 backup worker (R = N - 1), allreduce and allreduce-tf, each clean, with one 3x straggler,
-and with one worker killed halfway; then convergence pairs on digits (clean and with the
-straggler) for ps-async and ps-sync. Then the report, which gains the section
-"Stragglers and failures".
+with one worker killed halfway, and with it killed halfway under --recover (checkpoints
+every quarter of the run); the ps strategies also with ps task 0 killed halfway under
+--recover. Then convergence pairs on digits (clean and with the straggler) for ps-async and
+ps-sync. Then the report, which gains the sections "Stragglers and failures" and "Recovery".
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench import models
+from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.presets.runner import run_all
 from bench.usage import OneLineParser, refuse
@@ -40,8 +42,12 @@ def plan(workers: int, steps: int, convergence_steps: int, model: str = "cnn",
         # halfway through the run: an asynchronous worker does about steps / workers steps of its own
         strategy = registry.get(args[args.index("--strategy") + 1])
         halfway = steps // (2 * workers) if strategy.asynchronous else steps // 2
-        scenarios = {"clean": [], "straggler": ["--straggler", f"{STRAGGLER}:{FACTOR:g}"],
-                     "kill": ["--kill-worker", f"{STRAGGLER}@{max(1, halfway)}"]}
+        kill = ["--kill-worker", f"{STRAGGLER}@{max(1, halfway)}"]
+        recover = ["--recover", "--checkpoint-every-steps", str(max(1, steps // 4))]
+        scenarios = {"clean": [], "straggler": ["--straggler", f"{STRAGGLER}:{FACTOR:g}"], "kill": kill,
+                     "recover": [*kill, *recover]}
+        if strategy.parameter_servers(RunConfig(strategy=strategy.name, workers=workers)):
+            scenarios["ps-kill"] = ["--kill-ps", f"0@{steps // 2}", *recover]
         for scenario, extra in scenarios.items():
             name = f"stragglers-{scenario}-{label.replace(' ', '').replace('=', '')}"
             runs.append((f"{label} {scenario}", [*args, "--model", model, "--data", "synthetic", "--workers",

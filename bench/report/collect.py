@@ -13,6 +13,7 @@ import pandas as pd
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.report.columns import CHECKPOINT_FIGURES
+from bench.report.recovery import recovery_columns
 from bench.run import breakdown
 from bench.run.owner import owner_state, settle_if_abandoned
 from bench.run.records import EVALS_FILE, RUN_FILE, STEPS_FILE
@@ -43,8 +44,10 @@ def purpose_of(config: dict[str, Any]) -> str:
 
 
 def scenario_of(config: dict[str, Any]) -> str:
+    if config.get("kill_ps"):
+        return "ps-kill"
     if config.get("kill_worker"):
-        return "kill"
+        return "recover" if config.get("recover") else "kill"
     if config.get("straggler") or config.get("straggler_random"):
         return "straggler"
     return "clean"
@@ -126,6 +129,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "gradients_dropped": (record.get("records") or {}).get("gradients_dropped"),
         "lost_workers": ", ".join(record.get("lost_workers") or []),
         "scenario": scenario_of(config), "variant": facts.get("variant"), "kill_worker": config.get("kill_worker"),
+        "kill_ps": config.get("kill_ps"), **recovery_columns(summary, config),
         "straggler": config.get("straggler") or (f"random x{config['straggler_random']:g}"
                                                  if config.get("straggler_random") else None),
         "ended_s": record.get("ended_s"), "last_step": record.get("last_step"),

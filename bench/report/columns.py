@@ -1,5 +1,7 @@
 """The columns of summary.csv and of the report's run table: (column, heading, format)."""
 
+from bench.report.recovery import RECOVERY_COLUMNS
+
 RUN_COLUMNS = [
     ("run_id", "run", "text"), ("strategy", "strategy", "text"), ("model", "model", "text"),
     ("data", "data", "text"), ("workers", "workers", "int"), ("batch_size", "batch/worker", "int"),
@@ -18,7 +20,7 @@ SUMMARY_COLUMNS = [c for c, *_ in RUN_COLUMNS] + [
 # a run's checkpoints (bench.run.summary.checkpoint_figures)
 CHECKPOINT_FIGURES = ["checkpoints", "checkpoint_save_s_mean", "checkpoint_save_s_max", "checkpoint_bytes",
                       "throughput_between_checkpoints_examples_per_s", "checkpoint_overhead"]
-SUMMARY_COLUMNS += CHECKPOINT_FIGURES
+SUMMARY_COLUMNS += CHECKPOINT_FIGURES + ["kill_ps", *RECOVERY_COLUMNS]
 # runs on the emulated cluster (bench.emulated) add these
 NETWORK_COLUMNS = [
     "link_mbit", "net_worker_sent_per_step", "net_worker_predicted_sent_per_step", "net_worker_received_per_step",

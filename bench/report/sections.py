@@ -38,6 +38,7 @@ def micro_sections(paths) -> list[str]:
 def all_sections(runs: pd.DataFrame) -> list[str]:
     from bench.report.checkpoints import checkpoints_section
     from bench.report.network import network_section
+    from bench.report.recovery import recovery_section
     from bench.report.tradeoffs import tradeoffs_section
 
     emulated = runs["link_mbit"].notna() if "link_mbit" in runs else pd.Series(False, index=runs.index)
@@ -62,6 +63,8 @@ def all_sections(runs: pd.DataFrame) -> list[str]:
         *on_one_machine,
         *([network_section(runs[emulated & ~converging])] if (emulated & ~converging).any() else []),
         *([tradeoffs_section(runs[converging])] if converging.any() else []),
+        *([recovery_section(runs)] if runs.get("recover", pd.Series(dtype=bool)).fillna(False).astype(bool).any()
+          else []),
         *([checkpoints_section(runs)] if runs.get("checkpoints", pd.Series(dtype=float)).fillna(0).gt(0).any()
           else []),
         failures(runs[~runs["ok"]]),
