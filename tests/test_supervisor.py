@@ -58,3 +58,26 @@ def test_the_step_clock_is_monotonic_when_the_wall_clock_jumps_back(monkeypatch)
     time.sleep(0.01)
     second = clock()
     assert first == pytest.approx(1.0, abs=0.05) and second > first
+
+
+def test_a_dead_worker_is_restarted_while_restarts_are_left_and_a_dead_chief_never_is(tmp_path):
+    from bench.launch.supervisor import Restarts
+
+    started = []
+
+    def replacement(script):
+        def start_again(rank, why):
+            started.append((rank, why))
+            return child(tmp_path, f"worker {rank}", script)
+        return start_again
+
+    workers = [child(tmp_path, "worker 0", "sleep 1"), child(tmp_path, "worker 1", "kill -9 $$")]
+    outcome = supervise(workers, [], False, lambda: 0, 60, restarts=Restarts(replacement("exit 0"), 1))
+    assert outcome.status == "ok" and started == [(1, "worker 1 was killed by SIGKILL")]
+    # the replacement dies too, and no restart is left: the run fails on it
+    workers = [child(tmp_path, "worker 0", "sleep 30"), child(tmp_path, "worker 1", "exit 3")]
+    outcome = supervise(workers, [], False, lambda: 0, 60, restarts=Restarts(replacement("sleep 0.2; exit 4"), 1))
+    assert outcome.status == "failed: worker 1 exited with status 4"
+    chief = [child(tmp_path, "worker 0", "kill -9 $$"), child(tmp_path, "worker 1", "sleep 30")]
+    outcome = supervise(chief, [], False, lambda: 0, 60, restarts=Restarts(replacement("exit 0"), 3))
+    assert outcome.status == "failed: worker 0 was killed by SIGKILL" and len(started) == 2
