@@ -34,8 +34,11 @@ def variants(workers: int) -> list[tuple[str, list[str], bool]]:
             ("allreduce-tf", ["--strategy", "allreduce-tf"], False)]
 
 
+SCENARIOS = ("clean", "straggler", "kill", "recover", "ps-kill")
+
+
 def plan(workers: int, steps: int, convergence_steps: int, model: str = "cnn",
-         chosen: Sequence[str] | None = None) -> list[tuple[str, list[str]]]:
+         chosen: Sequence[str] | None = None, cases: Sequence[str] = SCENARIOS) -> list[tuple[str, list[str]]]:
     runs = []
     picked = [v for v in variants(workers) if chosen is None or v[0] in chosen]
     for label, args, _ in picked:
@@ -49,6 +52,8 @@ def plan(workers: int, steps: int, convergence_steps: int, model: str = "cnn",
         if strategy.parameter_servers(RunConfig(strategy=strategy.name, workers=workers)):
             scenarios["ps-kill"] = ["--kill-ps", f"0@{steps // 2}", *recover]
         for scenario, extra in scenarios.items():
+            if scenario not in cases:
+                continue
             name = f"stragglers-{scenario}-{label.replace(' ', '').replace('=', '')}"
             runs.append((f"{label} {scenario}", [*args, "--model", model, "--data", "synthetic", "--workers",
                                                  str(workers), "--steps", str(steps), "--warmup-steps", "5",
@@ -74,6 +79,8 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--model", default="cnn", help="model of the throughput runs (default: cnn)")
     p.add_argument("--variants", type=lambda t: [v for v in t.split(",") if v], default=None,
                    help=f"comma-separated, of: {', '.join(label for label, *_ in variants(4))} (default: all)")
+    p.add_argument("--scenarios", type=lambda t: [v for v in t.split(",") if v], default=list(SCENARIOS),
+                   help=f"comma-separated, of: {', '.join(SCENARIOS)} (default: all; ps-kill for the ps variants)")
     p.add_argument("--convergence-steps", type=int, default=300,
                    help="steps of each convergence run on digits; 0 leaves them out (default: 300)")
     p.add_argument("--output", default="results")
@@ -82,6 +89,7 @@ def main(argv: Sequence[str]) -> int:
     known = [label for label, *_ in variants(args.workers)]
     problem = ("--workers must be >= 2 and --steps >= 10" if args.workers < 2 or args.steps < 10 else
                f"--variants: choose from {', '.join(known)}" if args.variants and set(args.variants) - set(known)
+               else f"--scenarios: choose from {', '.join(SCENARIOS)}" if set(args.scenarios) - set(SCENARIOS)
                else None)
     if problem is None:
         try:
@@ -90,6 +98,6 @@ def main(argv: Sequence[str]) -> int:
             problem = str(exc)
     if problem:
         return refuse(problem)
-    runs = plan(args.workers, args.steps, args.convergence_steps, args.model, args.variants)
+    runs = plan(args.workers, args.steps, args.convergence_steps, args.model, args.variants, args.scenarios)
     return run_all("stragglers", [(label, [*run_args, *extra]) for label, run_args in runs], Path(args.output),
                    args.timeout_s)
