@@ -3,7 +3,7 @@
 At 4 workers on cnn with synthetic data: ps-async, ps-sync with R = N, ps-sync with one
 backup worker (R = N - 1), allreduce and allreduce-tf, each clean, with one 3x straggler,
 with one worker killed halfway, and with it killed halfway under --recover (checkpoints
-every quarter of the run); the ps strategies also with ps task 0 killed halfway under
+every third of the run); the ps strategies also with ps task 0 killed halfway under
 --recover. Then convergence pairs on digits (clean and with the straggler) for ps-async and
 ps-sync. Then the report, which gains the sections "Stragglers and failures" and "Recovery".
 """
@@ -46,7 +46,7 @@ def plan(workers: int, steps: int, convergence_steps: int, model: str = "cnn",
         strategy = registry.get(args[args.index("--strategy") + 1])
         halfway = steps // (2 * workers) if strategy.asynchronous else steps // 2
         kill = ["--kill-worker", f"{STRAGGLER}@{max(1, halfway)}"]
-        recover = ["--recover", "--checkpoint-every-steps", str(max(1, steps // 4))]
+        recover = ["--recover", "--checkpoint-every-steps", str(max(1, steps // 3))]
         scenarios = {"clean": [], "straggler": ["--straggler", f"{STRAGGLER}:{FACTOR:g}"], "kill": kill,
                      "recover": [*kill, *recover]}
         if strategy.parameter_servers(RunConfig(strategy=strategy.name, workers=workers)):
