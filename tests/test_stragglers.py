@@ -35,15 +35,20 @@ def run_dir(root, scenario, variant):
     return found[0]
 
 
-def shown(folder) -> dict[str, dict[str, str]]:
+def table_rows(folder, css_id: str, key) -> dict:
+    """The rows of the report's table `css_id`, each a {column: exact value}, by key(row)."""
     page = (folder / "report.html").read_text()
-    body = page[page.index('<table id="stragglers-table">'):]
+    body = page[page.index(f'<table id="{css_id}">'):]
     body = body[: body.index("</table>")]
     out = {}
     for row in re.findall(r"<tr data-run=[^>]*>(.*?)</tr>", body):
         values = {c: html.unescape(v) for c, v in re.findall(r'data-col="([^"]+)" data-value="([^"]*)"', row)}
-        out[values["variant"]] = values
+        out[key(values)] = values
     return out
+
+
+def shown(folder) -> dict[str, dict[str, str]]:
+    return table_rows(folder, "stragglers-table", lambda row: row["variant"])
 
 
 def test_the_preset_ran_every_chosen_case_and_reports_each(preset):
@@ -105,14 +110,7 @@ def test_a_killed_worker_ends_r_n_and_the_others_go_on(preset):
 
 
 def recovery_rows(folder) -> dict[tuple[str, str], dict[str, str]]:
-    page = (folder / "report.html").read_text()
-    body = page[page.index('<table id="recovery-table">'):]
-    body = body[: body.index("</table>")]
-    out = {}
-    for row in re.findall(r"<tr data-run=[^>]*>(.*?)</tr>", body):
-        values = {c: html.unescape(v) for c, v in re.findall(r'data-col="([^"]+)" data-value="([^"]*)"', row)}
-        out[values["variant"], values["failure"]] = values
-    return out
+    return table_rows(folder, "recovery-table", lambda row: (row["variant"], row["failure"]))
 
 
 def test_the_recovery_section_shows_what_each_restart_cost(preset):
