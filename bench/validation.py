@@ -47,6 +47,8 @@ def check_recovery(config: RunConfig, strategy_cls: type[Strategy]) -> None:
         if config.multi_host or kill[0] >= tasks:
             raise UsageError(f"--kill-ps: ps task {kill[0]} is not a process this launcher starts "
                              f"({config.strategy} starts {tasks} here)")
+        if not 0 < kill[1] < config.steps:
+            raise UsageError(f"--kill-ps: global step {kill[1]} is not inside the run (--steps {config.steps})")
     if not config.recover:
         return
     if strategy_cls.launch == IN_PROCESS:

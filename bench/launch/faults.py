@@ -1,5 +1,6 @@
 """Faults the launcher injects itself (--kill-ps): a process it started, killed once the run
-reaches a global step. (--kill-worker is the worker's own doing, in bench.run.harness.)"""
+reaches a global step; the workers hold there until it is done (bench.run.ps_kill).
+(--kill-worker is the worker's own doing, in bench.run.harness.)"""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from bench.config import RunConfig
 from bench.launch.processes import Child
+from bench.run.ps_kill import killed_marker
 from bench.run.records import STEP_COLUMNS, STEPS_FILE, RunFolder
 
 GLOBAL_STEP = STEP_COLUMNS.index("global_step")
@@ -51,5 +53,8 @@ def kill_ps_watch(config: RunConfig, folder: RunFolder, ps_tasks: list[Child]) -
             print(f"{folder.run_id}: killing ps {task} at global step {highest.highest} (--kill-ps)",
                   file=sys.stderr, flush=True)
             victim.process.send_signal(signal.SIGKILL)
+            marker = killed_marker(folder, task)
+            marker.parent.mkdir(exist_ok=True)
+            marker.touch()
 
     return watch

@@ -23,6 +23,7 @@ from bench.run.events import RunEvents
 from bench.run.inputs import load_data, rows_touched
 from bench.run.lifecycle import exchange_facts, model_facts
 from bench.run.progress import Progress
+from bench.run.ps_kill import PsKillHold
 from bench.run.records import RunFolder
 from bench.run.step_log import StepLog
 from strategies import registry
@@ -93,6 +94,7 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
     events = RunEvents(folder.path) if context.is_chief else None
     evaluator = Evaluator(config, folder, clock, events) if events and data.val is not None else None
     checkpoints = Checkpoints.for_run(config, folder, clock, context.is_chief)
+    ps_kill = PsKillHold.for_run(config, folder)
     progress = Progress(config.steps, f"{config.strategy}/{config.model}",
                         enabled=show_progress and context.is_chief)
     began = clock()
@@ -130,7 +132,10 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
                     slept, t_end = now - t_end, now
             log.add(local_step, t_start, t_end, result, slept)
             local_step += 1
-            if log.due(t_end):
+            if ps_kill and ps_kill.due(result.global_step):
+                flush(t_end)
+                ps_kill.wait()
+            elif log.due(t_end):
                 flush(t_end)
             if evaluator and evaluator.due(result.global_step):
                 accuracy = evaluator.run(strategy, data.val, result.global_step)
