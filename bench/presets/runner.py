@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from bench.launch.interrupts import Interrupted, interruptible
 from bench.run.records import RUN_FILE, RunFolder
 
 END_GRACE_S = 15.0  # a launcher ends its own processes on SIGTERM well within this
@@ -75,21 +76,33 @@ def execute(argv: list[str], timeout_s: float, output: Path, log: Path) -> int:
 def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, timeout_s: float,
             before: Callable[[int], None] | None = None) -> int:
     """Every run of a preset, one after the other, into `output`/NAME-<time>/; then the report,
-    also copied (with summary.csv) to `output`. `before(i)` prepares run i (a link cap)."""
+    also copied (with summary.csv) to `output`. `before(i)` prepares run i (a link cap).
+    SIGINT or SIGTERM (whatever disposition this process inherited) ends the run in progress
+    and the preset; the report then shows the runs made so far, and the status is 130."""
     from bench.report.build import write_report
 
     folder = output / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     folder.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    for i, (label, argv) in enumerate(runs, 1):
-        if before is not None:
-            before(i - 1)
-        print(f"[{i}/{len(runs)}] {label}", file=sys.stderr, flush=True)
-        execute([*argv, "--output", str(folder)], timeout_s, folder, folder / "matrix.log")
+    done, stopped = 0, None
+    try:
+        with interruptible():
+            for i, (label, argv) in enumerate(runs, 1):
+                if before is not None:
+                    before(i - 1)
+                print(f"[{i}/{len(runs)}] {label}", file=sys.stderr, flush=True)
+                execute([*argv, "--output", str(folder)], timeout_s, folder, folder / "matrix.log")
+                done = i
+    except Interrupted as exc:
+        stopped = f"interrupted ({exc}) after {done} of {len(runs)} runs"
+        print(f"{name}: {stopped}", file=sys.stderr, flush=True)
     elapsed = time.monotonic() - started
-    html = write_report([folder], folder, remark=f"The {name} preset: {len(runs)} runs in {elapsed / 60:.1f} min.")
+    made = f"{len(runs)} runs" if stopped is None else stopped
+    if not run_folders(folder):
+        return 130
+    html = write_report([folder], folder, remark=f"The {name} preset: {made} in {elapsed / 60:.1f} min.")
     shutil.copy(html, output / "report.html")
     shutil.copy(folder / "summary.csv", output / "summary.csv")
-    print(f"{len(runs)} runs in {elapsed / 60:.1f} min", file=sys.stderr)
+    print(f"{made} in {elapsed / 60:.1f} min", file=sys.stderr)
     print(f"report: {(output / 'report.html').resolve()}")
-    return 0
+    return 0 if stopped is None else 130
