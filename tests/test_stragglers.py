@@ -126,6 +126,9 @@ def test_the_recovery_section_shows_what_each_restart_cost(preset):
             assert float(row["recovery_time_lost_s"]) >= 0
         record = json.loads((run_dir(preset, "ps-kill", variant) / "run.json").read_text())
         assert len(record["resumed_at"]) == 1 and record["summary"]["global_steps"] >= STEPS
+        # the workers hold at the kill's step until it is done: one more step at most, each worker's last
+        [rec] = record["summary"]["recoveries"]
+        assert STEPS // 2 <= rec["step_at_failure"] < STEPS // 2 + WORKERS, rec
 
 
 def test_the_section_shows_the_measured_fraction(preset):
