@@ -98,8 +98,8 @@ def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, time
         print(f"{name}: {stopped}", file=sys.stderr, flush=True)
     elapsed = time.monotonic() - started
     made = f"{len(runs)} runs" if stopped is None else stopped
-    if not run_folders(folder):
-        return 130
+    if stopped is not None and not run_folders(folder):
+        return 130  # nothing to report
     html = write_report([folder], folder, remark=f"The {name} preset: {made} in {elapsed / 60:.1f} min.")
     shutil.copy(html, output / "report.html")
     shutil.copy(folder / "summary.csv", output / "summary.csv")
