@@ -28,7 +28,7 @@ def _hosts(text: str) -> tuple[str, ...]:
 
 def run_parser() -> argparse.ArgumentParser:
     from bench.data import IDS, IMAGES, teacher
-    from bench.models import DEFAULT_TARGET
+    from bench.models import DEFAULT_TARGET, MODELS
     from strategies import registry
 
     names = sorted(registry.all_strategies())
@@ -43,7 +43,10 @@ def run_parser() -> argparse.ArgumentParser:
     g.add_argument("--strategy", default=None,
                    help=f"one of {', '.join(names)} (default: {registry.baseline()}; "
                         f"{registry.default(under_mpi=True)} under mpirun)")
-    g.add_argument("--model", default=d.model, help="mlp, cnn, resnet20 or embedding (default: %(default)s)")
+    g.add_argument("--model", default=d.model, help=f"{', '.join(MODELS)} (default: %(default)s)")
+    g.add_argument("--image-size", type=int, default=None,
+                   help="ImageNet models: a smaller square input for CPU runs; parameters do not change "
+                        "(default: 224, inception3 299)")
     g.add_argument("--data", default=None,
                    help="images: synthetic, digits, teacher, mnist or cifar10 (default: digits); "
                         "for --model embedding: synthetic-ids or criteo (default: synthetic-ids)")

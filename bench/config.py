@@ -48,6 +48,9 @@ class RunConfig:
     run_name: str | None = None
     shuffle: bool = True
     # the embedding model and its synthetic-ids data (bench.models.embedding, bench.data.ids)
+    # the ImageNet models (bench.models.IMAGENET): a smaller square input for CPU runs; None: the
+    # model's own (224, or 299 for inception3). Their parameters do not change with it.
+    image_size: int | None = None
     embedding_rows: int = 262144
     embedding_width: int = 32
     id_features: int = 8

@@ -19,6 +19,7 @@ def validate(config: RunConfig) -> RunConfig:
     if config.emulated_cluster is not None and strategy_cls.launch == IN_PROCESS:
         raise UsageError(f"--emulated-cluster: {config.strategy} runs in one process; use a ps or allreduce strategy")
     models.check(config.model)
+    models.check_image_size(config.model, config.image_size)
     check_numbers(config)
     check_workers(config, strategy_cls)
     if config.optimizer not in OPTIMIZERS:

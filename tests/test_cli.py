@@ -85,7 +85,8 @@ def test_help_and_real_exit_status():
                          capture_output=True, text=True)
     assert bad.returncode == 2
     assert [line for line in bad.stderr.splitlines() if line.startswith("bench:")] == [
-        "bench: error: --model: unknown model 'vgg'; choose from mlp, cnn, resnet20, embedding"]
+        "bench: error: --model: unknown model 'vgg'; choose from mlp, cnn, resnet20, embedding, resnet50, "
+        "resnet101, resnet152, inception3, vgg16"]
 
 
 def test_a_port_in_use_is_one_line_and_exit_2(capsys, results):

@@ -15,8 +15,16 @@ if TYPE_CHECKING:
 
 MODELS: dict[str, str] = {"mlp": "bench.models.mlp:MLP", "cnn": "bench.models.cnn:CNN",
                           "resnet20": "bench.models.resnet:ResNet20",
-                          "embedding": "bench.models.embedding:Embedding"}
-READS = {"mlp": IMAGES, "cnn": IMAGES, "resnet20": IMAGES, "embedding": IDS}  # the kind of data (bench.data)
+                          "embedding": "bench.models.embedding:Embedding",
+                          # the ImageNet models published scaling results are measured on
+                          "resnet50": "bench.models.resnet_imagenet:ResNet50",
+                          "resnet101": "bench.models.resnet_imagenet:ResNet101",
+                          "resnet152": "bench.models.resnet_imagenet:ResNet152",
+                          "inception3": "bench.models.inception:InceptionV3", "vgg16": "bench.models.vgg:VGG16"}
+IMAGENET = ("resnet50", "resnet101", "resnet152", "inception3", "vgg16")  # they take --image-size
+# the smallest --image-size their strides and valid paddings leave room for
+MIN_IMAGE_SIZE = {**dict.fromkeys(IMAGENET, 32), "inception3": 75}
+READS = {"mlp": IMAGES, "cnn": IMAGES, "resnet20": IMAGES, "embedding": IDS, **dict.fromkeys(IMAGENET, IMAGES)}
 DEFAULT_DATA = {IMAGES: "digits", IDS: "synthetic-ids"}
 # the accuracy whose time to reach is reported when --target-accuracy is not given: the
 # embedding model on synthetic-ids plateaus near 0.73 (its teacher's Bayes accuracy is 0.84)
@@ -45,9 +53,21 @@ def default_target(name: str, data: str | None = None) -> float:
     return DEFAULT_TARGET[reads(name)]
 
 
-def input_shape(name: str) -> tuple:
-    """Its input's shape per example (imports the model, and with it TensorFlow)."""
-    return get(name).input_shape
+def input_shape(name: str, image_size: int | None = None) -> tuple:
+    """Its input's shape per example, at `image_size` if given (imports the model, and with it TensorFlow)."""
+    shape = get(name).input_shape
+    return (image_size, image_size, shape[2]) if image_size else shape
+
+
+def check_image_size(name: str, image_size: int | None) -> None:
+    """--image-size is for the ImageNet models, and no smaller than their strides leave room for."""
+    if image_size is None:
+        return
+    if name not in IMAGENET:
+        raise UsageError(f"--image-size: only for the ImageNet models ({', '.join(IMAGENET)}), not {name}")
+    smallest = MIN_IMAGE_SIZE[name]
+    if image_size < smallest:
+        raise UsageError(f"--image-size: {name} needs at least {smallest}, got {image_size}")
 
 
 def get(name: str) -> type[Model]:
@@ -57,9 +77,12 @@ def get(name: str) -> type[Model]:
 
 
 def settings(config: RunConfig) -> dict[str, int]:
-    """What a run's config says about the model's size (only the embedding model has any)."""
+    """What a run's config says about the model's size: the embedding model's table, an
+    ImageNet model's input size."""
     if reads(config.model) == IDS:
         return {"rows": config.embedding_rows, "width": config.embedding_width}
+    if config.model in IMAGENET and config.image_size:
+        return {"image_size": config.image_size}
     return {}
 
 

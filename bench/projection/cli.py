@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.errors import UsageError
-from bench.projection import costs
+from bench.projection import cluster_cli, costs
 from bench.projection.calibrate import Calibration, calibrate, one_machine_runs, shared_cpu_stretch
 from bench.projection.model import EXCHANGE, SCHEMES, predict, scheme_of, schemes_for
 from bench.report import collect
@@ -47,6 +47,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", action="append", default=None, help="(default: every model under --from)")
     p.add_argument("--output", default=None, help=f"folder for {PROJECTION_FILE} (default: --from)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    cluster_cli.add_arguments(p)
     return p
 
 
@@ -139,16 +140,20 @@ def crossover(workers: Sequence[int]) -> pd.DataFrame:
 
 def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
+    if args.device_examples_per_s is not None:
+        try:
+            check_counts(args)
+            cluster_cli.check(args)
+        except UsageError as exc:
+            return refuse(exc)
+        return cluster_cli.main(args)
     source = Path(args.source)
     try:
         if not source.is_dir():
             raise UsageError(f"--from {source}: no such folder")
-        if not args.workers or min(args.workers) < 1 or not args.link_gbit or min(args.link_gbit) <= 0:
-            raise UsageError("--workers must be >= 1 and --link-gbit > 0")
+        check_counts(args)
         if args.compute_ms is not None and args.compute_ms <= 0:
             raise UsageError(f"--compute-ms: must be > 0, got {args.compute_ms}")
-        if args.ps is not None and (not args.ps or min(args.ps) < 1):
-            raise UsageError("--ps: give ps task counts >= 1")
         runs = collect.load([source])
         if one_machine_runs(runs).empty and args.compute_ms is None:
             raise UsageError(f"--from {source}: no finished run to calibrate from")
@@ -163,7 +168,7 @@ def main(argv: Sequence[str]) -> int:
               "crossover": crossover(args.workers).to_dict("records"),
               # a term a run did not record is null (NaN is not JSON)
               "validation": checked.astype(object).where(checked.notna(), None).to_dict("records"),
-              "validation_summary": error_summary(checked)}
+              "validation_summary": error_summary(checked), "published": cluster_cli.published_result()}
     out = Path(args.output) if args.output else source
     out.mkdir(parents=True, exist_ok=True)
     (out / PROJECTION_FILE).write_text(json.dumps(result, indent=1, default=float))
@@ -173,6 +178,13 @@ def main(argv: Sequence[str]) -> int:
     show(cal, table, checked, result["validation_summary"], args.workers)
     print(f"written: {(out / PROJECTION_FILE).resolve()}", file=sys.stderr)
     return 0
+
+
+def check_counts(args: argparse.Namespace) -> None:
+    if not args.workers or min(args.workers) < 1 or not args.link_gbit or min(args.link_gbit) <= 0:
+        raise UsageError("--workers must be >= 1 and --link-gbit > 0")
+    if args.ps is not None and (not args.ps or min(args.ps) < 1):
+        raise UsageError("--ps: give ps task counts >= 1")
 
 
 def terms(checked: pd.DataFrame) -> pd.DataFrame:

@@ -25,6 +25,47 @@ def projection_sections(paths: Sequence[Path]) -> list[str]:
 
 
 def projection_section(result: dict, ident: str) -> str:
+    parts = calibrated_parts(result, ident) if "calibration" in result else cluster_parts(result, ident)
+    if result.get("published"):
+        parts += published_parts(result["published"], ident)
+    return section(ident, "Projection", *parts)
+
+
+def cluster_parts(result: dict, ident: str) -> list[str]:
+    """A cluster described by its devices, hosts and links (python -m bench project --device-examples-per-s)."""
+    c = result["cluster"]
+    return [
+        note(f"A cluster described, not run: one device {c['device_examples_per_s']:g} examples/s at batch "
+             f"{c['batch_size']}, {c['devices_per_host']} devices per host, {c['intra_host_gbit']:g} Gbit/s "
+             f"inside a host, ps variables placed {c['ps_placement']}."),
+        table(pd.DataFrame(result["projection"]), [
+            ("model", "model", "text"), ("workers", "devices", "int"), ("hosts", "hosts", "int"),
+            ("link_gbit", "link Gbit/s", "ratio"), ("scheme", "scheme", "text"), ("transport", "transport", "text"),
+            ("ps", "ps", "int"), ("throughput_examples_per_s", "examples/s", "rate"),
+            ("scaling_efficiency", "efficiency", "pct"), ("compute_s", "compute", "ms"),
+            ("exposed_communication_s", "exposed communication", "ms")], f"{ident}-cluster"),
+        table(pd.DataFrame(result["constants"]), [("name", "constant", "text"), ("value", "value", "ratio"),
+                                                  ("source", "source", "text")], f"{ident}-constants"),
+    ]
+
+
+def published_parts(checked: dict, ident: str) -> list[str]:
+    """Published figures of a real cluster against the projection's (bench.projection.published)."""
+    rows = pd.DataFrame(checked["rows"])
+    s = checked["summary"]
+    return [
+        table(rows, [("setup", "published setup", "text"), ("model", "model", "text"),
+                     ("published_examples_per_s", "published", "rate"),
+                     ("predicted_examples_per_s", "predicted", "rate"), ("error", "error", "pct"),
+                     ("published_step_s", "published step", "ms"), ("compute_s", "compute", "ms"),
+                     ("exposed_communication_s", "predicted exposed communication", "ms")], f"{ident}-published"),
+        note(f"Checked against {checked['source']}: median |error| {100 * s['median_abs_error']:.0f}%, worst "
+             f"{100 * s['worst_abs_error']:.0f}% over {s['figures']} figures; the rows of an alternative "
+             "reading of a setup are not counted. Nothing is fitted to these figures."),
+    ]
+
+
+def calibrated_parts(result: dict, ident: str) -> list[str]:
     cal = result["calibration"]
     checked = pd.DataFrame(result.get("validation") or [])
     summary = result.get("validation_summary") or {}
@@ -60,4 +101,4 @@ def projection_section(result: dict, ident: str) -> str:
                  f"{100 * summary['worst_abs_error']:.0f}%.")]
     else:
         parts.append(note("No emulated-cluster run to check the model against (./run_bench.sh network)."))
-    return section(ident, "Projection", *parts)
+    return parts

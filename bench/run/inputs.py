@@ -19,8 +19,8 @@ def load_data(config: RunConfig, batch_size: int, rank: int = 0) -> Dataset:
         if config.data == "criteo":
             return ids.criteo(config.data_dir, config.embedding_rows)
         return ids.synthetic(config.embedding_rows, config.id_features, config.zipf_exponent, config.seed)
-    return load(config.data, models.input_shape(config.model), batch_size, config.seed + rank, config.data_dir,
-                config.teacher_factors, config.teacher_examples)
+    return load(config.data, models.input_shape(config.model, config.image_size), batch_size, config.seed + rank,
+                config.data_dir, config.teacher_factors, config.teacher_examples)
 
 
 def worker_split(data: Dataset, rank: int, num_workers: int) -> Split:

@@ -1,0 +1,68 @@
+"""Every exchange scheme on one described cluster, one row each: what
+`python -m bench project --device-examples-per-s ...` prints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.projection import allreduce, parameter_servers
+from bench.projection.cluster import Cluster, StepTerms
+from bench.projection.model import HIERARCHICAL, PS_ASYNC, PS_SYNC, PS_SYNC_AGGREGATED, RING
+from bench.projection.parameter_servers import BALANCED, Layout
+from bench.projection.tensors import ModelTensors
+from bench.projection.transports import ALLREDUCE_TRANSPORTS, GRPC, TRANSPORTS
+
+
+@dataclass(frozen=True)
+class PsSetup:
+    tasks: int
+    colocated: bool  # on worker hosts, else each on a host of its own
+    placement: str  # bench.projection.parameter_servers.PLACEMENTS
+
+
+def tf_cnn_benchmarks_ps(cluster: Cluster) -> PsSetup:
+    """One ps task on each worker host, variables placed by bytes, as tf_cnn_benchmarks' distributed runs were."""
+    return PsSetup(cluster.hosts, True, BALANCED)
+
+
+def predict(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluster,
+            ps: PsSetup) -> tuple[float, StepTerms]:
+    """(examples/s of the whole cluster, one step's terms) of one scheme over one transport."""
+    chosen = TRANSPORTS[transport]
+    if scheme in (RING, HIERARCHICAL):
+        terms = allreduce.step(tensors, cluster, chosen, hierarchical=scheme == HIERARCHICAL)
+        return cluster.workers * cluster.batch_size / terms.step_s, terms
+    layout = Layout(cluster, ps.tasks, ps.colocated, aggregated=scheme == PS_SYNC_AGGREGATED)
+    if scheme == PS_ASYNC:
+        return parameter_servers.asynchronous_rate(tensors, layout, ps.placement, chosen)
+    terms = parameter_servers.synchronous_step(tensors, layout, ps.placement, chosen)
+    return cluster.workers * cluster.batch_size / terms.step_s, terms
+
+
+def combinations(cluster: Cluster) -> list[tuple[str, str]]:
+    """(scheme, transport) pairs that make sense on this cluster."""
+    rings = [(RING, t) for t in ALLREDUCE_TRANSPORTS]
+    if cluster.devices_per_host > 1 and cluster.hosts > 1:
+        rings += [(HIERARCHICAL, t) for t in ALLREDUCE_TRANSPORTS]
+    ps = [(PS_SYNC, GRPC), (PS_ASYNC, GRPC)]
+    if cluster.devices_per_host > 1:
+        ps.insert(1, (PS_SYNC_AGGREGATED, GRPC))
+    return rings + ps
+
+
+def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup) -> list[dict]:
+    out = []
+    alone = cluster.device_examples_per_s
+    for scheme, transport in combinations(cluster):
+        setup = ps
+        rate, terms = predict(scheme, transport, tensors, cluster, setup)
+        uses_ps = transport == GRPC
+        out.append({"model": model, "workers": cluster.workers, "devices_per_host": cluster.devices_per_host,
+                    "hosts": cluster.hosts, "link_gbit": cluster.link_gbit, "batch_size": cluster.batch_size,
+                    "scheme": scheme, "transport": transport, "ps": setup.tasks if uses_ps else 0,
+                    "ps_colocated": setup.colocated if uses_ps else None,
+                    "ps_placement": setup.placement if uses_ps else None,
+                    "throughput_examples_per_s": rate, "step_s": terms.step_s, "compute_s": terms.compute_s,
+                    "exposed_communication_s": terms.exposed_communication_s, "waiting_s": terms.waiting_s,
+                    "scaling_efficiency": rate / (cluster.workers * alone)})
+    return out

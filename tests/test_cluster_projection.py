@@ -1,0 +1,189 @@
+"""The cluster projection's terms against hand-computed values, the model tensors it reads,
+and `python -m bench project --device-examples-per-s ...` as a user calls it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.projection import allreduce, parameter_servers, published, tensors
+from bench.projection.cluster import Cluster
+from bench.projection.model import HIERARCHICAL, PS_ASYNC, PS_SYNC, PS_SYNC_AGGREGATED, RING
+from bench.projection.parameter_servers import BALANCED, ROUND_ROBIN, Layout
+from bench.projection.tensors import ModelTensors, Tensor
+from bench.projection.transports import GRPC, MPI, NCCL, TRANSPORTS, Transport
+from tests.processes import bench
+
+MB = 2**20
+# a link-bound transport (no process limit) at 8 Gbit/s = 1e9 B/s, and one through host memory at 0.5e9 B/s
+WIRE = Transport("wire", 1.0, None, False, "test", link_share=1.0)
+HOSTMEM = Transport("hostmem", 1.0, 0.5e9, True, "test", link_share=1.0)
+SOCKET = Transport("socket", 0.25, None, False, "test", link_share=1.0)  # one flow: a quarter of the link
+CLUSTER = Cluster(workers=16, devices_per_host=4, link_gbit=8, device_examples_per_s=100, batch_size=50,
+                  intra_host_bytes_per_s=4e9)  # compute 0.5 s: forward 1/6 s, backward 1/3 s
+
+
+def test_a_flat_ring_over_hosts_runs_at_the_network_edge():
+    # 2(n-1) alpha + 2(n-1)/n m / rate: 30 x 50 us + 1.875 x 1e8 / 1e9
+    assert allreduce.buffer_s(1e8, CLUSTER, WIRE, hierarchical=False) == pytest.approx(30 * 50e-6 + 0.1875)
+    # through host memory: the process rate binds, and the buffer crosses PCIe twice
+    assert allreduce.buffer_s(1e8, CLUSTER, HOSTMEM, hierarchical=False) == pytest.approx(
+        2 * 1e8 / 4e9 + 30 * 50e-6 + 1.875 * 1e8 / 0.5e9)
+
+
+def test_hierarchical_allreduce_reduces_inside_hosts_then_across_them():
+    # 2(G-1)/G m / intra + 2(H-1) alpha + 2(H-1)/H m / network
+    assert allreduce.buffer_s(1e8, CLUSTER, WIRE, hierarchical=True) == pytest.approx(
+        1.5 * 1e8 / 4e9 + 6 * 50e-6 + 1.5 * 1e8 / 1e9)
+    # G processes of a host-memory transport share the cross-host work
+    assert allreduce.buffer_s(1e8, CLUSTER, HOSTMEM, hierarchical=True) == pytest.approx(
+        2 * 1e8 / 4e9 + 1.5 * 1e8 / 4e9 + 6 * 50e-6 + 1.5 * 1e8 / 1e9)
+
+
+def test_a_transport_limited_per_flow_fills_the_link_with_parallel_flows():
+    assert SOCKET.network_bytes_per_s(8, flows=1) == pytest.approx(0.25e9)
+    assert SOCKET.network_bytes_per_s(8, flows=4) == pytest.approx(1e9)
+    assert SOCKET.network_bytes_per_s(8, flows=16) == pytest.approx(1e9)
+    assert HOSTMEM.network_bytes_per_s(8, flows=1) == pytest.approx(0.5e9)
+    assert TRANSPORTS[MPI].network_bytes_per_s(100, flows=1) == TRANSPORTS[MPI].process_bytes_per_s
+
+
+def test_fusion_packs_ready_tensors_up_to_the_threshold():
+    assert allreduce.fused_buffers([10, 20, 40, 100, 5], 64) == [30, 40, 100, 5]
+
+
+def model_of(*tensors_: tuple[int, float]) -> ModelTensors:
+    return ModelTensors("test", tuple(Tensor(f"t{i}", b, r) for i, (b, r) in enumerate(tensors_)), 1.0)
+
+
+def test_gradients_ready_at_the_end_of_the_backward_pass_leave_their_reduction_exposed():
+    late = model_of((int(1e8), 1.0))
+    one = allreduce.buffer_s(1e8, CLUSTER, WIRE, hierarchical=False)
+    terms = allreduce.step(late, CLUSTER, WIRE, hierarchical=False)
+    # ready at 0.5 s, on a 5 ms cycle: reduced from 0.5 s on
+    assert terms.step_s == pytest.approx(0.5 + one)
+    assert terms.exposed_communication_s == pytest.approx(one)
+
+
+def test_gradients_ready_early_are_hidden_by_the_backward_pass():
+    early = model_of((int(1e8), 0.0))
+    terms = allreduce.step(early, CLUSTER, WIRE, hierarchical=False)
+    assert terms.step_s == pytest.approx(0.5)  # 1/6 s + 0.19 s of reduction < 0.5 s of compute
+    assert terms.exposed_communication_s == pytest.approx(0.0)
+
+
+def test_round_robin_follows_creation_order_and_balanced_gives_a_huge_tensor_a_task_of_its_own():
+    model = model_of((10, 0), (1000, 0), (10, 0), (10, 0), (10, 0))
+    assert parameter_servers.place(model, 2, ROUND_ROBIN) == [0, 1, 0, 1, 0]
+    assert parameter_servers.place(model, 2, BALANCED) == [0, 1, 0, 0, 0]
+
+
+def test_a_single_variable_is_pushed_then_pulled_by_every_worker_through_its_task():
+    one_host = Cluster(4, 4, 8, 100, 50, 4e9)
+    late = model_of((int(1e8), 1.0))
+    layout = Layout(one_host, tasks=1, colocated=False, aggregated=False)
+    terms = parameter_servers.synchronous_step(late, layout, ROUND_ROBIN, WIRE)
+    # 4 pushers x 1e8 B through the ps host's link at 1e9 B/s, in; then as much out
+    assert terms.step_s == pytest.approx(0.5 + 2 * 0.4 + 2 * 50e-6)
+
+
+def test_many_small_variables_let_pulls_overlap_later_pushes():
+    one_host = Cluster(4, 4, 8, 100, 50, 4e9)
+    many = model_of(*[(int(1e6), 1.0)] * 100)
+    layout = Layout(one_host, tasks=1, colocated=False, aggregated=False)
+    terms = parameter_servers.synchronous_step(many, layout, ROUND_ROBIN, WIRE)
+    stage = 4 * 1e6 / 1e9
+    assert terms.step_s == pytest.approx(0.5 + 100 * stage + stage + 2 * 50e-6)
+
+
+def test_a_colocated_task_takes_its_own_hosts_pushes_off_the_link():
+    layout = Layout(CLUSTER, tasks=4, colocated=True, aggregated=False)
+    assert layout.pushers == 16 and layout.remote_pushers(0) == 12
+    aggregated = Layout(CLUSTER, tasks=4, colocated=True, aggregated=True)
+    assert aggregated.pushers == 4 and aggregated.remote_pushers(0) == 3 and aggregated.examples_per_push == 200
+
+
+def test_asynchronous_ps_is_capped_by_the_busiest_task():
+    layout = Layout(Cluster(16, 1, 8, 1000, 50, 4e9), tasks=1, colocated=False, aggregated=False)
+    model = model_of((int(1e8), 1.0))
+    rate, _ = parameter_servers.asynchronous_rate(model, layout, ROUND_ROBIN, WIRE)
+    # per update the task takes in 1e8 B at 1e9 B/s (and sends as much the other way): 10 updates/s
+    assert rate == pytest.approx(10 * 50)
+
+
+@pytest.fixture(scope="module")
+def inception():
+    return tensors.of("inception3")
+
+
+def test_model_tensors_are_its_trainables_and_the_last_layer_is_ready_first(inception):
+    from bench import models
+
+    assert inception.nbytes == models.build("inception3", 0, image_size=75).gradient_bytes
+    ordered = inception.in_ready_order()
+    assert ordered[0].name.startswith("dense") and ordered[-1].ready == 1.0
+    assert 0.0 <= min(t.ready for t in inception.tensors)
+    # 5.7 G multiply-adds per 299x299 image (Szegedy et al. 2016, table 3)
+    assert inception.forward_gflops == pytest.approx(11.4, rel=0.02)
+
+
+def test_every_transport_names_its_source():
+    for transport in TRANSPORTS.values():
+        assert transport.source and 0 < transport.flow_share <= transport.link_share <= 1
+
+
+def test_the_docs_list_every_constant_the_projection_uses():
+    from bench.projection.cluster_cli import constants
+    from tests.conftest import ROOT
+
+    page = (ROOT / "docs" / "projection.md").read_text()
+    missing = [c["name"] for c in constants() if f"`{c['name']}`" not in page]
+    assert not missing, f"docs/projection.md does not list {missing}"
+
+
+def test_the_published_check_predicts_every_figure_of_the_table():
+    checked = published.check()
+    main = checked[~checked["alternative"]]
+    assert len(main) == len(published.HOROVOD_2017.measured) == 9
+    assert set(zip(main["setup"], main["model"], strict=True)) == set(published.HOROVOD_2017.measured)
+    assert (main["predicted_examples_per_s"] > 0).all()
+    summary = published.summary(checked)
+    assert summary["figures"] == 9
+    assert summary["median_abs_error"] == pytest.approx(main["error"].abs().median())
+    assert set(checked.loc[checked["alternative"], "scheme"]) == {PS_SYNC_AGGREGATED}
+
+
+def test_the_cli_gives_a_row_per_scheme_and_transport_with_every_term(tmp_path):
+    done = bench("project", "--model", "vgg16", "--device-examples-per-s", "130.9", "--batch-size", "64",
+                 "--devices-per-host", "4", "--link-gbit", "25", "--workers", "16", "--json",
+                 "--output", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    rows = {(r["scheme"], r["transport"]): r for r in result["projection"]}
+    assert {(RING, NCCL), (RING, MPI), (HIERARCHICAL, NCCL), (PS_SYNC, GRPC), (PS_SYNC_AGGREGATED, GRPC),
+            (PS_ASYNC, GRPC)} <= set(rows)
+    for row in rows.values():
+        for key in ("model", "workers", "devices_per_host", "link_gbit", "scheme", "transport", "ps",
+                    "ps_colocated", "throughput_examples_per_s", "step_s", "compute_s",
+                    "exposed_communication_s", "waiting_s"):
+            assert key in row
+        assert row["step_s"] == pytest.approx(row["compute_s"] + row["exposed_communication_s"] + row["waiting_s"])
+    assert rows[(PS_SYNC, GRPC)]["ps"] == 4 and rows[(PS_SYNC, GRPC)]["ps_colocated"] is True
+    assert {c["name"] for c in result["constants"]} >= {"tcp_goodput", "nccl.flow_share", "grpc.process_bytes_per_s"}
+    assert all(c["source"] for c in result["constants"])
+    assert result["published"]["summary"]["figures"] == 9
+    assert (tmp_path / "projection.json").is_file()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "vgg16", "--device-examples-per-s", "100"], "--device-examples-per-s needs --batch-size"),
+    (["--device-examples-per-s", "100", "--batch-size", "64"], "--device-examples-per-s needs --model"),
+    (["--model", "embedding", "--device-examples-per-s", "100", "--batch-size", "64"], "takes dense models"),
+    (["--model", "vgg16", "--device-examples-per-s", "100", "--batch-size", "64", "--ps-colocated"],
+     "--ps-colocated goes with --ps"),
+])
+def test_a_cluster_described_badly_is_refused_in_one_line(argv, message):
+    done = bench("project", *argv)
+    assert done.returncode == 2
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
