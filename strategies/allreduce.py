@@ -68,7 +68,7 @@ def horovod_missing() -> str | None:
 
 class Allreduce(Strategy):
     name = "allreduce"
-    description = "Horovod ring allreduce (DistributedGradientTape), one process per rank"
+    description = "Horovod ring allreduce (hvd.allreduce of each gradient), one process per rank"
     family = ALLREDUCE
     checkpoints = True
     worker = "strategies.workers.allreduce:AllreduceWorker"

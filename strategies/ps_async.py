@@ -14,8 +14,8 @@ class PSAsync(ParameterServerStrategy):
 
     @classmethod
     def rejoins(cls, config: RunConfig) -> bool:
-        # the parameters live on the ps tasks: a new worker reads them and goes on (a ps-sync
-        # step waits for its gradient meanwhile)
+        # the parameters live on the ps tasks: a new worker reads them and goes on, and no
+        # other worker waits for it meanwhile
         return True
 
     @classmethod

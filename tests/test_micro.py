@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from bench.metrics import busbw
-from bench.micro.bandwidth import FAST_SIZES
+from bench.micro.settings import FAST_SIZES
 from tests.processes import bench
 
 pytestmark = pytest.mark.slow

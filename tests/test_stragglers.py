@@ -120,10 +120,12 @@ def test_the_recovery_section_shows_what_each_restart_cost(preset):
         worker, ps = rows[variant, "worker 1"], rows[variant, "ps 0"]
         assert worker["status"] == ps["status"] == "ok"
         assert worker["recovered_by"] == "worker restarted" and float(worker["recovery_steps_lost"]) == 0
-        assert ps["recovered_by"] == "job restarted from checkpoint" and float(ps["recovery_steps_lost"]) >= 0
+        # the job goes on from its latest checkpoint (every STEPS // 3 steps) before the kill at STEPS // 2
+        assert ps["recovered_by"] == "job restarted from checkpoint"
+        assert 0 < float(ps["recovery_steps_lost"]) <= STEPS // 3
         for row in (worker, ps):
             assert row["recoveries"] == "1" and float(row["recovery_downtime_s"]) > 0
-            assert float(row["recovery_time_lost_s"]) >= 0
+            assert float(row["recovery_time_lost_s"]) > 0  # a step begun after the failure took time
         record = json.loads((run_dir(preset, "ps-kill", variant) / "run.json").read_text())
         assert len(record["resumed_at"]) == 1 and record["summary"]["global_steps"] >= STEPS
         # the workers hold at the kill's step until it is done: one more step at most, each worker's last

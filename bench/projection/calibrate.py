@@ -15,7 +15,7 @@ from bench.errors import UsageError
 from bench.metrics import ALLREDUCE_OP, PS_ROUNDTRIP_OP, Gradient
 from bench.micro.summary import SUMMARY_FILE
 from bench.projection.fit import fit_transports, messages, step_spread
-from bench.report import collect
+from bench.run.summary import read_steps
 from strategies.base import ALLREDUCE, PARAMETER_SERVER
 
 # without a micro-benchmark sweep: a TCP round trip between hosts of one rack, about 50 us
@@ -78,13 +78,14 @@ def model_calibration(runs: pd.DataFrame, model: str, compute_ms: float | None) 
         batch = int(base["batch_size"].iloc[0]) if len(base) else int(mine["batch_size"].iloc[0])
         sd = 0.0
         if len(base):
-            mean, spread = step_spread(collect.steps_of(base["path"].iloc[0]), int(base["warmup_steps"].iloc[0]))
+            first = base.iloc[0]
+            mean, spread = step_spread(read_steps(first["path"], missing_ok=True), int(first["warmup_steps"]))
             sd = compute_ms / 1e3 * spread / mean  # the spread measured here, relative to the typed time
         return ModelCalibration(model, gradient, batch, compute_ms / 1e3, sd, "--compute-ms")
     if base.empty:
         raise UsageError(f"--model {model}: no 1-worker baseline run under --from; run one or give --compute-ms")
     run = base.iloc[0]
-    mean, sd = step_spread(collect.steps_of(run["path"]), int(run["warmup_steps"]))
+    mean, sd = step_spread(read_steps(run["path"], missing_ok=True), int(run["warmup_steps"]))
     return ModelCalibration(model, gradient, int(run["batch_size"]), mean, sd, f"run {run['run_id']}")
 
 

@@ -29,8 +29,8 @@ def write_report(paths: Sequence[Path], out_dir: Path, baseline: Sequence[Path] 
     emulated = "link_mbit" in runs and runs["link_mbit"].notna().any()
     columns = [c for c in SUMMARY_COLUMNS + (NETWORK_COLUMNS if emulated else []) if c in runs] + \
         (["throughput_vs_baseline"] if "throughput_vs_baseline" in runs else [])
-    runs[columns].to_csv(out_dir / "summary.csv", index=False) if not runs.empty else \
-        pd.DataFrame(columns=SUMMARY_COLUMNS).to_csv(out_dir / "summary.csv", index=False)
+    table = runs[columns] if not runs.empty else pd.DataFrame(columns=SUMMARY_COLUMNS)
+    table.to_csv(out_dir / "summary.csv", index=False)
     html_path = out_dir / "report.html"
     html_path.write_text(render(runs, paths, remark))
     return html_path

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from bench.report.columns import CHECKPOINT_FIGURES
 from bench.report.recovery import recovery_columns
 from bench.run import breakdown
 from bench.run.owner import owner_state, settle_if_abandoned
-from bench.run.records import EVALS_FILE, RUN_FILE, STEPS_FILE
+from bench.run.records import RUN_FILE
 from strategies import registry
 
 # what a run's strategy declared of itself (one value per GROUP_KEY setting)
@@ -152,17 +151,3 @@ def load(paths: Iterable[Path]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     return frame.sort_values(["purpose", "model", "strategy", "workers", "run_id"]).reset_index(drop=True) \
         if not frame.empty and "purpose" in frame else frame
-
-
-def steps_of(run_dir: str) -> pd.DataFrame:
-    path = Path(run_dir) / STEPS_FILE
-    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
-
-
-def evals_of(run_dir: str) -> pd.DataFrame:
-    path = Path(run_dir) / EVALS_FILE
-    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value))

@@ -17,8 +17,8 @@ from matplotlib.colors import to_rgb  # noqa: E402
 
 from bench.metrics import ALLREDUCE_OP, COPY_OP, measured_steps  # noqa: E402
 from bench.micro import COLLECTIVES  # noqa: E402
-from bench.report.collect import evals_of, steps_of  # noqa: E402
 from bench.run.breakdown import PARTS, p50_column, per_worker_medians  # noqa: E402
+from bench.run.summary import read_evals, read_steps  # noqa: E402
 from strategies import registry  # noqa: E402
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "distbench", "figure.dpi": 96,
@@ -97,7 +97,7 @@ def loss_curves(runs: pd.DataFrame) -> str:
     """Training loss against global step and against wall time (mean over workers per step)."""
     fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(10, 3.2))
     for _, run in runs.iterrows():
-        steps = steps_of(run["path"])
+        steps = read_steps(run["path"], missing_ok=True)
         if steps.empty:
             continue
         curve = steps.groupby("global_step").agg(loss=("loss", "mean"), t=("t_end_s", "max"))
@@ -116,7 +116,7 @@ def loss_curves(runs: pd.DataFrame) -> str:
 def accuracy_vs_time(runs: pd.DataFrame, target: float | None) -> str:
     fig, ax = plt.subplots(figsize=(6, 3.2))
     for _, run in runs.iterrows():
-        evals = evals_of(run["path"])
+        evals = read_evals(run["path"], missing_ok=True)
         if evals.empty:
             continue
         ax.plot(evals["wall_s"] - (run.get("startup_s") or 0.0), evals["accuracy"], marker=".", label=run["strategy"],
@@ -138,7 +138,7 @@ def step_time_boxes(runs: pd.DataFrame) -> str:
         data, labels = [], []
         for strategy, group in rows.groupby("strategy"):
             run = group.sort_values("workers").iloc[-1]
-            steps = steps_of(run["path"])
+            steps = read_steps(run["path"], missing_ok=True)
             if steps.empty:  # a run folder without its steps.csv
                 continue
             steps = measured_steps(steps, int(run["warmup_steps"]))
@@ -207,7 +207,7 @@ def per_worker_breakdown(runs: pd.DataFrame) -> str:
 def staleness_histogram(runs: pd.DataFrame) -> str:
     fig, ax = plt.subplots(figsize=(6, 3))
     for _, run in runs.iterrows():
-        steps = steps_of(run["path"])
+        steps = read_steps(run["path"], missing_ok=True)
         if steps.empty or steps["staleness_steps"].isna().all():
             continue
         values = steps["staleness_steps"].dropna().astype(int)

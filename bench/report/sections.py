@@ -9,6 +9,7 @@ import pandas as pd
 from bench.report import aggregate, plots
 from bench.report.columns import RUN_COLUMNS
 from bench.report.html import figure, note, section, table
+from bench.run.summary import read_steps
 from strategies import registry
 
 
@@ -189,8 +190,6 @@ def environment(runs: pd.DataFrame) -> str:
 def stragglers(runs: pd.DataFrame) -> str:
     """Per strategy variant: throughput with a straggler as a fraction of without, time to
     accuracy with and without, and how a run with a killed worker ended."""
-    from bench.report.collect import steps_of
-
     rows = []
     for variant, group in runs.groupby("variant"):
         clean, slow = _pick(group, "clean", "throughput"), _pick(group, "straggler", "throughput")
@@ -201,7 +200,7 @@ def stragglers(runs: pd.DataFrame) -> str:
         tta_clean, tta_slow = _pick(group, "clean", "convergence"), _pick(group, "straggler", "convergence")
         row["tta_clean"] = tta_clean["time_to_target_s"].mean() if len(tta_clean) else None
         row["tta_straggler"] = tta_slow["time_to_target_s"].mean() if len(tta_slow) else None
-        row["kill"] = kill_outcome(group[group["scenario"] == "kill"], steps_of)
+        row["kill"] = kill_outcome(group[group["scenario"] == "kill"])
         rows.append(row)
     frame = pd.DataFrame(rows)
     return section("stragglers", "Stragglers and failures", table(frame, [
@@ -217,7 +216,7 @@ def _pick(group: pd.DataFrame, scenario: str, purpose: str) -> pd.DataFrame:
     return group[(group["scenario"] == scenario) & (group["purpose"] == purpose)]
 
 
-def kill_outcome(runs: pd.DataFrame, steps_of) -> str:
+def kill_outcome(runs: pd.DataFrame) -> str:
     if runs.empty:
         return ""
     run = runs.iloc[0]
@@ -227,7 +226,7 @@ def kill_outcome(runs: pd.DataFrame, steps_of) -> str:
         return f"finished without {run['lost_workers']}"
     if "hung" in str(run["status"]):
         return "HUNG (ended by the stall detector)"
-    steps = steps_of(run["path"])
+    steps = read_steps(run["path"], missing_ok=True)
     worker = int(str(run["kill_worker"]).split("@")[0]) if run["kill_worker"] else 1
     last = steps.loc[steps["worker"] == worker, "t_end_s"].max() if len(steps) else None
     if run["ended_s"] is not None and last is not None and not pd.isna(last):

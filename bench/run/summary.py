@@ -23,12 +23,18 @@ from bench.run.checkpoints import CHECKPOINTS_FILE
 from bench.run.records import EVALS_FILE, RECOVERIES, STEPS_FILE, RunFolder, restarts_s
 
 
-def read_steps(run_dir: Path) -> pd.DataFrame:
-    return pd.read_csv(run_dir / STEPS_FILE)
+def read_steps(run_dir: Path | str, missing_ok: bool = False) -> pd.DataFrame:
+    """A run's steps.csv (with `missing_ok`, an empty frame where it has none)."""
+    return _read(Path(run_dir) / STEPS_FILE, missing_ok)
 
 
-def read_evals(run_dir: Path) -> pd.DataFrame:
-    return pd.read_csv(run_dir / EVALS_FILE)
+def read_evals(run_dir: Path | str, missing_ok: bool = False) -> pd.DataFrame:
+    """A run's evals.csv (with `missing_ok`, an empty frame where it has none)."""
+    return _read(Path(run_dir) / EVALS_FILE, missing_ok)
+
+
+def _read(path: Path, missing_ok: bool) -> pd.DataFrame:
+    return pd.read_csv(path) if not missing_ok or path.is_file() else pd.DataFrame()
 
 
 def summarize(run_dir: Path, warmup_steps: int, target_accuracy: float,

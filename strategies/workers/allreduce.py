@@ -1,4 +1,6 @@
-"""allreduce's worker: Horovod's DistributedGradientTape averages the gradients over the ranks."""
+"""allreduce's worker: hvd.allreduce averages each gradient over the ranks, one call per gradient as
+Horovod's DistributedGradientTape makes them (called here directly, so that the step's stamps see both
+the local and the averaged gradients)."""
 
 from __future__ import annotations
 
