@@ -8,6 +8,7 @@ UPDATE_OPS collection, as TF1 code expects, and the train op must depend on them
 import tensorflow as tf
 
 from bench.models.base import NUM_CLASSES, Model
+from bench.models.layers import update_average
 
 STAGES = ((16, 1), (32, 2), (64, 2))
 BLOCKS_PER_STAGE = 3
@@ -51,17 +52,11 @@ class ResNet20(Model):
         y = tf.nn.conv2d(x, p["w"], stride, "SAME")
         if training:
             mean, var = tf.nn.moments(y, axes=[0, 1, 2])
-            self._update_average(p["mean"], mean)
-            self._update_average(p["var"], var)
+            update_average(p["mean"], mean, BN_MOMENTUM)
+            update_average(p["var"], var, BN_MOMENTUM)
         else:
             mean, var = p["mean"], p["var"]
         return tf.nn.batch_normalization(y, mean, var, p["beta"], p["gamma"], BN_EPSILON)
-
-    @staticmethod
-    def _update_average(average: tf.Variable, value: tf.Tensor) -> None:
-        op = average.assign(BN_MOMENTUM * average + (1.0 - BN_MOMENTUM) * value)
-        if not tf.executing_eagerly():
-            tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.UPDATE_OPS, op)
 
     def logits(self, x: tf.Tensor, training: bool) -> tf.Tensor:
         h = tf.nn.relu(self._conv_bn(x, self.stem, 1, training))
