@@ -187,3 +187,17 @@ def test_a_cluster_described_badly_is_refused_in_one_line(argv, message):
     done = bench("project", *argv)
     assert done.returncode == 2
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_report_shows_the_cluster_and_published_against_predicted(tmp_path):
+    from bench.report.build import write_report
+
+    done = bench("project", "--model", "inception3", "--device-examples-per-s", "134.4", "--batch-size", "64",
+                 "--devices-per-host", "4", "--link-gbit", "25", "--workers", "16", "--output", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    page = write_report([tmp_path], tmp_path).read_text()
+    assert 'id="projection-cluster"' in page and 'id="projection-constants"' in page
+    published_rows = page[page.index('id="projection-published"'):]
+    for (setup, model), figure in published.HOROVOD_2017.measured.items():
+        assert f'data-col="published_examples_per_s" data-value="{figure}"' in published_rows, (setup, model)
+    assert "median |error|" in page and "Nothing is fitted to these figures" in page
