@@ -4,6 +4,7 @@ writes reports; `python -m bench all ...` runs the default comparison."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -18,8 +19,13 @@ from bench.launch.tf_config import topology_from_tf_config
 from bench.usage import OneLineParser, refuse
 from bench.validation import validate
 
-SUBCOMMANDS = ("report", "all", "stragglers", "micro", "cluster", "network", "tradeoffs", "project", "overhead",
-               "worker")
+# subcommand -> "module:function" taking its arguments, imported only when called (as bench.models does)
+SUBCOMMANDS = {"report": "bench.report.cli:main", "all": "bench.presets.matrix:main",
+               "stragglers": "bench.presets.stragglers:main", "micro": "bench.micro.run:main",
+               "cluster": "bench.emulated.cli:main", "network": "bench.presets.network:main",
+               "tradeoffs": "bench.presets.tradeoffs:main", "project": "bench.projection.cli:main",
+               "overhead": "bench.overhead.run:main",
+               "worker": "bench.launch.worker_process:main"}  # a process of a run, started by its launcher
 
 
 def _hosts(text: str) -> tuple[str, ...]:
@@ -212,42 +218,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _subcommand(name: str, argv: list[str]) -> int:
-    if name == "report":
-        from bench.report.cli import main as report_main
-
-        return report_main(argv)
-    if name == "all":
-        from bench.presets.matrix import main as matrix_main
-
-        return matrix_main(argv)
-    if name == "micro":
-        from bench.micro.run import main as micro_main
-
-        return micro_main(argv)
-    if name == "stragglers":
-        from bench.presets.stragglers import main as stragglers_main
-
-        return stragglers_main(argv)
-    if name == "cluster":
-        from bench.emulated.cli import main as cluster_main
-
-        return cluster_main(argv)
-    if name == "project":
-        from bench.projection.cli import main as project_main
-
-        return project_main(argv)
-    if name == "overhead":
-        from bench.overhead.run import main as overhead_main
-
-        return overhead_main(argv)
-    if name == "tradeoffs":
-        from bench.presets.tradeoffs import main as tradeoffs_main
-
-        return tradeoffs_main(argv)
-    if name == "network":
-        from bench.presets.network import main as network_main
-
-        return network_main(argv)
-    from bench.launch.worker_process import main as worker_main
-
-    return worker_main(argv)
+    module, _, function = SUBCOMMANDS[name].partition(":")
+    return getattr(importlib.import_module(module), function)(argv)

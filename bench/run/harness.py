@@ -6,8 +6,6 @@ same way for every strategy.
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,10 +18,10 @@ from bench.config import RunConfig
 from bench.run.breakdown import stamped
 from bench.run.checkpoints import Checkpoints
 from bench.run.events import RunEvents
+from bench.run.injection import FaultInjection
 from bench.run.inputs import load_data, rows_touched
 from bench.run.lifecycle import exchange_facts, model_facts
 from bench.run.progress import Progress
-from bench.run.ps_kill import PsKillHold
 from bench.run.records import RunFolder
 from bench.run.step_log import StepLog
 from strategies import registry
@@ -94,7 +92,7 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
     events = RunEvents(folder.path) if context.is_chief else None
     evaluator = Evaluator(config, folder, clock, events) if events and data.val is not None else None
     checkpoints = Checkpoints.for_run(config, folder, clock, context.is_chief)
-    ps_kill = PsKillHold.for_run(config, folder)
+    faults = FaultInjection.for_run(config, folder, context.rank)
     progress = Progress(config.steps, f"{config.strategy}/{config.model}",
                         enabled=show_progress and context.is_chief)
     began = clock()
@@ -114,27 +112,20 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
             record_model(config, folder, strategy.model, data)
         strategy.ready()
         startup_s = clock() - began
-        kill_at = config.kill_plan if config.kill_plan and config.kill_plan[0] == context.rank else None
-        slowed = config.straggler is not None or config.straggler_random is not None
         while True:
-            if kill_at and local_step == kill_at[1]:
-                flush(clock())
-                os.kill(os.getpid(), signal.SIGKILL)
+            if faults:
+                faults.die_if_due(local_step, lambda: flush(clock()))
             t_start = clock()
             result = strategy.step(stamped(local_step))
             t_end = clock()
             slept = 0.0
-            if slowed:
-                slowdown = config.slowdown(context.rank, local_step)
-                if slowdown > 1:  # injected straggler: this step takes `slowdown` times its measured time
-                    time.sleep((slowdown - 1) * (t_end - t_start))
-                    now = clock()
-                    slept, t_end = now - t_end, now
+            if faults:
+                t_end, slept = faults.slow_down(local_step, t_start, t_end, clock)
             log.add(local_step, t_start, t_end, result, slept)
             local_step += 1
-            if ps_kill and ps_kill.due(result.global_step):
+            if faults and faults.holds_at(result.global_step):
                 flush(t_end)
-                ps_kill.wait()
+                faults.hold()
             elif log.due(t_end):
                 flush(t_end)
             if evaluator and evaluator.due(result.global_step):
