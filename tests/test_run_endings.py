@@ -53,7 +53,12 @@ def wait_for_training(results, process: subprocess.Popen, rows: int = 3, timeout
     raise AssertionError("training did not start")
 
 
-@pytest.mark.parametrize("strategy", ["allreduce-tf", "ps-sync"])
+# what else fails: allreduce-tf's worker 0, whose collective loses its peer, or nobody (under
+# ps-sync worker 0 waits for the dead worker's gradient until the launcher ends it)
+CONSEQUENCES = {"allreduce-tf": ("worker 0",), "ps-sync": ()}
+
+
+@pytest.mark.parametrize("strategy", list(CONSEQUENCES))
 def test_the_killed_worker_is_named_as_the_cause(strategy, tmp_path):
     for trial in range(KILL_TRIALS):
         out = tmp_path / f"trial{trial}"
@@ -63,7 +68,8 @@ def test_the_killed_worker_is_named_as_the_cause(strategy, tmp_path):
         record = run_record(out)
         assert record["status"] == "failed: worker 1 was killed by SIGKILL", (trial, record["status"])
         consequences = record["failure_consequences"]
-        assert consequences and all(c.startswith("worker 0") for c in consequences), consequences
+        assert len(consequences) <= len(CONSEQUENCES[strategy]), consequences
+        assert all(c.startswith(CONSEQUENCES[strategy]) for c in consequences), consequences
         assert seconds_from_kill_to_end(next(out.iterdir()), record, worker=1) < 30
         assert not leftover_processes(str(out))
 
