@@ -5,12 +5,9 @@ import tensorflow as tf
 from bench import models
 from bench.data import IMAGES
 
-# the embedding: test_embedding.py; the ImageNet models' graphs take minutes to build in a v1 graph
-# (their initial values are constants in it), so theirs run with the slow tests
-IMAGE_MODELS = [pytest.param(m, marks=pytest.mark.slow) if m in models.IMAGENET else m
-                for m in sorted(m for m in models.MODELS if models.READS[m] == IMAGES)]
-# the ImageNet models at their smallest input: the same variables, a fraction of the work
-SIZES = {m: {"image_size": models.MIN_IMAGE_SIZE[m]} for m in models.IMAGENET}
+# the embedding: test_embedding.py. The ImageNet models: test_imagenet_models.py, whose short runs
+# train each in a tf.function (single) and in a v1 graph (ps-sync)
+IMAGE_MODELS = sorted(m for m in models.MODELS if models.READS[m] == IMAGES and m not in models.IMAGENET)
 
 EXPECTED_PARAMS = {
     "mlp": 784 * 100 + 100 + 100 * 10 + 10,
@@ -20,7 +17,7 @@ EXPECTED_PARAMS = {
 
 @pytest.mark.parametrize("name", IMAGE_MODELS)
 def test_forward_backward_in_tf_function(name):
-    model = models.build(name, seed=0, **SIZES.get(name, {}))
+    model = models.build(name, seed=0)
     x = tf.random.uniform((3, *model.input_shape))
     y = tf.constant([0, 1, 2])
 
@@ -48,7 +45,7 @@ def test_resnet20_has_the_published_size():
 def test_runs_in_a_v1_graph(name):
     graph = tf.Graph()
     with graph.as_default():
-        model = models.build(name, seed=0, **SIZES.get(name, {}))
+        model = models.build(name, seed=0)
         x = tf.compat.v1.placeholder(tf.float32, (None, *model.input_shape))
         y = tf.compat.v1.placeholder(tf.int32, (None,))
         loss = model.loss(x, y)
