@@ -134,14 +134,15 @@ def run_rank(config: RunConfig) -> int:
     report: dict = {"runtime": runtime}
     try:
         outcome = run_worker(config, context, folder, show_progress=hvd.rank() == 0)
+        report.update(startup_s=outcome.startup_s, local_steps=outcome.local_steps,
+                      strategy_info=outcome.strategy_info)
     except Exception as exc:  # the other ranks learn of it through mpirun, which ends them
         report["error"] = failure_reason(exc)
-        write_rank_report(folder, hvd.rank(), report)
         if owner and hvd.rank() == 0:  # under the user's mpirun no launcher is left to say why
             close_run(folder, config, f"failed: rank 0: {report['error']}", runtime=runtime)
         raise
-    report.update(startup_s=outcome.startup_s, local_steps=outcome.local_steps, strategy_info=outcome.strategy_info)
-    write_rank_report(folder, hvd.rank(), report)
+    finally:
+        write_rank_report(folder, hvd.rank(), report)
     hvd.join()  # every rank has written its rows
     if owner and hvd.rank() == 0:
         close_run(folder, config, "ok", startup_s=report.get("startup_s"), runtime=runtime,
