@@ -182,6 +182,7 @@ def test_the_cli_gives_a_row_per_scheme_and_transport_with_every_term(tmp_path):
     (["--model", "embedding", "--device-examples-per-s", "100", "--batch-size", "64"], "takes dense models"),
     (["--model", "vgg16", "--device-examples-per-s", "100", "--batch-size", "64", "--ps-colocated"],
      "--ps-colocated goes with --ps"),
+    (["--from", "results", "--devices-per-host", "4"], "--devices-per-host: only with --device-examples-per-s"),
 ])
 def test_a_cluster_described_badly_is_refused_in_one_line(argv, message):
     done = bench("project", *argv)

@@ -152,6 +152,7 @@ def main(argv: Sequence[str]) -> int:
         if not source.is_dir():
             raise UsageError(f"--from {source}: no such folder")
         check_counts(args)
+        cluster_cli.refuse_cluster_flags(args)
         if args.compute_ms is not None and args.compute_ms <= 0:
             raise UsageError(f"--compute-ms: must be > 0, got {args.compute_ms}")
         runs = collect.load([source])

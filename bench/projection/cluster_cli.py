@@ -28,16 +28,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device-examples-per-s", type=float, default=None,
                    help="one device's examples/s at --batch-size (a vendor table, or a run.json from a GPU machine)")
     g.add_argument("--batch-size", type=int, default=None, help="per device")
-    g.add_argument("--devices-per-host", type=int, default=1, help="devices sharing one host's link (default: 1)")
-    g.add_argument("--intra-host-gbit", type=float, default=transports.PCIE_BYTES_PER_S * 8 / 1e9,
-                   help="between a device and its host, and devices of one host (default: %(default)g, PCIe 3.0 x16)")
-    g.add_argument("--ps-colocated", action="store_true",
+    g.add_argument("--devices-per-host", type=int, default=None, help="devices sharing one host's link (default: 1)")
+    g.add_argument("--intra-host-gbit", type=float, default=None,
+                   help="between a device and its host, and devices of one host "
+                        f"(default: {DEFAULTS['intra_host_gbit']:g}, PCIe 3.0 x16)")
+    g.add_argument("--ps-colocated", action="store_true", default=None,
                    help="with --ps: the ps tasks on worker hosts (default without --ps: one per worker host, there)")
-    g.add_argument("--ps-placement", choices=PLACEMENTS, default=ROUND_ROBIN,
-                   help="variables over ps tasks: replica_device_setter's round-robin, or balanced by bytes")
+    g.add_argument("--ps-placement", choices=PLACEMENTS, default=None,
+                   help="variables over ps tasks: replica_device_setter's round-robin (default), or balanced by bytes")
+
+
+# the cluster flags' defaults, filled in once a cluster is described (elsewhere they are refused)
+DEFAULTS = {"devices_per_host": 1, "intra_host_gbit": transports.PCIE_BYTES_PER_S * 8 / 1e9,
+            "ps_colocated": False, "ps_placement": ROUND_ROBIN}
+
+
+def refuse_cluster_flags(args: argparse.Namespace) -> None:
+    """Without --device-examples-per-s no cluster is described: its flags would go unused."""
+    typed = [name for name in ("batch_size", *DEFAULTS) if getattr(args, name) is not None]
+    if typed:
+        flags = ", ".join("--" + name.replace("_", "-") for name in typed)
+        raise UsageError(f"{flags}: only with --device-examples-per-s (a cluster described, not calibrated from runs)")
 
 
 def check(args: argparse.Namespace) -> None:
+    """Refuse a badly described cluster; fill in the defaults of the flags not typed."""
+    for name, value in DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if args.batch_size is None or args.batch_size < 1:
         raise UsageError("--device-examples-per-s needs --batch-size B (>= 1): the batch that rate was measured at")
     if not args.device_examples_per_s > 0:
