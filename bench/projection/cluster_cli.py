@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -138,7 +137,7 @@ def show(table: pd.DataFrame, checked: dict) -> None:
     print(published_table(pd.DataFrame(checked["rows"])).to_string(index=False))
     s = checked["summary"]
     print(f"median |error| {s['median_abs_error']:.0%}, worst {s['worst_abs_error']:.0%} over {s['figures']} "
-          "figures (alternative readings not counted)", file=sys.stdout)
+          "figures (alternative readings not counted)")
 
 
 def published_table(checked: pd.DataFrame) -> pd.DataFrame:

@@ -33,6 +33,7 @@ class Setup:
     label: str
     scheme: str
     transport: str
+    measured_as: str | None = None  # an alternative reading: the label of the published row it is held against
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ HOROVOD_2017 = PublishedTable(
     measured={(PS_ROW, "inception3"): 1345.8, (PS_ROW, "resnet101"): 959.6, (PS_ROW, "vgg16"): 74.7,
               (MPI_ROW, "inception3"): 2073.3, (MPI_ROW, "resnet101"): 1338.3, (MPI_ROW, "vgg16"): 616.8,
               (NCCL_ROW, "inception3"): 1990.7, (NCCL_ROW, "resnet101"): 1685.1, (NCCL_ROW, "vgg16"): 1308.7},
-    alternatives=(Setup(PS_ROW + ", one worker of 4 GPUs per server", PS_SYNC_AGGREGATED, GRPC),),
+    alternatives=(Setup(PS_ROW + ", one worker of 4 GPUs per server", PS_SYNC_AGGREGATED, GRPC, PS_ROW),),
 )
 
 
@@ -80,9 +81,8 @@ def check(table: PublishedTable = HOROVOD_2017) -> pd.DataFrame:
     """Every published figure of the table against its prediction, and each alternative
     reading of a setup beside it (whose error does not count in the summary)."""
     rows = [_row(table, s, m, table.measured[(s.label, m)]) for s in table.setups for m in table.one_device]
-    base = {s.label.split(",")[0]: s for s in table.setups}
     for alt in table.alternatives:
-        rows += [{**_row(table, alt, m, table.measured[(base[alt.label.split(",")[0]].label, m)]), "alternative": True}
+        rows += [{**_row(table, alt, m, table.measured[(alt.measured_as, m)]), "alternative": True}
                  for m in table.one_device]
     out = pd.DataFrame(rows)
     out["alternative"] = out.get("alternative", pd.Series(dtype=bool)).fillna(False).astype(bool)

@@ -54,14 +54,13 @@ def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup) -> li
     out = []
     alone = cluster.device_examples_per_s
     for scheme, transport in combinations(cluster):
-        setup = ps
-        rate, terms = predict(scheme, transport, tensors, cluster, setup)
+        rate, terms = predict(scheme, transport, tensors, cluster, ps)
         uses_ps = transport == GRPC
         out.append({"model": model, "workers": cluster.workers, "devices_per_host": cluster.devices_per_host,
                     "hosts": cluster.hosts, "link_gbit": cluster.link_gbit, "batch_size": cluster.batch_size,
-                    "scheme": scheme, "transport": transport, "ps": setup.tasks if uses_ps else 0,
-                    "ps_colocated": setup.colocated if uses_ps else None,
-                    "ps_placement": setup.placement if uses_ps else None,
+                    "scheme": scheme, "transport": transport, "ps": ps.tasks if uses_ps else 0,
+                    "ps_colocated": ps.colocated if uses_ps else None,
+                    "ps_placement": ps.placement if uses_ps else None,
                     "throughput_examples_per_s": rate, "step_s": terms.step_s, "compute_s": terms.compute_s,
                     "exposed_communication_s": terms.exposed_communication_s, "waiting_s": terms.waiting_s,
                     "scaling_efficiency": rate / (cluster.workers * alone)})
