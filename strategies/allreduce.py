@@ -10,11 +10,9 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bench.config import RunConfig
 from bench.errors import UsageError
-from bench.launch.tools import find_tool
 from bench.metrics import (
     Gradient,
     allgather_bytes,
@@ -26,13 +24,11 @@ from bench.metrics import (
 from bench.options import Option, flag_bool, non_negative
 from strategies._compression import FP16, NONE, TOPK, parse
 from strategies._compression import option as compression_option
-from strategies.base import ALLREDUCE, MPI, Strategy
+from strategies.base import ALLREDUCE, GLOO_CONTROLLER, MPI, MPI_CONTROLLER, Strategy
 
-if TYPE_CHECKING:
-    from bench.emulated.placement import Placement
-
-CONTROLLER = Option("hvd_controller", str, "mpi", "allreduce: Horovod controller, mpi (mpirun) or gloo (horovodrun)",
-                    choices=("mpi", "gloo"))
+CONTROLLER = Option("hvd_controller", str, MPI_CONTROLLER,
+                    "allreduce: Horovod controller, mpi (mpirun) or gloo (horovodrun)",
+                    choices=(MPI_CONTROLLER, GLOO_CONTROLLER))
 # Horovod's settings a run gets unless told otherwise, from `python -m bench micro --horovod-sweep`
 # and allreduce runs on this project's 2-core machine (README, "Horovod at its best"): a 0.5 ms
 # cycle halves the wait of an allreduce for the background thread's next cycle (64 KB at 2 ranks:
@@ -100,18 +96,8 @@ class Allreduce(Strategy):
         return "allgather of the touched rows (Horovod's default for IndexedSlices)"
 
     @classmethod
-    def rank_launcher(cls, config: RunConfig, placement: Placement | None) -> list[str] | None:
-        """allreduce: horovodrun --gloo for the Gloo controller (None: mpirun)."""
-        if config.option("hvd_controller") != "gloo":
-            return None
-        horovodrun = find_tool("horovodrun")
-        if horovodrun is None:
-            raise UsageError(f"horovodrun not found: {SETUP_HINT}")
-        hosts = ",".join(f"{h.address}:1" for h in placement.roles["worker"]) if placement \
-            else f"localhost:{config.workers}"
-        # remote hosts: horovodrun reaches them with `ssh`, which is the namespace agent on PATH
-        nic = ["--network-interface", "eth0"] if placement else []
-        return [horovodrun, "--gloo", "-np", str(config.workers), "-H", hosts, *nic]
+    def rank_controller(cls, config: RunConfig) -> str:
+        return config.option("hvd_controller") or MPI_CONTROLLER
 
     @classmethod
     def traffic(cls, config: RunConfig, gradient: Gradient) -> dict[str, tuple[float, float]]:

@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -27,12 +27,10 @@ from bench.data import Dataset, Split
 from bench.metrics import Gradient
 from bench.options import Option
 
-if TYPE_CHECKING:
-    from bench.emulated.placement import Placement
-
 IN_PROCESS = "in-process"  # one process runs the whole job
 TF_CLUSTER = "tf-cluster"  # ps and worker processes of a tf.distribute.Server cluster
 MPI = "mpi"  # one process per rank under mpirun / horovodrun
+MPI_CONTROLLER, GLOO_CONTROLLER = "mpi", "gloo"  # how the ranks of an MPI launch meet
 
 # families: how replicas are kept in step
 IN_GRAPH = "in-graph"  # one process, one graph, replicas on its devices
@@ -127,9 +125,10 @@ class Strategy:
         return 0
 
     @classmethod
-    def rank_launcher(cls, config: RunConfig, placement: Placement | None) -> list[str] | None:
-        """MPI launch: the command that starts the ranks, when it is not mpirun."""
-        return None
+    def rank_controller(cls, config: RunConfig) -> str:
+        """MPI launch: how the ranks meet, "mpi" (mpirun, srun --mpi=pmix) or "gloo" (Horovod's
+        rendezvous server: horovodrun --gloo, or srun steps under Slurm)."""
+        return MPI_CONTROLLER
 
     @classmethod
     def traffic(cls, config: RunConfig, gradient: Gradient) -> dict[str, tuple[float, float]]:

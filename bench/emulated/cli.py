@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Sequence
 
-from bench.emulated import linkcheck, network
+from bench.emulated import linkcheck, network, slurm
 from bench.emulated.claim import claim, release
 from bench.errors import UsageError
 from bench.usage import OneLineParser, refuse
@@ -18,6 +19,7 @@ def parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="create the hosts, or re-cap the links of a cluster that is up")
     up.add_argument("--hosts", type=int, required=True, help="number of hosts (namespaces NAME-h0...)")
     up.add_argument("--link-mbit", type=float, required=True, help="each host's link, each way, in Mbit/s")
+    sub.add_parser("env", help="the export lines after which salloc, sbatch and srun reach its Slurm")
     for action in ("down", "status"):
         sub.add_parser(action, help={"down": "end its processes and remove every namespace and link",
                                      "status": "hosts, addresses, link caps, bytes and processes"}[action])
@@ -40,6 +42,14 @@ def describe(cluster: network.Cluster) -> str:
     return "\n".join(lines)
 
 
+def start_slurm(cluster: network.Cluster) -> str:
+    started = time.monotonic()
+    slurm.up(cluster)
+    return (f"slurm: controller {slurm.CONTROLLER} at {network.login_address(cluster)}, "
+            f"{len(cluster.hosts)} nodes idle after {time.monotonic() - started:.1f} s; "
+            f'use it with: eval "$(./run_bench.sh cluster env)"')
+
+
 def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     try:
@@ -47,12 +57,17 @@ def main(argv: Sequence[str]) -> int:
             held = claim(args.name)  # not under a preset's runs
             try:
                 if args.action == "up":
-                    print(describe(network.up(args.hosts, args.link_mbit, args.name)))
+                    cluster = network.up(args.hosts, args.link_mbit, args.name)
+                    print(describe(cluster))
+                    print(start_slurm(cluster))
                 else:
+                    slurm.down(args.name)
                     removed = network.down(args.name)
                     print(f"removed {len(removed)} namespaces" + (f": {', '.join(removed)}" if removed else ""))
             finally:
                 release(held)
+        elif args.action == "env":
+            print("\n".join(slurm.env_lines(args.name)))
         elif args.action == "check":
             cluster = network.get(args.name, min_hosts=2)
             rate = linkcheck.measure(cluster, 0, 1, args.seconds)

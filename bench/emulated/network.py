@@ -4,9 +4,10 @@ switch namespace, each link capped with tc tbf in both directions.
     {name}-sw      the switch: bridge br0 and one veth port h<k> per host
     {name}-h<k>    host k: eth0 (the other end of port h<k>) with one address
 
-Nothing is added to the machine's own namespace, so no traffic can leave the
-hosts; deleting the namespaces deletes every link. The state is read back from
-the kernel each time (no state file to go stale).
+Nothing is added to the machine's own namespace but the login port Slurm needs
+(slurm.py); hosts route only their subnet, so no traffic can leave them. Deleting
+the namespaces deletes every link. The state is read back from the kernel each
+time (no state file to go stale).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ SWITCH = "sw"
 BURST_S = 0.004  # tbf bucket: 4 ms of traffic, at least 96 KB so GSO super-packets pass
 QUEUE_LATENCY_MS = 50
 ETC_NETNS = Path("/etc/netns")  # `ip netns exec NS` mounts /etc/netns/NS/* over /etc/*
+RESIDENT_DAEMONS = ("slurmd",)  # a host's own daemons: not a run's processes, and not ended with one
 
 
 @dataclass(frozen=True)
@@ -197,24 +199,59 @@ def up(hosts: int, link_mbit: float, name: str = DEFAULT_NAME) -> Cluster:
     return shape(Cluster(name, tuple(made), str(subnet), None), link_mbit)
 
 
-def write_hosts_files(hosts: list[Host]) -> None:
-    """Every host resolves every other host's name (its namespace name), as on a real cluster."""
-    table = "127.0.0.1 localhost\n::1 localhost\n" + "".join(f"{h.address} {h.namespace}\n" for h in hosts)
+def write_hosts_files(hosts: list[Host], extra: dict[str, str] | None = None) -> None:
+    """Every host resolves every other host's name (its namespace name), as on a real cluster,
+    and the `extra` {address: name} entries (Slurm's controller)."""
+    names = {**{h.address: h.namespace for h in hosts}, **(extra or {})}
+    table = "127.0.0.1 localhost\n::1 localhost\n" + "".join(f"{a} {n}\n" for a, n in names.items())
     for host in hosts:
         folder = ETC_NETNS / host.namespace
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "hosts").write_text(table)
 
 
-def processes_in(namespace: str) -> list[int]:
+def processes_in(namespace: str, daemons: bool = False) -> list[int]:
+    """The processes running on a host; its resident daemons (slurmd) only when `daemons`."""
     out = _ip("netns", "pids", namespace, check=False).stdout
-    return [int(p) for p in out.split() if p.isdigit()]
+    pids = [int(p) for p in out.split() if p.isdigit()]
+    return pids if daemons else [p for p in pids if _command(p) not in RESIDENT_DAEMONS]
 
 
-def end_processes(namespaces_: list[str], grace_s: float = 3.0) -> None:
-    """SIGTERM everything running in the namespaces, SIGKILL what is left after `grace_s`."""
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def login_address(cluster: Cluster) -> str:
+    """The subnet's last address: the login port's, in the machine's own namespace."""
+    return str(list(ipaddress.ip_network(cluster.subnet).hosts())[-1])
+
+
+def login_device(name: str) -> str:
+    return f"{name}-login"[:15]  # a Linux interface name holds 15 characters
+
+
+def attach_login(cluster: Cluster) -> str:
+    """A port of the switch in the machine's own namespace (the login node); its address."""
+    address = login_address(cluster)
+    device = login_device(cluster.name)
+    if _ip("link", "show", device, check=False).returncode != 0:
+        switch = f"{cluster.name}-{SWITCH}"
+        _ip("link", "add", device, "type", "veth", "peer", "name", "login", "netns", switch)
+        _ip("-n", switch, "link", "set", "login", "master", "br0")
+        _ip("-n", switch, "link", "set", "login", "up")
+        _ip("addr", "add", f"{address}/{ipaddress.ip_network(cluster.subnet).prefixlen}", "dev", device)
+        _ip("link", "set", device, "up")
+    return address
+
+
+def end_processes(namespaces_: list[str], grace_s: float = 3.0, daemons: bool = False) -> None:
+    """SIGTERM everything running in the namespaces (their daemons too when `daemons`), SIGKILL what is
+    left after `grace_s`."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = [p for ns in namespaces_ for p in processes_in(ns)]
+        pids = [p for ns in namespaces_ for p in processes_in(ns, daemons)]
         for pid in pids:
             try:
                 os.kill(pid, sig)
@@ -222,7 +259,7 @@ def end_processes(namespaces_: list[str], grace_s: float = 3.0) -> None:
                 pass
         deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else 2.0)
         while pids and time.monotonic() < deadline:
-            pids = [p for ns in namespaces_ for p in processes_in(ns)]
+            pids = [p for ns in namespaces_ for p in processes_in(ns, daemons)]
             time.sleep(0.1)
         if not pids:
             return
@@ -232,7 +269,7 @@ def down(name: str = DEFAULT_NAME) -> list[str]:
     """End the processes in the cluster's namespaces, then delete the namespaces (and with them every link)."""
     require_tools()
     ours = [ns for ns in namespaces() if ns == f"{name}-{SWITCH}" or ns in _host_names(name)]
-    end_processes(ours)
+    end_processes(ours, daemons=True)
     for ns in ours:
         _ip("netns", "del", ns, check=False)
         shutil.rmtree(ETC_NETNS / ns, ignore_errors=True)

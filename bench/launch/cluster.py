@@ -17,6 +17,7 @@ from bench.config import RunConfig
 from bench.emulated import session
 from bench.emulated.placement import enter
 from bench.errors import UsageError
+from bench.launch import slurm
 from bench.launch.faults import kill_ps_watch
 from bench.launch.processes import Child, free_ports, port_in_use, start
 from bench.launch.recovery import WORKER_RESTARTED, recoveries_left, recovering, recovery, rejoin_config
@@ -63,13 +64,19 @@ def run_local(config: RunConfig) -> tuple[int, RunFolder]:
     strategy = registry.get(config.strategy)
     processes = {r: n for r, n in strategy.processes(config).items() if n > 0}
     placement = session.place(config, processes) if config.emulated_cluster else None
-    cluster = placement.tf_cluster() if placement else local_cluster(processes)
+    scheduled = slurm.place(processes, slurm.run_tag()) if placement is None and slurm.in_allocation() else None
+    if scheduled:
+        slurm.check_shared(scheduled, Path(config.output).resolve())
+    cluster = (placement or scheduled).tf_cluster() if placement or scheduled else local_cluster(processes)
     folder, run_start = start_run(config)
     folder.update_run(cluster=cluster)
 
     def start_task(task: RunConfig, role: str, i: int) -> Child:
-        argv = (enter(placement.roles[role][i], emulated_argv(task, cluster, role, i)) if placement
-                else task_argv(folder, task, cluster, role, i, run_start))
+        if placement:
+            argv = enter(placement.roles[role][i], emulated_argv(task, cluster, role, i))
+        else:
+            argv = task_argv(folder, task, cluster, role, i, run_start)
+            argv = scheduled.srun(role, i, argv) if scheduled else argv
         return start(f"{role} {i}", argv, folder.path / "logs" / f"{role}{i}.log",
                      env={"TF_CONFIG": tf_config(cluster, role, i), **join_environment(folder, run_start)},
                      echo=(role, i) == ("worker", 0))
@@ -86,8 +93,11 @@ def run_local(config: RunConfig) -> tuple[int, RunFolder]:
 
     restarts = (Restarts(restart_worker, recoveries_left(folder))
                 if config.recover and strategy.rejoins(config) else None)
-    with session.metered(placement, folder.path, run_start):
+    with session.metered(placement, folder.path, run_start), slurm.steps_ended(scheduled):
         children = {role: [start_task(config, role, i) for i in range(len(hosts))] for role, hosts in cluster.items()}
+        if scheduled:
+            scheduled.note_steps(sum(len(hosts) for hosts in cluster.values()))
+            folder.update_run(placement=scheduled.describe())
         workers = children.pop("worker")
         helpers = [c for group in children.values() for c in group]
         outcome = supervise(workers, helpers, strategy.tolerates_worker_loss(config), steps_written(folder),
@@ -97,6 +107,8 @@ def run_local(config: RunConfig) -> tuple[int, RunFolder]:
     chief = reports.get(0, {})
     records = strategy.finalize_records(folder.path, config)
     extra = {"network": session.network_record(placement, folder, config)} if placement else {}
+    if scheduled:
+        extra["placement"] = scheduled.describe()
     if rejoined:  # before close_run: its summary reads them
         folder.update_run(**{RECOVERIES: [*(folder.read_run().get(RECOVERIES) or []), *rejoined]})
     if outcome.failed_at_epoch_s is not None:

@@ -13,25 +13,31 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from bench.config import RunConfig
 from bench.emulated import session
 from bench.emulated.placement import Placement, agent_environment, enter, mpirun_host_args
 from bench.errors import UsageError
+from bench.launch import slurm
 from bench.launch.cluster import steps_written
+from bench.launch.gloo_slurm import adopt_slot
 from bench.launch.mpi_environment import under_mpi
 from bench.launch.processes import start
 from bench.launch.recovery import recovering
+from bench.launch.slurm import SlurmPlacement
 from bench.launch.supervisor import supervise
 from bench.launch.tools import find_tool
 from bench.run.lifecycle import close_run, exit_status, join_environment, joined_run, start_run
 from bench.run.records import RunFolder
 from strategies import registry
-from strategies.base import WorkerContext
+from strategies.base import GLOO_CONTROLLER, WorkerContext
 
 
 def launch(config: RunConfig) -> int:
+    adopt_slot()  # a Gloo rank started by srun: its Horovod slot
     if under_mpi():
         return run_rank(config)
     return recovering(config, start_ranks)
@@ -55,11 +61,41 @@ def mpirun_command(np: int, placement: Placement | None = None) -> list[str]:
     return cmd + (mpirun_host_args(placement) if placement else [])
 
 
+def horovodrun_command(np: int, placement: Placement | None = None) -> list[str]:
+    """horovodrun --gloo for `np` ranks: on this machine, or one rank per host of an emulated cluster."""
+    horovodrun = find_tool("horovodrun")
+    if horovodrun is None:
+        raise UsageError("horovodrun not found: run ./run_bench.sh setup")
+    hosts = ",".join(f"{h.address}:1" for h in placement.roles["worker"]) if placement else f"localhost:{np}"
+    # remote hosts: horovodrun reaches them with `ssh`, which is the namespace agent on PATH
+    nic = ["--network-interface", "eth0"] if placement else []
+    return [horovodrun, "--gloo", "-np", str(np), "-H", hosts, *nic]
+
+
+@contextmanager
+def gloo_rendezvous(scheduled: SlurmPlacement | None) -> Iterator[dict[str, str]]:
+    """Under Slurm, Horovod's rendezvous server for Gloo ranks (horovodrun starts its own otherwise)."""
+    if scheduled is None:
+        yield {}
+        return
+    from bench.launch.gloo_slurm import rendezvous
+
+    with rendezvous(scheduled) as env:
+        yield env
+
+
 def start_ranks(config: RunConfig) -> tuple[int, RunFolder]:
     """One attempt: mpirun (or horovodrun) started and watched; its exit status and the run folder."""
     strategy_cls = registry.get(config.strategy)
     placement = session.place(config, strategy_cls.processes(config)) if config.emulated_cluster else None
-    launcher = strategy_cls.rank_launcher(config, placement) or mpirun_command(config.workers, placement)
+    scheduled = (slurm.place(strategy_cls.processes(config), slurm.run_tag())
+                 if placement is None and slurm.in_allocation() else None)
+    gloo = strategy_cls.rank_controller(config) == GLOO_CONTROLLER
+    if scheduled:
+        slurm.check_shared(scheduled, Path(config.output).resolve())
+        launcher = scheduled.srun_ranks([], mpi=not gloo)
+    else:
+        launcher = (horovodrun_command if gloo else mpirun_command)(config.workers, placement)
     folder, run_start = start_run(config)
     env = {**join_environment(folder, run_start), **strategy_cls.environment(config, str(folder.path))}
     argv = [*launcher, sys.executable, "-m", "bench", *config_argv(config.replace(emulated_cluster=None))]
@@ -67,8 +103,12 @@ def start_ranks(config: RunConfig) -> tuple[int, RunFolder]:
         env.update(agent_environment(placement, folder.path / "bin"))
         argv = enter(placement.roles["worker"][0], argv)  # the launcher runs on the first host, as rank 0
     folder.update_run(launcher=" ".join(launcher))
-    with session.metered(placement, folder.path, run_start):
-        child = start("ranks", argv, folder.path / "logs" / "ranks.log", env=env, echo=True)
+    with (session.metered(placement, folder.path, run_start), slurm.steps_ended(scheduled),
+          gloo_rendezvous(scheduled if gloo else None) as rendezvous_env):
+        child = start("ranks", argv, folder.path / "logs" / "ranks.log", env={**env, **rendezvous_env}, echo=True)
+        if scheduled:
+            scheduled.note_steps(1)
+            folder.update_run(placement=scheduled.describe())
         outcome = supervise([child], [], False, steps_written(folder), config.stall_timeout_s)
     report = json.loads((folder.path / "workers" / "rank0.json").read_text()) \
         if (folder.path / "workers" / "rank0.json").exists() else {}
@@ -76,6 +116,8 @@ def start_ranks(config: RunConfig) -> tuple[int, RunFolder]:
     if status.startswith("failed"):
         status = f"failed: {which_rank_failed(child.log) or status.removeprefix('failed: ')}"
     extra = {"network": session.network_record(placement, folder, config)} if placement else {}
+    if scheduled:
+        extra["placement"] = scheduled.describe()
     if outcome.failed_at_epoch_s is not None:
         extra["failed_at_s"] = outcome.failed_at_epoch_s - run_start
     close_run(folder, config, status, ended_after_failure_s=outcome.ended_after_failure_s,

@@ -1,0 +1,197 @@
+"""Inside a Slurm allocation (salloc, sbatch): every process of a run is an `srun` job
+step on the allocated nodes, watched by the launcher like a local child.
+
+Workers take the nodes in order (worker i on node i mod nodes); ps tasks take nodes of
+their own after them when the allocation has enough, otherwise they share the workers'
+nodes, and run.json's `placement` says which. MPI ranks are one step, started by
+`srun --mpi=pmix`; TensorFlow's cluster is the nodes' addresses with a port per task.
+A process that is itself a job step (SLURM_STEP_ID set) is not "in an allocation": it
+runs where it is.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.errors import UsageError
+
+PORT_RANGE = (20000, 40000)  # TF servers on shared nodes: one port per task from a random base
+STEP_LOOKUP_S = 10.0
+
+
+def in_allocation() -> bool:
+    return "SLURM_JOB_ID" in os.environ and "SLURM_STEP_ID" not in os.environ
+
+
+def _slurm(*argv: str, timeout: float = 20.0) -> str:
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise UsageError(f"{argv[0]} failed inside Slurm job {os.environ.get('SLURM_JOB_ID')}: {exc}") from None
+    if done.returncode != 0:
+        raise UsageError(f"{' '.join(argv[:3])} failed: {done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout
+
+
+@dataclass(frozen=True)
+class Allocation:
+    job_id: str
+    nodes: tuple[str, ...]
+    addresses: dict[str, str]
+    tasks: int  # processes the allocation holds: its task count, or one per node
+
+    @classmethod
+    def current(cls) -> Allocation:
+        job = os.environ["SLURM_JOB_ID"]
+        nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST", "")
+        nodes = tuple(_slurm("scontrol", "show", "hostnames", nodelist).split())
+        if not nodes:
+            raise UsageError(f"Slurm job {job} lists no nodes (SLURM_JOB_NODELIST={nodelist!r})")
+        addresses = {}
+        for line in _slurm("scontrol", "-o", "show", "node", ",".join(nodes)).splitlines():
+            name = re.search(r"NodeName=(\S+)", line)
+            addr = re.search(r"NodeAddr=(\S+)", line)
+            if name and addr:
+                addresses[name.group(1)] = addr.group(1)
+        tasks = int(os.environ.get("SLURM_NTASKS", "0") or 0)
+        return cls(job, nodes, {n: addresses.get(n, n) for n in nodes}, max(tasks, len(nodes)))
+
+
+@dataclass
+class SlurmPlacement:
+    allocation: Allocation
+    roles: dict[str, list[str]]  # {"worker": [node, ...], "ps": [...]}
+    ps_nodes: str  # "own" or "shared with workers"
+    tag: str  # step names start with it, so that the run's steps can be found and ended
+    port_base: int = field(default_factory=lambda: random.randrange(*PORT_RANGE))
+    steps: dict[str, str] = field(default_factory=dict)  # {"worker 0": "12.3"}
+
+    @classmethod
+    def for_processes(cls, allocation: Allocation, processes: dict[str, int], tag: str) -> SlurmPlacement:
+        nodes = allocation.nodes
+        workers = processes.get("worker", 0)
+        if workers > allocation.tasks:
+            raise UsageError(f"--workers {workers} is more than Slurm job {allocation.job_id} holds "
+                             f"({allocation.tasks}: {len(nodes)} nodes): ask for more (salloc -N {workers}) "
+                             f"or fewer workers")
+        roles = {"worker": [nodes[i % len(nodes)] for i in range(workers)]}
+        free = list(nodes[workers:])
+        ps_nodes = "own"
+        for role in sorted(r for r in processes if r != "worker"):
+            count = processes[role]
+            if len(free) >= count:
+                roles[role], free = free[:count], free[count:]
+            else:
+                ps_nodes = "shared with workers"
+                roles[role] = [nodes[(workers + j) % len(nodes)] for j in range(count)]
+        return cls(allocation, {r: hosts for r, hosts in roles.items() if hosts}, ps_nodes, tag)
+
+    def labels(self) -> list[tuple[str, int, str]]:
+        return [(role, i, node) for role, nodes in self.roles.items() for i, node in enumerate(nodes)]
+
+    def tf_cluster(self) -> dict[str, list[str]]:
+        port = iter(range(self.port_base, self.port_base + 1000))
+        return {role: [f"{self.allocation.addresses[node]}:{next(port)}" for node in nodes]
+                for role, nodes in self.roles.items()}
+
+    def describe(self) -> dict:
+        return {"scheduler": "slurm", "job_id": self.allocation.job_id, "ps_nodes": self.ps_nodes,
+                "hosts": {f"{role} {i}": {"node": node, "address": self.allocation.addresses[node]}
+                          for role, i, node in self.labels()},
+                "steps": dict(self.steps)}
+
+    def step_name(self, what: str) -> str:
+        return f"{self.tag}:{what}"
+
+    def srun(self, role: str, index: int, argv: Sequence[str]) -> list[str]:
+        """`argv` as one job step on the node of `role` `index`."""
+        return ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={self.roles[role][index]}",
+                f"--job-name={self.step_name(f'{role} {index}')}", "--kill-on-bad-exit=1", "--quiet", *argv]
+
+    def srun_ranks(self, argv: Sequence[str], mpi: bool = True) -> list[str]:
+        """`argv` as the ranks of one job step, rank i on worker i's node; `mpi`: they meet through
+        PMIx (MPI_Init), else through Horovod's rendezvous (Gloo)."""
+        workers = self.roles["worker"]
+        nodes = list(dict.fromkeys(workers))
+        return ["srun", "--overlap", f"--mpi={'pmix' if mpi else 'none'}", f"--nodes={len(nodes)}",
+                f"--ntasks={len(workers)}",
+                f"--nodelist={','.join(nodes)}", "--distribution=cyclic",
+                f"--job-name={self.step_name('ranks')}", "--kill-on-bad-exit=1", "--quiet", *argv]
+
+    def running_steps(self) -> dict[str, str]:
+        """{step name without the tag: step id} of this run's steps that Slurm still lists."""
+        try:
+            out = _slurm("squeue", "-h", "-s", "-j", self.allocation.job_id, "-o", "%i %j", timeout=10)
+        except UsageError:
+            return {}
+        prefix = f"{self.tag}:"
+        found = {}
+        for line in out.splitlines():
+            step, _, name = line.strip().partition(" ")
+            if name.startswith(prefix):
+                found[name.removeprefix(prefix)] = step
+        return found
+
+    def note_steps(self, expected: int) -> dict[str, str]:
+        """Wait (briefly) until Slurm lists the run's `expected` steps; remember their ids."""
+        deadline = time.monotonic() + STEP_LOOKUP_S
+        while True:
+            self.steps.update(self.running_steps())
+            if len(self.steps) >= expected or time.monotonic() > deadline:
+                return self.steps
+            time.sleep(0.2)
+
+    def end_steps(self) -> None:
+        """scancel every step of the run that is still listed (its srun may have died first)."""
+        left = self.running_steps()
+        if left:
+            subprocess.run(["scancel", "--quiet", *left.values()], capture_output=True, timeout=20, check=False)
+
+
+def run_tag() -> str:
+    """A prefix for the step names of one run of this launcher (unique within the job)."""
+    return f"distbench-{os.getpid()}-{time.time_ns() % 10**9}"
+
+
+@contextmanager
+def steps_ended(placement: SlurmPlacement | None) -> Iterator[None]:
+    """While the run's steps start and train, note their ids; whatever ends the run, end the steps."""
+    if placement is None:
+        yield
+        return
+    try:
+        yield
+    finally:
+        placement.end_steps()
+
+
+def place(processes: dict[str, int], tag: str) -> SlurmPlacement:
+    allocation = Allocation.current()
+    return SlurmPlacement.for_processes(allocation, {r: n for r, n in processes.items() if n > 0}, tag)
+
+
+def check_shared(placement: SlurmPlacement, folder: Path) -> None:
+    """Refuse, before any step starts, a run folder that some node of the run cannot see."""
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".slurm-probe-{placement.allocation.job_id}-{os.getpid()}"
+    probe.write_text("")
+    nodes = sorted({node for _, _, node in placement.labels()})
+    try:
+        out = _slurm("srun", "--overlap", f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}",
+                     f"--nodelist={','.join(nodes)}", "--quiet", "sh", "-c",
+                     'if test -e "$0"; then echo "$SLURMD_NODENAME seen"; else echo "$SLURMD_NODENAME unseen"; fi',
+                     str(probe), timeout=60)
+    finally:
+        probe.unlink(missing_ok=True)
+    unseen = sorted(line.split()[0] for line in out.splitlines() if line.endswith(" unseen"))
+    if unseen:
+        raise UsageError(f"--output {folder} is not visible on node(s) {', '.join(unseen)} of Slurm job "
+                         f"{placement.allocation.job_id}: use a folder on the cluster's shared file system")
