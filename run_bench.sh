@@ -4,11 +4,14 @@
 #   ./run_bench.sh test [pytest args]   every test, slow multi-process ones included
 #   ./run_bench.sh setup [--gpu]   create .venv, install TensorFlow, MPI, Horovod
 #   ./run_bench.sh STRATEGY [flags]     one run: python -m bench --strategy STRATEGY [flags]
+#   ./run_bench.sh all|matrix [flags]   the comparison of every strategy (narrow it with flags)
 #   ./run_bench.sh report [dirs]   python -m bench report [dirs]
-#   ./run_bench.sh cluster up --hosts H --link-mbit M | down | status | check
-#                                  hosts in network namespaces, links capped (root)
-#   ./run_bench.sh network [--steps N]  ps vs allreduce on the emulated cluster (root)
-#   ./run_bench.sh tradeoffs [--seeds K] time to target by family and link (root)
+#   ./run_bench.sh stragglers|network|tradeoffs [flags]  presets (network, tradeoffs: root)
+#   ./run_bench.sh micro|overhead [flags]  allreduce/ps micro-benchmarks; the harness's cost
+#   ./run_bench.sh project [flags] throughput at cluster sizes nobody here can run
+#   ./run_bench.sh cluster up --hosts H --link-mbit M | env | down | status | check
+#                                  hosts in network namespaces with Slurm, links capped (root)
+# Inside a Slurm allocation (salloc, sbatch) every run's processes are srun job steps.
 # Every other argument is passed to `python -m bench`. Setup runs on first use
 # and is a no-op once everything is installed.
 set -euo pipefail
@@ -183,6 +186,18 @@ ensure_netns_tools() {
     fi
 }
 
+# The emulated cluster's Slurm (cluster up, the Slurm tests): Debian's daemons, munge, and
+# PMIx for srun --mpi=pmix.
+ensure_slurm() {
+    command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1 \
+        && compgen -G "/usr/lib/*/libpmix.so*" >/dev/null && return
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        ( step "Debian's slurm-wlm, munge and PMIx for the emulated cluster's Slurm" \
+            apt_install slurm-wlm munge libpmix-dev ) \
+            || log "slurm-wlm could not be installed: the emulated cluster runs without Slurm"
+    fi
+}
+
 # mpirun refuses to run as root and to place more ranks than cores unless told.
 mpi_env() {
     if [[ "$(id -u)" == 0 ]]; then
@@ -227,7 +242,7 @@ main() {
             log "ready: source .venv/bin/activate"
             return ;;
         -h|--help|help)
-            sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
             return ;;
     esac
     local flavor_flag=""
@@ -238,8 +253,12 @@ main() {
     case "$cmd" in
         test)
             ensure_browser
+            ensure_slurm
             exec "$VENV/bin/python" -m pytest -m "slow or not slow" "$@" ;;
-        all|report|matrix|micro|stragglers|network|tradeoffs|cluster)
+        cluster)
+            [[ "${1:-}" == up ]] && ensure_slurm
+            exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
+        all|report|matrix|micro|stragglers|network|tradeoffs|overhead|project)
             exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
         *) exec "$VENV/bin/python" -m bench --strategy "$cmd" "$@" ;;
     esac

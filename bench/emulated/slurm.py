@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bench.emulated import network
 from bench.errors import UsageError
+from bench.launch.processes import free_ports
 from bench.launch.tools import find_tool
 
 STATE_ROOT = Path("/run/distbench")
@@ -43,7 +44,7 @@ def require_slurm() -> None:
             raise UsageError(f"{tool} not found: ./run_bench.sh setup installs slurm-wlm and munge (as root)")
 
 
-def slurm_conf(cluster: network.Cluster, login: str, state: Path) -> str:
+def slurm_conf(cluster: network.Cluster, login: str, port: int, state: Path) -> str:
     nodes = "\n".join(f"NodeName={h.namespace} NodeAddr={h.address} CPUs={CPUS_PER_NODE} State=UNKNOWN"
                       for h in cluster.hosts)
     return f"""ClusterName={cluster.name}
@@ -58,7 +59,7 @@ SlurmctldPidFile={state}/run/slurmctld.pid
 SlurmdPidFile={state}/run/slurmd-%n.pid
 SlurmctldLogFile={state}/log/slurmctld.log
 SlurmdLogFile={state}/log/slurmd-%n.log
-SlurmctldPort=6817
+SlurmctldPort={port}
 SlurmdPort=6818
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -68,7 +69,7 @@ SlurmdParameters=config_overrides
 MpiDefault=none
 MailProg=/bin/true
 ReturnToService=2
-SlurmdTimeout=10
+SlurmdTimeout=6
 KillWait=3
 InactiveLimit=0
 MinJobAge=30
@@ -99,7 +100,8 @@ def up(cluster: network.Cluster) -> None:
     key = state / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o600)
-    (state / "slurm.conf").write_text(slurm_conf(cluster, login, state))
+    port = free_ports(1, login)[0]  # not 6817: another Slurm on this machine may hold it
+    (state / "slurm.conf").write_text(slurm_conf(cluster, login, port, state))
     (state / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\n")  # none is used; slurmd reads it anyway
     start_detached(["munged", "-F", "-f", f"--socket={state}/run/munge.sock", f"--key-file={key}",
                     f"--pid-file={state}/run/munged.pid", f"--seed-file={state}/run/munged.seed",
@@ -109,15 +111,21 @@ def up(cluster: network.Cluster) -> None:
     start_detached(["unshare", "--uts", "sh", "-c", f'hostname {CONTROLLER} && exec slurmctld -D -f "$0"', conf],
                    state / "log" / "slurmctld.out")
     for host in cluster.hosts:
-        tmp = state / "nodes" / host.namespace / "tmp"
-        tmp.mkdir(parents=True, exist_ok=True)
-        tmp.chmod(0o1777)
-        node_setup = (f'mount --bind "{tmp}" /tmp && mount -t tmpfs none /dev/shm && hostname {host.namespace} '
-                      f'&& exec slurmd -D -N {host.namespace} -f "$0"')
-        start_detached(["ip", "netns", "exec", host.namespace, "unshare", "--uts", "sh", "-c", node_setup, conf],
-                       state / "log" / f"slurmd-{host.namespace}.out")
+        start_node(cluster.name, host)
     wait_for(lambda: idle_nodes(cluster.name) >= len(cluster.hosts), "the slurmd nodes",
              state / "log" / "slurmctld.log")
+
+
+def start_node(name: str, host: network.Host) -> None:
+    """The host's slurmd, in its namespace, with its own hostname, /tmp and /dev/shm."""
+    state = state_dir(name)
+    tmp = state / "nodes" / host.namespace / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    tmp.chmod(0o1777)
+    node_setup = (f'mount --bind "{tmp}" /tmp && mount -t tmpfs none /dev/shm && hostname {host.namespace} '
+                  f'&& exec slurmd -D -N {host.namespace} -f "$0"')
+    start_detached(["ip", "netns", "exec", host.namespace, "unshare", "--uts", "sh", "-c", node_setup,
+                    str(conf_path(name))], state / "log" / f"slurmd-{host.namespace}.out")
 
 
 def slurm_env(name: str) -> dict[str, str]:

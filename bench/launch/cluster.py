@@ -103,6 +103,7 @@ def run_local(config: RunConfig) -> tuple[int, RunFolder]:
         outcome = supervise(workers, helpers, strategy.tolerates_worker_loss(config), steps_written(folder),
                             config.stall_timeout_s, restarts=restarts,
                             watch=kill_ps_watch(config, folder, children.get("ps", [])))
+    status = scheduled.explain(outcome.status) if scheduled else outcome.status
     reports = worker_reports(folder)
     chief = reports.get(0, {})
     records = strategy.finalize_records(folder.path, config)
@@ -113,11 +114,11 @@ def run_local(config: RunConfig) -> tuple[int, RunFolder]:
         folder.update_run(**{RECOVERIES: [*(folder.read_run().get(RECOVERIES) or []), *rejoined]})
     if outcome.failed_at_epoch_s is not None:
         extra["failed_at_s"] = outcome.failed_at_epoch_s - run_start
-    close_run(folder, config, outcome.status, lost_workers=outcome.lost_workers, records=records, **extra,
+    close_run(folder, config, status, lost_workers=outcome.lost_workers, records=records, **extra,
               ended_after_failure_s=outcome.ended_after_failure_s, failure_consequences=outcome.consequences,
               startup_s=chief.get("startup_s"),
               runtime=chief.get("runtime"), strategy_info=chief.get("strategy_info"), workers=reports)
-    return exit_status(outcome.status), folder
+    return exit_status(status), folder
 
 
 def worker_reports(folder: RunFolder) -> dict[int, dict]:

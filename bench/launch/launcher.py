@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import traceback
+from pathlib import Path
 
 from bench.config import RunConfig
+from bench.launch import slurm
 from bench.launch.interrupts import Interrupted, interruptible
 from bench.run.harness import run_worker
 from bench.run.lifecycle import close_run, start_run
@@ -17,6 +19,8 @@ from strategies.base import IN_PROCESS, MPI, TF_CLUSTER, WorkerContext
 def run_in_process(config: RunConfig) -> int:
     runtime = prepare_process(config)
     folder, run_start = start_run(config)
+    if slurm.step_record():
+        folder.update_run(placement=slurm.step_record())
     try:
         with interruptible():  # as the multi-process launchers' supervisor is
             outcome = run_worker(config, WorkerContext(run_start=run_start, run_dir=str(folder.path)), folder)
@@ -35,6 +39,8 @@ def run_in_process(config: RunConfig) -> int:
 def launch(config: RunConfig) -> int:
     kind = registry.get(config.strategy).launch
     if kind == IN_PROCESS:
+        if slurm.in_allocation():
+            return slurm.run_as_step(config.to_json(), Path(config.output).resolve())
         return run_in_process(config)
     if kind == TF_CLUSTER:
         from bench.launch import cluster as cluster_launcher

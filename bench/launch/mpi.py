@@ -115,6 +115,7 @@ def start_ranks(config: RunConfig) -> tuple[int, RunFolder]:
     status = outcome.status
     if status.startswith("failed"):
         status = f"failed: {which_rank_failed(child.log) or status.removeprefix('failed: ')}"
+    status = scheduled.explain(status) if scheduled else status
     extra = {"network": session.network_record(placement, folder, config)} if placement else {}
     if scheduled:
         extra["placement"] = scheduled.describe()
@@ -123,7 +124,7 @@ def start_ranks(config: RunConfig) -> tuple[int, RunFolder]:
     close_run(folder, config, status, ended_after_failure_s=outcome.ended_after_failure_s,
               startup_s=report.get("startup_s"), runtime=report.get("runtime"),
               strategy_info=report.get("strategy_info"), **extra)
-    return exit_status(outcome.status), folder
+    return exit_status(status), folder
 
 
 def which_rank_failed(log: Path) -> str | None:

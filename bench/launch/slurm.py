@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import random
 import re
+import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -25,6 +27,9 @@ from bench.errors import UsageError
 
 PORT_RANGE = (20000, 40000)  # TF servers on shared nodes: one port per task from a random base
 STEP_LOOKUP_S = 10.0
+# job states in which Slurm, not the run, ended the steps
+LOST_JOB_STATES = {"CANCELLED": "was cancelled (scancel)", "TIMEOUT": "reached its time limit",
+                   "PREEMPTED": "was preempted", "DEADLINE": "reached its deadline"}
 
 
 def in_allocation() -> bool:
@@ -149,11 +154,52 @@ class SlurmPlacement:
                 return self.steps
             time.sleep(0.2)
 
+    def explain(self, status: str) -> str:
+        """A failed run's status, told by what Slurm did to the job (cancelled, a node lost, out of time)."""
+        if not status.startswith("failed"):
+            return status
+        job = self.allocation.job_id
+        try:
+            state = re.search(r"JobState=(\S+)", _slurm("scontrol", "-o", "show", "job", job, timeout=10))
+        except UsageError:
+            state = None
+        state = state.group(1) if state else ""
+        lost = self.lost_nodes()
+        if lost:
+            return (f"failed: node {', '.join(lost)} of Slurm job {job} was lost (not responding); "
+                    f"{status.removeprefix('failed: ')}")
+        if state in LOST_JOB_STATES:
+            return f"interrupted: Slurm job {job} {LOST_JOB_STATES[state]}"
+        return status
+
+    def lost_nodes(self) -> list[str]:
+        nodes = ",".join(sorted({node for _, _, node in self.labels()}))
+        try:
+            out = _slurm("sinfo", "-h", "-N", "-n", nodes, "-o", "%N %T", timeout=10)
+        except UsageError:
+            return []
+        return sorted({line.split()[0] for line in out.splitlines()
+                       if len(line.split()) == 2 and line.split()[1].rstrip("*~#!%$@^-").lower()
+                       in ("down", "fail", "failing", "unknown", "drained", "draining")})
+
     def end_steps(self) -> None:
         """scancel every step of the run that is still listed (its srun may have died first)."""
         left = self.running_steps()
         if left:
             subprocess.run(["scancel", "--quiet", *left.values()], capture_output=True, timeout=20, check=False)
+
+
+def counts_that_fit(counts: Sequence[int], flag: str) -> list[int]:
+    """A preset's worker counts that the allocation holds; the others are left out, and said so."""
+    holds = Allocation.current()
+    fit = [n for n in counts if n <= holds.tasks]
+    if not fit:
+        raise UsageError(f"{flag}: Slurm job {holds.job_id} holds {holds.tasks} processes, fewer than "
+                         f"{min(counts)}: ask for more nodes (salloc -N {min(counts)})")
+    if len(fit) < len(counts):
+        print(f"Slurm job {holds.job_id} holds {holds.tasks} processes: {flag} "
+              f"{','.join(str(n) for n in counts if n > holds.tasks)} left out", file=sys.stderr, flush=True)
+    return fit
 
 
 def run_tag() -> str:
@@ -176,6 +222,30 @@ def steps_ended(placement: SlurmPlacement | None) -> Iterator[None]:
 def place(processes: dict[str, int], tag: str) -> SlurmPlacement:
     allocation = Allocation.current()
     return SlurmPlacement.for_processes(allocation, {r: n for r, n in processes.items() if n > 0}, tag)
+
+
+def run_as_step(config_json: str, output: Path) -> int:
+    """A one-process run as one job step on the allocation's first node; its exit status."""
+    placement = place({"worker": 1}, run_tag())
+    check_shared(placement, output)
+    argv = placement.srun("worker", 0, [sys.executable, "-m", "bench", "--config-json", config_json])
+    with steps_ended(placement):
+        return subprocess.run(argv, check=False).returncode
+
+
+def step_record() -> dict | None:
+    """run.json's `placement` for a process that is itself a job step (a one-process run)."""
+    if "SLURM_STEP_ID" not in os.environ:
+        return None
+    node = os.environ.get("SLURMD_NODENAME", socket.gethostname())
+    try:
+        address = socket.gethostbyname(node)
+    except OSError:
+        address = node
+    job = os.environ.get("SLURM_JOB_ID", "")
+    return {"scheduler": "slurm", "job_id": job, "ps_nodes": "own",
+            "hosts": {"worker 0": {"node": node, "address": address}},
+            "steps": {"worker 0": f"{job}.{os.environ['SLURM_STEP_ID']}"}}
 
 
 def check_shared(placement: SlurmPlacement, folder: Path) -> None:

@@ -17,6 +17,7 @@ from bench import models as known_models
 from bench.config import default_warmup
 from bench.data import SYNTHETIC
 from bench.errors import UsageError
+from bench.launch import slurm
 from bench.presets.runner import run_all
 from bench.usage import OneLineParser, refuse
 from strategies import registry
@@ -139,6 +140,9 @@ def validate(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
     if args.steps is not None and args.steps < 5:
         raise UsageError("--steps: a throughput run needs at least 5 steps")
+    if slurm.in_allocation():
+        args.workers = slurm.counts_that_fit(args.workers, "--workers")
+        args.convergence_workers = slurm.counts_that_fit([args.convergence_workers], "--convergence-workers")[0]
 
 
 def main(argv: Sequence[str]) -> int:

@@ -1,0 +1,252 @@
+"""Runs under Slurm: real munged, slurmctld and slurmd daemons on the emulated cluster's
+hosts, reached with salloc and sbatch as a user reaches their cluster (root only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.processes import bench
+
+pytestmark = pytest.mark.slow
+NAME = "dbslurm"  # not the user's default cluster: tests never touch a cluster of theirs
+HOSTS = 3
+SMALL = ("--model", "mlp", "--data", "digits", "--batch-size", "32")
+
+
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, Slurm's daemons)"
+    for tool in ("ip", "tc", "unshare", "slurmctld", "slurmd", "munged", "salloc"):
+        if shutil.which(tool) is None:
+            return f"needs {tool} (./run_bench.sh test installs slurm-wlm and munge as root)"
+    return None
+
+
+WHY_NOT = _why_not()
+if WHY_NOT:
+    pytestmark = [pytest.mark.slow, pytest.mark.skip(reason=WHY_NOT)]
+
+
+@pytest.fixture(scope="module")
+def slurm_env():
+    """The cluster up with its Slurm; the environment after `eval "$(./run_bench.sh cluster env)"`."""
+    up = bench("cluster", "up", "--hosts", str(HOSTS), "--link-mbit", "1000", "--name", NAME, timeout=120)
+    assert up.returncode == 0, up.stderr
+    lines = bench("cluster", "env", "--name", NAME).stdout.split()
+    env = dict(os.environ)
+    for line in lines:
+        if "=" in line:
+            key, _, value = line.partition("=")
+            env[key] = value
+    yield env
+    down = bench("cluster", "down", "--name", NAME, timeout=120)
+    assert down.returncode == 0, down.stderr
+
+
+@pytest.fixture
+def shared():
+    """A results folder every node sees (each node's /tmp is its own, as on a real cluster)."""
+    path = Path(tempfile.mkdtemp(prefix="distbench-slurm-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def salloc(env: dict, nodes: int, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(["salloc", "-N", str(nodes), sys.executable, "-m", "bench", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def records(folder: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*/run.json"))]
+
+
+def node_processes(*names: str) -> list[str]:
+    """What runs on the hosts besides their slurmd (nothing, once a run has ended)."""
+    from bench.emulated import network
+
+    deadline = time.monotonic() + 5
+    while True:
+        left = [f"{ns}: {Path(f'/proc/{pid}/cmdline').read_text(errors='replace')[:80]}"
+                for ns in names for pid in network.processes_in(ns) if Path(f"/proc/{pid}").exists()]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+HOST_NAMES = [f"{NAME}-h{k}" for k in range(HOSTS)]
+
+SPREAD = [  # (flags, nodes the run takes)
+    (("--strategy", "ps-sync", "--workers", "2", "--ps", "1"), 3),
+    (("--strategy", "ps-async", "--workers", "2", "--ps", "1"), 3),
+    (("--strategy", "local-sgd-ps", "--workers", "2", "--ps", "1"), 3),
+    (("--strategy", "allreduce", "--workers", "2"), 2),
+    (("--strategy", "allreduce", "--workers", "2", "--hvd-controller", "gloo"), 2),
+    (("--strategy", "local-sgd", "--workers", "2"), 2),
+    (("--strategy", "allreduce-tf", "--workers", "2"), 2),
+    (("--strategy", "single",), 1),
+]
+
+
+@pytest.mark.parametrize("flags,nodes", SPREAD, ids=[" ".join(f[1:]) for f, _ in SPREAD])
+def test_every_strategy_places_its_processes_on_the_allocated_nodes(slurm_env, shared, flags, nodes):
+    done = salloc(slurm_env, HOSTS, *flags, *SMALL, "--steps", "30", "--output", str(shared))
+    assert done.returncode == 0, done.stderr[-2000:]
+    [record] = records(shared)
+    assert record["status"] == "ok"
+    placement = record["placement"]
+    assert placement["scheduler"] == "slurm" and placement["job_id"]
+    used = {where["node"] for where in placement["hosts"].values()}
+    assert len(used) == nodes and used <= set(HOST_NAMES), placement
+    assert len(placement["hosts"]) == nodes  # one process per node: the allocation has enough
+    assert all(step.startswith(f"{placement['job_id']}.") for step in placement["steps"].values())
+    assert not node_processes(*HOST_NAMES)
+
+
+def test_ps_take_nodes_of_their_own_or_share_when_the_allocation_is_small(slurm_env, shared):
+    done = salloc(slurm_env, 2, "--strategy", "ps-sync", "--workers", "2", "--ps", "1", *SMALL, "--steps", "20",
+                  "--output", str(shared))
+    assert done.returncode == 0, done.stderr[-2000:]
+    placement = records(shared)[0]["placement"]
+    assert placement["ps_nodes"] == "shared with workers"
+    assert placement["hosts"]["ps 0"]["node"] in {placement["hosts"][f"worker {i}"]["node"] for i in range(2)}
+
+
+def test_a_folder_the_nodes_cannot_see_is_refused_before_any_step(slurm_env):
+    private = Path(tempfile.mkdtemp(prefix="distbench-private-"))  # /tmp: each node has its own
+    done = salloc(slurm_env, 2, "--strategy", "ps-sync", "--workers", "2", "--ps", "1", *SMALL, "--steps", "20",
+                  "--output", str(private))
+    assert done.returncode == 2
+    [line] = [ln for ln in done.stderr.splitlines() if "error" in ln]
+    assert "not visible on node(s)" in line and "shared file system" in line
+    assert not [p for p in private.iterdir() if p.is_dir()]
+    shutil.rmtree(private, ignore_errors=True)
+
+
+def test_more_workers_than_the_allocation_holds_are_refused(slurm_env, shared):
+    done = salloc(slurm_env, 2, "--strategy", "allreduce", "--workers", "3", *SMALL, "--steps", "20",
+                  "--output", str(shared))
+    assert done.returncode == 2
+    assert "more than Slurm job" in done.stderr and "salloc -N 3" in done.stderr
+    assert not records(shared)
+
+
+def test_a_narrowed_preset_runs_inside_an_allocation_and_writes_its_report(slurm_env, shared):
+    done = salloc(slurm_env, HOSTS, "all", "--strategies", "ps-sync,allreduce", "--workers", "2,4", "--models",
+                  "mlp", "--steps", "20", "--convergence-steps", "0", "--output", str(shared), timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "--workers 4 left out" in done.stderr
+    [compare] = [p for p in shared.iterdir() if p.is_dir()]
+    assert (shared / "report.html").exists() and (shared / "summary.csv").exists()
+    runs = records(compare)
+    assert len(runs) == 2 and all(r["status"] == "ok" and r["placement"]["scheduler"] == "slurm" for r in runs)
+
+
+def test_the_sbatch_example_runs_the_comparison_on_the_nodes(slurm_env, shared):
+    out = shared / "job.out"
+    done = subprocess.run(["sbatch", "--wait", "-N", str(HOSTS), "-o", str(out), "examples/slurm/compare.sbatch",
+                           "--strategies", "ps-async", "--workers", "2", "--models", "mlp", "--steps", "20",
+                           "--convergence-steps", "0", "--output", str(shared / "results")],
+                          cwd=ROOT, env=slurm_env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stderr, out.read_text() if out.exists() else "")
+    assert (shared / "results" / "report.html").exists()
+    [run] = records(next(p for p in (shared / "results").iterdir() if p.is_dir()))
+    assert run["status"] == "ok" and len({h["node"] for h in run["placement"]["hosts"].values()}) == 3
+
+
+def start_long_run(env: dict, shared: Path, *flags: str) -> subprocess.Popen:
+    return subprocess.Popen(["salloc", "-N", str(HOSTS), sys.executable, "-m", "bench", "--strategy", "ps-sync",
+                             "--workers", "2", "--ps", "1", *SMALL, "--steps", "100000", "--output", str(shared),
+                             *flags], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_steps(shared: Path, launcher: subprocess.Popen) -> dict:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert launcher.poll() is None, launcher.stderr.read()[-2000:]
+        for run in shared.glob("*/steps.csv"):
+            if run.stat().st_size > 2000 and "steps" in json.loads((run.parent / "run.json").read_text()).get(
+                    "placement", {}):
+                return json.loads((run.parent / "run.json").read_text())
+        time.sleep(0.5)
+    raise AssertionError("the run never trained")
+
+
+def test_scancel_ends_the_run_as_interrupted_with_nothing_left_on_any_node(slurm_env, shared):
+    launcher = start_long_run(slurm_env, shared)
+    record = wait_for_steps(shared, launcher)
+    subprocess.run(["scancel", record["placement"]["job_id"]], env=slurm_env, check=True)
+    launcher.wait(timeout=60)
+    [record] = records(shared)
+    assert record["status"].startswith("interrupted: Slurm job") and "cancelled" in record["status"]
+    assert record["summary"]["total_steps"] > 0  # what was recorded before is kept
+    assert not node_processes(*HOST_NAMES)
+
+
+def test_a_task_that_dies_fails_the_run_and_ends_every_other_step(slurm_env, shared):
+    done = salloc(slurm_env, HOSTS, "--strategy", "ps-sync", "--workers", "2", "--ps", "1", *SMALL, "--steps",
+                  "400", "--kill-worker", "1@30", "--output", str(shared))
+    assert done.returncode == 1
+    [record] = records(shared)
+    assert record["status"].startswith("failed: worker 1"), record["status"]
+    assert "SIGKILL" in record["status"] or "status 137" in record["status"], record["status"]
+    assert record["ended_after_failure_s"] < 10
+    assert not node_processes(*HOST_NAMES)
+
+
+def test_recover_restarts_a_dead_worker_as_a_new_step_on_its_node(slurm_env, shared):
+    done = salloc(slurm_env, HOSTS, "--strategy", "ps-sync", "--workers", "2", "--ps", "1", *SMALL, "--steps",
+                  "120", "--kill-worker", "1@30", "--recover", "--checkpoint-every-steps", "20", "--output",
+                  str(shared))
+    assert done.returncode == 0, done.stderr[-2000:]
+    [record] = records(shared)
+    assert record["status"] == "ok" and len(record["summary"]["recoveries"]) == 1
+    assert record["placement"]["hosts"]["worker 1"]["node"] == f"{NAME}-h1"
+    assert not node_processes(*HOST_NAMES)
+
+
+def test_a_lost_node_fails_the_run_with_that_reason_and_nothing_is_left_elsewhere(slurm_env, shared):
+    from bench.emulated import network, slurm
+
+    launcher = start_long_run(slurm_env, shared)
+    wait_for_steps(shared, launcher)
+    lost = f"{NAME}-h1"
+    [slurmd] = [p for p in network.processes_in(lost, daemons=True)
+                if Path(f"/proc/{p}/comm").read_text().strip() == "slurmd"]
+    os.kill(slurmd, signal.SIGKILL)
+    try:
+        launcher.wait(timeout=120)
+        [record] = records(shared)
+        assert record["status"].startswith(f"failed: node {lost} of Slurm job"), record["status"]
+        assert not node_processes(*(h for h in HOST_NAMES if h != lost))
+    finally:  # the emulated node's tasks outlive its slurmd (a real lost node takes them with it)
+        network.end_processes([lost])
+        slurm.start_node(NAME, network.get(NAME).hosts[1])
+        deadline = time.monotonic() + 60
+        while slurm.idle_nodes(NAME) < HOSTS and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+
+def test_cluster_down_leaves_no_daemon_and_no_namespace(tmp_path):
+    name = "dbslurm2"
+    up = bench("cluster", "up", "--hosts", "2", "--link-mbit", "1000", "--name", name, timeout=120)
+    assert up.returncode == 0, up.stderr
+    assert "2 nodes idle" in up.stdout
+    down = bench("cluster", "down", "--name", name, timeout=120)
+    assert down.returncode == 0, down.stderr
+    from bench.emulated import network, slurm
+
+    assert not slurm.daemon_pids(name)
+    assert not [ns for ns in network.namespaces() if ns.startswith(f"{name}-")]
+    assert not slurm.state_dir(name).exists()
+    assert subprocess.run(["ip", "link", "show", network.login_device(name)], capture_output=True).returncode != 0
