@@ -12,15 +12,19 @@ from bench.emulated import network
 from bench.emulated.meter import Meter, bytes_per_step
 from bench.emulated.placement import Placement
 from bench.errors import UsageError
+from bench.launch.slurm import SlurmPlacement
 from bench.metrics import Gradient
 from bench.run.records import RunFolder
 from strategies import registry
 
 
-def place(config: RunConfig, processes: dict[str, int]) -> Placement:
-    """Hosts for every process of the run; a missing cluster or a busy host is a usage error."""
+def place(config: RunConfig, processes: dict[str, int], scheduled: SlurmPlacement | None = None) -> Placement:
+    """Hosts for every process of the run (the nodes Slurm gave it, when `scheduled`); a missing
+    cluster or a busy host is a usage error."""
     needed = sum(processes.values())
-    cluster = network.get(config.emulated_cluster, min_hosts=needed)
+    cluster = network.get(config.emulated_cluster, min_hosts=1 if scheduled else needed)
+    if scheduled:
+        return from_slurm(cluster, scheduled)
     placement = Placement.for_processes(cluster, processes)
     for index in placement.labels():
         host = cluster.hosts[index]
@@ -29,6 +33,19 @@ def place(config: RunConfig, processes: dict[str, int]) -> Placement:
             raise UsageError(f"host {host.namespace} of the emulated cluster is busy ({len(busy)} processes, "
                              f"another run?): wait for it, or ./run_bench.sh cluster down")
     return placement
+
+
+def from_slurm(cluster: network.Cluster, scheduled: SlurmPlacement) -> Placement:
+    """The emulated hosts of the nodes Slurm placed the run's processes on (a node is a host)."""
+    hosts = {h.namespace: h for h in cluster.hosts}
+    unknown = sorted({node for _, _, node in scheduled.labels()} - set(hosts))
+    if unknown:
+        raise UsageError(f"--emulated-cluster {cluster.name}: Slurm's node(s) {', '.join(unknown)} are not its "
+                         f"hosts (is SLURM_CONF its own? ./run_bench.sh cluster env --name {cluster.name})")
+    if len({node for _, _, node in scheduled.labels()}) < len(scheduled.labels()):
+        raise UsageError(f"--emulated-cluster {cluster.name}: the run's processes share nodes; metering needs a "
+                         "node per process (allocate more nodes)")
+    return Placement(cluster, {role: [hosts[node] for node in nodes] for role, nodes in scheduled.roles.items()})
 
 
 @contextmanager

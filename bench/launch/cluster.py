@@ -63,16 +63,16 @@ def run_local(config: RunConfig) -> tuple[int, RunFolder]:
     """One attempt of a cluster on this machine (or an emulated one): its exit status and folder."""
     strategy = registry.get(config.strategy)
     processes = {r: n for r, n in strategy.processes(config).items() if n > 0}
-    placement = session.place(config, processes) if config.emulated_cluster else None
-    scheduled = slurm.place(processes, slurm.run_tag()) if placement is None and slurm.in_allocation() else None
+    scheduled = slurm.place(processes, slurm.run_tag()) if slurm.in_allocation() else None
+    placement = session.place(config, processes, scheduled) if config.emulated_cluster else None
     if scheduled:
         slurm.check_shared(scheduled, Path(config.output).resolve())
-    cluster = (placement or scheduled).tf_cluster() if placement or scheduled else local_cluster(processes)
+    cluster = (scheduled or placement).tf_cluster() if scheduled or placement else local_cluster(processes)
     folder, run_start = start_run(config)
     folder.update_run(cluster=cluster)
 
     def start_task(task: RunConfig, role: str, i: int) -> Child:
-        if placement:
+        if placement and not scheduled:  # by hand on the emulated hosts: as a user types it on each
             argv = enter(placement.roles[role][i], emulated_argv(task, cluster, role, i))
         else:
             argv = task_argv(folder, task, cluster, role, i, run_start)

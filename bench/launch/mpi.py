@@ -87,9 +87,8 @@ def gloo_rendezvous(scheduled: SlurmPlacement | None) -> Iterator[dict[str, str]
 def start_ranks(config: RunConfig) -> tuple[int, RunFolder]:
     """One attempt: mpirun (or horovodrun) started and watched; its exit status and the run folder."""
     strategy_cls = registry.get(config.strategy)
-    placement = session.place(config, strategy_cls.processes(config)) if config.emulated_cluster else None
-    scheduled = (slurm.place(strategy_cls.processes(config), slurm.run_tag())
-                 if placement is None and slurm.in_allocation() else None)
+    scheduled = slurm.place(strategy_cls.processes(config), slurm.run_tag()) if slurm.in_allocation() else None
+    placement = session.place(config, strategy_cls.processes(config), scheduled) if config.emulated_cluster else None
     gloo = strategy_cls.rank_controller(config) == GLOO_CONTROLLER
     if scheduled:
         slurm.check_shared(scheduled, Path(config.output).resolve())
@@ -99,7 +98,7 @@ def start_ranks(config: RunConfig) -> tuple[int, RunFolder]:
     folder, run_start = start_run(config)
     env = {**join_environment(folder, run_start), **strategy_cls.environment(config, str(folder.path))}
     argv = [*launcher, sys.executable, "-m", "bench", *config_argv(config.replace(emulated_cluster=None))]
-    if placement:
+    if placement and not scheduled:
         env.update(agent_environment(placement, folder.path / "bin"))
         argv = enter(placement.roles["worker"][0], argv)  # the launcher runs on the first host, as rank 0
     folder.update_run(launcher=" ".join(launcher))

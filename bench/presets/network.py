@@ -6,19 +6,21 @@ ids for embedding), for link caps of 100, 1000 and 10000 Mbit/s: ps-sync with 1 
 with 2 ps tasks, ps-async, allreduce (Horovod over mpirun, and over Gloo; on embedding
 also with the table sent dense) and allreduce-tf. Each worker and each ps runs on a host
 of its own. Then the report, which gains the section "Network". The cluster is made for
-the preset and removed at its end, whatever happens (root only).
+the preset, with its Slurm, and removed at its end, whatever happens (root only); each run
+is a Slurm job (salloc) whose processes are job steps, as on a user's cluster.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from bench.config import default_warmup
-from bench.emulated import network
+from bench.emulated import network, slurm
 from bench.emulated.claim import claim, release
 from bench.errors import UsageError
 from bench.presets.matrix import DEFAULT_STEPS
@@ -114,21 +116,30 @@ def main(argv: Sequence[str]) -> int:
     return run_on_links("network", runs, args.workers + MAX_PS, extra, Path(args.output), args.timeout_s)
 
 
+def salloc_command(hosts: int, preset: str) -> list[str]:
+    """Each run as a user runs it on their cluster: a Slurm job of every host, its processes job steps."""
+    return ["salloc", "--quiet", "-N", str(hosts), f"--job-name=distbench-{preset}", sys.executable, "-m", "bench"]
+
+
 def run_on_links(preset: str, runs: list[tuple[float, str, list[str]]], hosts: int, extra: Sequence[str],
                  output: Path, timeout_s: float) -> int:
     """The runs, each (link cap, label, arguments), on the emulated cluster CLUSTER of `hosts`
-    hosts, made for them and removed at the end whatever happens; links re-capped when a run's
-    cap differs from the last one's."""
+    hosts with its Slurm, made for them and removed at the end whatever happens; each run is a
+    Slurm job; links re-capped when a run's cap differs from the last one's."""
     try:
         network.require_tools()
         held = claim(CLUSTER)
     except UsageError as exc:
         return refuse(exc)
     try:
-        network.up(hosts, runs[0][0] if runs else LINKS[0], CLUSTER)
+        slurm.require_slurm()
+        slurm.up(network.up(hosts, runs[0][0] if runs else LINKS[0], CLUSTER))
     except UsageError as exc:
+        slurm.down(CLUSTER)
+        network.down(CLUSTER)
         release(held)
         return refuse(exc)
+    os.environ.update(slurm.slurm_env(CLUSTER))
     previous = signal.signal(signal.SIGTERM, _end_on_sigterm)
     shaped: list[float] = []
 
@@ -142,8 +153,9 @@ def run_on_links(preset: str, runs: list[tuple[float, str, list[str]]], hosts: i
 
     try:
         return run_all(preset, [(label, [*run_args, *extra]) for _, label, run_args in runs], output, timeout_s,
-                       before=cap_links)
+                       before=cap_links, command=salloc_command(hosts, preset))
     finally:
+        slurm.down(CLUSTER)
         network.down(CLUSTER)
         release(held)
         signal.signal(signal.SIGTERM, previous)

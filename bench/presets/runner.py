@@ -49,11 +49,15 @@ def mark_timed_out(folders: set[Path], timeout_s: float) -> None:
                           ended_by_launcher_as=record.get("status"))
 
 
-def execute(argv: list[str], timeout_s: float, output: Path, log: Path) -> int:
-    """`python -m bench ARGV` writing under `output`; returns its exit status (1 when timed out)."""
+BENCH = (sys.executable, "-m", "bench")
+
+
+def execute(argv: list[str], timeout_s: float, output: Path, log: Path, command: Sequence[str] = BENCH) -> int:
+    """`python -m bench ARGV` (or `command` ARGV) writing under `output`; returns its exit status (1 when
+    timed out)."""
     before = run_folders(output)
     with open(log, "ab") as out:
-        process = subprocess.Popen([sys.executable, "-m", "bench", *argv], stdout=out, stderr=subprocess.PIPE,
+        process = subprocess.Popen([*command, *argv], stdout=out, stderr=subprocess.PIPE,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             _, stderr = process.communicate(timeout=timeout_s)
@@ -74,11 +78,12 @@ def execute(argv: list[str], timeout_s: float, output: Path, log: Path) -> int:
 
 
 def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, timeout_s: float,
-            before: Callable[[int], None] | None = None) -> int:
+            before: Callable[[int], None] | None = None, command: Sequence[str] = BENCH) -> int:
     """Every run of a preset, one after the other, into `output`/NAME-<time>/; then the report,
-    also copied (with summary.csv) to `output`. `before(i)` prepares run i (a link cap).
-    SIGINT or SIGTERM (whatever disposition this process inherited) ends the run in progress
-    and the preset; the report then shows the runs made so far, and the status is 130."""
+    also copied (with summary.csv) to `output`. `before(i)` prepares run i (a link cap); `command`
+    starts each run (`python -m bench`, or that under salloc). SIGINT or SIGTERM (whatever
+    disposition this process inherited) ends the run in progress and the preset; the report then
+    shows the runs made so far, and the status is 130."""
     from bench.report.build import write_report
 
     folder = output / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -91,7 +96,7 @@ def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, time
                 if before is not None:
                     before(i - 1)
                 print(f"[{i}/{len(runs)}] {label}", file=sys.stderr, flush=True)
-                execute([*argv, "--output", str(folder)], timeout_s, folder, folder / "matrix.log")
+                execute([*argv, "--output", str(folder)], timeout_s, folder, folder / "matrix.log", command)
                 done = i
     except Interrupted as exc:
         stopped = f"interrupted ({exc}) after {done} of {len(runs)} runs"
