@@ -39,6 +39,17 @@ def results(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.fixture
+def shared_folder() -> Path:
+    """A results folder every emulated Slurm node sees (each node's /tmp is its own, as on a real cluster)."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="distbench-shared-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def only_run(results: Path) -> Path:
     runs = [p for p in results.iterdir() if p.is_dir()]
     assert len(runs) == 1, runs

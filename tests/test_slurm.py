@@ -55,11 +55,8 @@ def slurm_env():
 
 
 @pytest.fixture
-def shared():
-    """A results folder every node sees (each node's /tmp is its own, as on a real cluster)."""
-    path = Path(tempfile.mkdtemp(prefix="distbench-slurm-", dir="/var/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def shared(shared_folder):
+    return shared_folder
 
 
 def salloc(env: dict, nodes: int, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:

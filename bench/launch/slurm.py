@@ -250,18 +250,23 @@ def step_record() -> dict | None:
 
 def check_shared(placement: SlurmPlacement, folder: Path) -> None:
     """Refuse, before any step starts, a run folder that some node of the run cannot see."""
-    folder.mkdir(parents=True, exist_ok=True)
-    probe = folder / f".slurm-probe-{placement.allocation.job_id}-{os.getpid()}"
-    probe.write_text("")
     nodes = sorted({node for _, _, node in placement.labels()})
+    unseen = nodes_not_seeing(folder, ["--overlap", f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}",
+                                       f"--nodelist={','.join(nodes)}"])
+    if unseen:
+        raise UsageError(f"--output {folder} is not visible on node(s) {', '.join(unseen)} of Slurm job "
+                         f"{placement.allocation.job_id}: use a folder on the cluster's shared file system")
+
+
+def nodes_not_seeing(folder: Path, where: Sequence[str]) -> list[str]:
+    """The nodes (chosen by srun's flags `where`, one task each) on which `folder` is not there."""
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".slurm-probe-{os.environ.get('SLURM_JOB_ID', 'none')}-{os.getpid()}"
+    probe.write_text("")
     try:
-        out = _slurm("srun", "--overlap", f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}",
-                     f"--nodelist={','.join(nodes)}", "--quiet", "sh", "-c",
+        out = _slurm("srun", *where, "--quiet", "sh", "-c",
                      'if test -e "$0"; then echo "$SLURMD_NODENAME seen"; else echo "$SLURMD_NODENAME unseen"; fi',
                      str(probe), timeout=60)
     finally:
         probe.unlink(missing_ok=True)
-    unseen = sorted(line.split()[0] for line in out.splitlines() if line.endswith(" unseen"))
-    if unseen:
-        raise UsageError(f"--output {folder} is not visible on node(s) {', '.join(unseen)} of Slurm job "
-                         f"{placement.allocation.job_id}: use a folder on the cluster's shared file system")
+    return sorted(line.split()[0] for line in out.splitlines() if line.endswith(" unseen"))

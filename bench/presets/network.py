@@ -23,6 +23,7 @@ from bench.config import default_warmup
 from bench.emulated import network, slurm
 from bench.emulated.claim import claim, release
 from bench.errors import UsageError
+from bench.launch.slurm import nodes_not_seeing
 from bench.presets.matrix import DEFAULT_STEPS
 from bench.presets.runner import run_all
 from bench.usage import OneLineParser, refuse
@@ -134,12 +135,16 @@ def run_on_links(preset: str, runs: list[tuple[float, str, list[str]]], hosts: i
     try:
         slurm.require_slurm()
         slurm.up(network.up(hosts, runs[0][0] if runs else LINKS[0], CLUSTER))
+        os.environ.update(slurm.slurm_env(CLUSTER))
+        unseen = nodes_not_seeing(output.resolve(), [f"--nodes={hosts}", f"--ntasks={hosts}"])
+        if unseen:
+            raise UsageError(f"--output {output} is not visible on the emulated hosts (each has its own /tmp, as "
+                             "a real cluster's nodes do): use a folder on the shared disk, e.g. results/")
     except UsageError as exc:
         slurm.down(CLUSTER)
         network.down(CLUSTER)
         release(held)
         return refuse(exc)
-    os.environ.update(slurm.slurm_env(CLUSTER))
     previous = signal.signal(signal.SIGTERM, _end_on_sigterm)
     shaped: list[float] = []
 
