@@ -30,7 +30,7 @@ CONTROLLER = Option("hvd_controller", str, MPI_CONTROLLER,
                     "allreduce: Horovod controller, mpi (mpirun) or gloo (horovodrun)",
                     choices=(MPI_CONTROLLER, GLOO_CONTROLLER))
 # Horovod's settings a run gets unless told otherwise, from `python -m bench micro --horovod-sweep`
-# and allreduce runs on this project's 2-core machine (README, "Horovod at its best"): a 0.5 ms
+# and allreduce runs on this project's 2-core machine (docs/micro-benchmarks.md, "Horovod at its best"): a 0.5 ms
 # cycle halves the wait of an allreduce for the background thread's next cycle (64 KB at 2 ranks:
 # 0.60 vs 1.12 ms); 0.1 ms lost throughput (the thread's spinning takes a core from compute);
 # 5 ms costs 5 ms an allreduce. The fusion buffer stays at Horovod's 128 MB.

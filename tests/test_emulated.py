@@ -131,7 +131,7 @@ def test_the_projection_predicts_an_emulated_run_it_did_not_learn_from(horovod_a
     assert checked["error"] == pytest.approx(predicted / measured - 1)
     for term in ("compute", "communication", "waiting"):  # each term against the run's own split
         assert checked[f"measured_{term}_s"] is not None and checked[f"predicted_{term}_s"] is not None
-    # not a threshold on the error: it is recorded, and the README quotes it
+    # not a threshold on the error: it is recorded, and docs/presets.md quotes it
     assert (tmp_path / "projection.json").is_file()
 
 

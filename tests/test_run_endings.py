@@ -1,5 +1,5 @@
 """How runs end when something outside them goes wrong: a killed worker, a killed launcher,
-Ctrl-C, a disk that stops taking writes; and the README's hand-started multi-host run."""
+Ctrl-C, a disk that stops taking writes; and the hand-started multi-host run of docs/several-hosts.md."""
 
 import json
 import os

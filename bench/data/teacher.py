@@ -4,7 +4,7 @@ Each example is drawn from a few latent factors z ~ N(0, I): its image is a fixe
 pattern per factor, mixed by z and squashed into [0, 1]; its label is the arg-max of a
 fixed random two-layer tanh network over z (the teacher). A student sees only the image,
 so it must undo the mixing and learn the teacher's class boundaries. `factors` is the
-difficulty knob: every factor adds a dimension the boundaries bend in (README, "The
+difficulty knob: every factor adds a dimension the boundaries bend in (docs/convergence.md, "The
 teacher task", has steps-to-target per setting).
 
 The task is the same for every run (TASK_SEED, not --seed): strategies and repeats train
@@ -26,7 +26,7 @@ SHARPNESS = 0.5
 PATTERN_SIDE = 7  # each factor's pattern is a random 7x7 grid, upscaled to the model's input
 CLASSES = 10
 # the default target accuracy on it: mlp (batch 64, SGD 0.1) reaches it after 1,000-2,000
-# steps and levels off at 0.83-0.87 (README, "The teacher task")
+# steps and levels off at 0.83-0.87 (docs/convergence.md, "The teacher task")
 TARGET = 0.82
 
 

@@ -65,7 +65,7 @@ def run(argv: list[str], env: dict[str, str], log: Path, timeout_s: float) -> bo
     return done.returncode == 0
 
 
-def main(argv: Sequence[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m bench micro", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--full", action="store_true", help="4 KB to 64 MB, 10 rounds (default: 2 sizes, 3 rounds)")
@@ -76,7 +76,11 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--rounds", type=int, default=None, help="timed rounds per size (default: 3; --full: 10)")
     p.add_argument("--horovod-sweep", action="store_true",
                    help=f"also horovod-mpi at cycle times {SWEEP_CYCLE_MS} ms x fusion thresholds {SWEEP_FUSION_MB} MB")
-    args = p.parse_args(list(argv))
+    return p
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
     counts = [int(n) for n in (args.processes or ("2,4" if args.full else "2")).split(",")]
     wanted = args.transports.split(",")
     out = Path(args.output) / f"micro-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -22,14 +22,18 @@ from bench.overhead.table import COLUMNS, PAIRS_FILE, ratio, read, summarize, te
 from bench.usage import OneLineParser
 
 
-def main(argv: Sequence[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m bench overhead", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--strategies", default=",".join(pair.strategy for pair in PAIRS))
     p.add_argument("--repeats", type=int, default=5, help="alternated pairs per strategy (default: %(default)s)")
     p.add_argument("--scale", type=float, default=1.0, help="multiplies every pair's steps (default: %(default)s)")
     p.add_argument("--output", default="results")
-    args = p.parse_args(list(argv))
+    return p
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
     if args.repeats < 1 or args.scale <= 0:
         raise UsageError("--repeats must be >= 1 and --scale > 0")
     pairs = [pair.scaled(args.scale) for pair in by_strategy(args.strategies.split(","))]

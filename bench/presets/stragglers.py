@@ -71,7 +71,7 @@ def plan(workers: int, steps: int, convergence_steps: int, model: str = "cnn",
     return runs
 
 
-def main(argv: Sequence[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m bench stragglers", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workers", type=int, default=4)
@@ -85,7 +85,11 @@ def main(argv: Sequence[str]) -> int:
                    help="steps of each convergence run on digits; 0 leaves them out (default: 300)")
     p.add_argument("--output", default="results")
     p.add_argument("--timeout-s", type=float, default=600)
-    args, extra = p.parse_known_args(list(argv))
+    return p
+
+
+def main(argv: Sequence[str]) -> int:
+    args, extra = parser().parse_known_args(list(argv))
     known = [label for label, *_ in variants(args.workers)]
     problem = ("--workers must be >= 2 and --steps >= 10" if args.workers < 2 or args.steps < 10 else
                f"--variants: choose from {', '.join(known)}" if args.variants and set(args.variants) - set(known)

@@ -9,14 +9,18 @@ from pathlib import Path
 from bench.usage import OneLineParser, refuse
 
 
-def main(argv: Sequence[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m bench report",
                       description="Write summary.csv and report.html for a set of run folders.")
     p.add_argument("paths", nargs="*", default=["results"], help="run folders or folders holding them")
     p.add_argument("--baseline", nargs="+", default=None,
                    help="earlier runs to compare with: adds throughput ratios against them")
     p.add_argument("--output", default=None, help="where to write (default: the first path)")
-    args: argparse.Namespace = p.parse_args(list(argv))
+    return p
+
+
+def main(argv: Sequence[str]) -> int:
+    args: argparse.Namespace = parser().parse_args(list(argv))
     paths = [Path(x) for x in args.paths]
     missing = [str(x) for x in [*paths, *map(Path, args.baseline or [])] if not x.exists()]
     if missing:
