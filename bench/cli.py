@@ -118,7 +118,8 @@ def run_parser() -> argparse.ArgumentParser:
     g.add_argument("--straggler-random", type=float, default=None, metavar="F",
                    help="each step one worker, drawn from the seed, is slowed by F")
     g = p.add_argument_group("topology")
-    g.add_argument("--workers", type=int, default=d.workers, help="workers / towers / ranks (default: %(default)s)")
+    g.add_argument("--workers", type=int, default=None,
+                   help="workers / towers / ranks (default: 2, or 1 for a strategy that runs with 1 only)")
     g.add_argument("--ps", type=int, default=d.ps, help="parameter-server tasks (default: %(default)s)")
     g.add_argument("--ps-hosts", type=_hosts, default=(), help="multi-host: host:port,host:port")
     g.add_argument("--worker-hosts", type=_hosts, default=(), help="multi-host: host:port,host:port")
@@ -182,6 +183,8 @@ def config_from_args(argv: Sequence[str]) -> RunConfig:
     if under_mpi() and "--workers" not in argv:
         args["workers"] = world_size() or args["workers"]
     strategy_cls = registry.get(args["strategy"])
+    if args["workers"] is None:
+        args["workers"] = strategy_cls.default_workers()
     args["options"] = strategy_options(strategy_cls, args)
     from bench import models
     from bench.data import IDS

@@ -125,6 +125,13 @@ class Strategy:
         return 0
 
     @classmethod
+    def default_workers(cls) -> int:
+        """Workers when --workers is not given: 2 where the strategy runs with 2 (a distributed
+        strategy shown distributed), else the fewest it runs with."""
+        low, high = cls.worker_range
+        return 2 if high is None or high >= 2 else low
+
+    @classmethod
     def rank_controller(cls, config: RunConfig) -> str:
         """MPI launch: how the ranks meet, "mpi" (mpirun, srun --mpi=pmix) or "gloo" (Horovod's
         rendezvous server: horovodrun --gloo, or srun steps under Slurm)."""

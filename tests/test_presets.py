@@ -111,3 +111,32 @@ def test_repeats_are_folded_with_an_interval_over_them(comparison):
     half = T_975[REPEATS - 1] * np.std(samples, ddof=1) / math.sqrt(REPEATS)
     assert float(values["throughput_examples_per_s"]) == pytest.approx(samples.mean(), rel=1e-9)
     assert float(values["throughput_ci95_examples_per_s"]) == pytest.approx(half, rel=1e-6)
+
+
+def test_the_report_is_rewritten_between_runs_and_says_how_many_are_in(tmp_path, monkeypatch):
+    from bench.presets import runner
+
+    monkeypatch.setattr(runner.InterimReport, "SHARE", 10.0)  # every run, however long the report takes
+    seen = []
+
+    def before(i: int) -> None:  # run i starts: the report of the runs before it is there
+        page = tmp_path / "report.html"
+        seen.append(html.unescape(page.read_text()) if page.exists() else None)
+
+    args = ["--strategy", "single", "--model", "mlp", "--data", "digits", "--steps", "20", "--eval-every", "0"]
+    code = runner.run_all("compare", [(f"run {i}", [*args, "--run-name", f"r{i}"]) for i in range(3)], tmp_path,
+                          timeout_s=120, before=before)
+    assert code == 0
+    assert seen[0] is None
+    for done, page in enumerate(seen[1:], 1):
+        assert f"{done} of 3 runs in" in page and f"{done} runs from" in page
+    final = html.unescape((tmp_path / "report.html").read_text())
+    assert "3 runs from" in final and "is running" not in final
+
+
+def test_the_preset_says_how_many_runs_are_left_and_about_how_long():
+    from bench.presets.runner import time_left
+
+    assert time_left(time.monotonic(), 0, 10) == ""
+    text = time_left(time.monotonic() - 120, 2, 10)  # 1 min a run so far
+    assert text == " (2 done, 8 left, about 8 min left)"

@@ -77,6 +77,42 @@ def execute(argv: list[str], timeout_s: float, output: Path, log: Path, command:
     return process.returncode
 
 
+def time_left(started: float, done: int, total: int) -> str:
+    """ " (3 done, 81 left, about 11 min left)": the runs so far' mean time times the runs left."""
+    if done == 0:
+        return ""
+    per_run = (time.monotonic() - started) / done
+    return f" ({done} done, {total - done} left, about {per_run * (total - done) / 60:.0f} min left)"
+
+
+class InterimReport:
+    """The report rewritten between runs, so that it can be read while the preset goes on; never
+    while a run trains (it would take that run's cores), and at most a tenth of the time so far."""
+
+    SHARE = 0.1
+
+    def __init__(self, name: str, folder: Path, output: Path, total: int, started: float) -> None:
+        self.name, self.folder, self.output, self.total, self.started = name, folder, output, total, started
+        self.spent = 0.0
+
+    def after_run(self, done: int) -> None:
+        from bench.report.build import write_report
+
+        elapsed = time.monotonic() - self.started
+        if self.spent > self.SHARE * elapsed or not run_folders(self.folder):
+            return
+        began = time.monotonic()
+        try:
+            html = write_report([self.folder], self.folder, remark=(
+                f"The {self.name} preset is running: {done} of {self.total} runs in after {elapsed / 60:.1f} min; "
+                "this report is rewritten as runs end."))
+            shutil.copy(html, self.output / "report.html")
+            shutil.copy(self.folder / "summary.csv", self.output / "summary.csv")
+        except Exception as exc:  # noqa: BLE001 - an interim report must not end the preset
+            print(f"  (interim report not written: {exc})", file=sys.stderr, flush=True)
+        self.spent += time.monotonic() - began
+
+
 def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, timeout_s: float,
             before: Callable[[int], None] | None = None, command: Sequence[str] = BENCH) -> int:
     """Every run of a preset, one after the other, into `output`/NAME-<time>/; then the report,
@@ -90,14 +126,18 @@ def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, time
     folder.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     done, stopped = 0, None
+    interim = InterimReport(name, folder, output, len(runs), started)
     try:
         with interruptible():
             for i, (label, argv) in enumerate(runs, 1):
                 if before is not None:
                     before(i - 1)
-                print(f"[{i}/{len(runs)}] {label}", file=sys.stderr, flush=True)
+                print(f"[{i}/{len(runs)}] {label}{time_left(started, i - 1, len(runs))}", file=sys.stderr,
+                      flush=True)
                 execute([*argv, "--output", str(folder)], timeout_s, folder, folder / "matrix.log", command)
                 done = i
+                if i < len(runs):
+                    interim.after_run(i)
     except Interrupted as exc:
         stopped = f"interrupted ({exc}) after {done} of {len(runs)} runs"
         print(f"{name}: {stopped}", file=sys.stderr, flush=True)

@@ -94,7 +94,7 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
     checkpoints = Checkpoints.for_run(config, folder, clock, context.is_chief)
     faults = FaultInjection.for_run(config, folder, context.rank)
     progress = Progress(config.steps, f"{config.strategy}/{config.model}",
-                        enabled=show_progress and context.is_chief)
+                        enabled=show_progress and context.is_chief, processes=context.num_workers)
     began = clock()
     local_step = strategy_cls.local_steps_at(config, config.resume_step)  # a resumed run's count goes on
     log = StepLog(steps_out, folder.run_id, context.rank, context.run_start)
