@@ -16,6 +16,7 @@ from bench.launch.mpi_environment import under_mpi, world_size
 from bench.launch.recovery import RECOVERY_LIMIT
 from bench.launch.supervisor import STARTUP_LIMIT_S
 from bench.launch.tf_config import topology_from_tf_config
+from bench.run.schema import PURPOSES
 from bench.usage import OneLineParser, refuse
 from bench.validation import validate
 
@@ -90,6 +91,9 @@ def run_parser() -> argparse.ArgumentParser:
                         f"{teacher.TARGET:g} on teacher; {DEFAULT_TARGET[IDS]:g} for --model embedding)")
     g.add_argument("--output", default=d.output, help="folder for run folders (default: %(default)s)")
     g.add_argument("--run-name", default=None, help="label of the run folder")
+    g.add_argument("--purpose", default=None, choices=PURPOSES,
+                   help="what the run is for, as the report groups it (default: throughput when it is not "
+                        "evaluated or its data are synthetic, else convergence)")
     g.add_argument("--save-weights", action="store_true", help="write the final weights to weights.npz")
     g.add_argument("--checkpoint-every-steps", type=int, default=d.checkpoint_every_steps, metavar="K",
                    help="the chief saves a checkpoint (weights, optimizer state, global step) into the run "

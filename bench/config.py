@@ -46,6 +46,7 @@ class RunConfig:
     target_accuracy: float = 0.9
     output: str = "results"
     run_name: str | None = None
+    purpose: str | None = None  # throughput or convergence (bench.run.schema); None: from eval_every and data
     shuffle: bool = True
     # the embedding model and its synthetic-ids data (bench.models.embedding, bench.data.ids)
     # the ImageNet models (bench.models.IMAGENET): a smaller square input for CPU runs; None: the

@@ -49,7 +49,7 @@ class Planned:
         if self.seed is not None:
             args += ["--seed", str(self.seed)]
             name += f"-s{self.seed}"
-        args += ["--run-name", name]
+        args += ["--run-name", name, "--purpose", self.purpose]
         if self.purpose == "convergence":
             args += ["--eval-every", str(CONVERGENCE["eval_every"])]
         else:

@@ -9,14 +9,12 @@ from typing import Any
 
 import pandas as pd
 
-from bench.config import RunConfig
-from bench.errors import UsageError
 from bench.report.columns import CHECKPOINT_FIGURES
 from bench.report.recovery import recovery_columns
 from bench.run import breakdown
 from bench.run.owner import owner_state, settle_if_abandoned
 from bench.run.records import RUN_FILE
-from strategies import registry
+from bench.run.schema import upgrade
 
 # what a run's strategy declared of itself (one value per GROUP_KEY setting)
 DECLARED = ["family", "variant", "scaling_baseline", "asynchronous"]
@@ -32,37 +30,6 @@ def find_runs(paths: Iterable[Path]) -> list[Path]:
         elif path.is_dir():
             found.update(p.parent.resolve() for p in path.rglob(RUN_FILE))
     return sorted(found)
-
-
-def purpose_of(config: dict[str, Any]) -> str:
-    name = config.get("run_name") or ""
-    if name.startswith(("throughput-", "convergence-")):
-        return name.split("-", 1)[0]
-    # random images have no validation split; other data is evaluated unless told not to
-    return "throughput" if config.get("data") == "synthetic" or config.get("eval_every") == 0 else "convergence"
-
-
-def scenario_of(config: dict[str, Any]) -> str:
-    if config.get("kill_ps"):
-        return "ps-kill"
-    if config.get("kill_worker"):
-        return "recover" if config.get("recover") else "kill"
-    if config.get("straggler") or config.get("straggler_random"):
-        return "straggler"
-    return "clean"
-
-
-def strategy_facts(record: dict[str, Any]) -> dict[str, Any]:
-    """What the run's strategy declared (run.json's "strategy"); for a record written before
-    it was recorded, asked of the registered strategy of that name."""
-    facts = record.get("strategy")
-    if isinstance(facts, dict):
-        return facts
-    config = record.get("config") or {}
-    try:
-        return registry.get(config.get("strategy", "")).facts(registry.with_defaults(RunConfig.from_dict(config)))
-    except (UsageError, TypeError, KeyError, ValueError):
-        return {"name": config.get("strategy"), "variant": config.get("strategy")}
 
 
 def network_columns(network: dict[str, Any] | None) -> dict[str, Any]:
@@ -83,17 +50,17 @@ def network_columns(network: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def run_row(run_dir: Path) -> dict[str, Any]:
-    record = settle_if_abandoned(run_dir, json.loads((run_dir / RUN_FILE).read_text()))
+    record = upgrade(settle_if_abandoned(run_dir, json.loads((run_dir / RUN_FILE).read_text())))
     config, summary = record.get("config", {}), record.get("summary") or {}
-    info, env = record.get("strategy_info") or {}, record.get("environment") or {}
-    facts = strategy_facts(record)
+    env = record.get("environment") or {}
+    facts = record["strategy"]
     split = summary.get("breakdown") or {}  # where its step time went (bench.run.breakdown)
     status = record.get("status", "unknown")
     if status == "running" and owner_state(record.get("owner")) == "unknown":
         status = "failed: no end was recorded, and its owner cannot be checked from this host"
     return {
         "run_id": record.get("run_id", run_dir.name), "path": str(run_dir), "status": status,
-        "ok": status == "ok", "purpose": purpose_of(config), "strategy": config.get("strategy"),
+        "ok": status == "ok", "purpose": record["purpose"], "strategy": config.get("strategy"),
         "model": config.get("model"), "data": config.get("data"), "workers": config.get("workers"),
         "ps": facts.get("parameter_servers", 0), "family": facts.get("family"),
         "scaling_baseline": bool(facts.get("baseline")), "asynchronous": bool(facts.get("asynchronous")),
@@ -110,12 +77,9 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "final_accuracy": summary.get("final_accuracy"), "best_accuracy": summary.get("best_accuracy"),
         "target_accuracy": summary.get("target_accuracy"), "time_to_target_s": summary.get("time_to_target_s"),
         "steps_to_target": summary.get("steps_to_target"),
-        "startup_s": summary.get("startup_s", record.get("startup_s")),
+        "startup_s": summary.get("startup_s"),
         "gradient_bytes_per_step": (record.get("model") or {}).get("gradient_bytes_per_step"),
-        # by the strategy's formula; records before "exchange" had it in the worker's info
-        "bytes_sent_per_worker_per_step": (record.get("exchange") or {}).get(
-            "worker_sent_per_step", info.get("bytes_sent_per_rank_per_step",
-                                             info.get("bytes_sent_per_worker_per_step"))),
+        "bytes_sent_per_worker_per_step": record["exchange"].get("worker_sent_per_step"),  # by its formula
         "sparse_bytes_per_step": (record.get("model") or {}).get("sparse_bytes_per_step"),
         **{key: (record.get("model") or {}).get(key) for key in ("table_bytes", "rows_touched_per_step", "row_bytes")},
         "table_dense": bool(facts.get("table_dense")),
@@ -127,7 +91,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "slowest_compute_ratio": split.get("slowest_compute_ratio"),
         "gradients_dropped": (record.get("records") or {}).get("gradients_dropped"),
         "lost_workers": ", ".join(record.get("lost_workers") or []),
-        "scenario": scenario_of(config), "variant": facts.get("variant"), "kill_worker": config.get("kill_worker"),
+        "scenario": record["scenario"], "variant": facts.get("variant"), "kill_worker": config.get("kill_worker"),
         "kill_ps": config.get("kill_ps"), **recovery_columns(summary, config),
         "straggler": config.get("straggler") or (f"random x{config['straggler_random']:g}"
                                                  if config.get("straggler_random") else None),

@@ -13,6 +13,7 @@ from bench.metrics import Gradient
 from bench.run import environment
 from bench.run.owner import describe_owner
 from bench.run.records import RunFolder
+from bench.run.schema import identity
 from bench.run.summary import summarize
 from strategies import registry
 
@@ -57,7 +58,8 @@ def open_run(config: RunConfig, run_start: float, folder: RunFolder | None = Non
     folder = folder or RunFolder.create(config.output, run_label(config))
     strategy_cls = registry.get(config.strategy)
     folder.update_run(
-        run_id=folder.run_id, status="running", owner=describe_owner(), started_at=_now(),
+        **identity(config.to_dict()), run_id=folder.run_id, status="running", owner=describe_owner(),
+        started_at=_now(),
         run_start_epoch_s=run_start,
         config=config.to_dict(), strategy=strategy_cls.facts(config), strategy_description=strategy_cls.description,
         environment=environment.describe(),
