@@ -19,11 +19,12 @@ from bench.emulated.placement import enter
 from bench.errors import UsageError
 from bench.launch import slurm
 from bench.launch.faults import kill_ps_watch
+from bench.launch.finish import finish_run
 from bench.launch.processes import Child, free_ports, port_in_use, start
 from bench.launch.recovery import WORKER_RESTARTED, recoveries_left, recovering, recovery, rejoin_config
 from bench.launch.supervisor import Restarts, supervise
 from bench.launch.tf_config import tf_config
-from bench.run.lifecycle import close_run, exit_status, join_environment, joined_run, open_run, start_run
+from bench.run.lifecycle import join_environment, joined_run, open_run, start_run
 from bench.run.records import RECOVERIES, RUN_FILE, STEPS_FILE, RunFolder
 from strategies import registry
 
@@ -103,29 +104,13 @@ def run_local(config: RunConfig) -> tuple[int, RunFolder]:
         outcome = supervise(workers, helpers, strategy.tolerates_worker_loss(config), steps_written(folder),
                             config.stall_timeout_s, restarts=restarts,
                             watch=kill_ps_watch(config, folder, children.get("ps", [])))
-    status = scheduled.explain(outcome.status) if scheduled else outcome.status
-    reports = worker_reports(folder)
-    chief = reports.get(0, {})
     records = strategy.finalize_records(folder.path, config)
-    extra = {"network": session.network_record(placement, folder, config)} if placement else {}
-    if scheduled:
-        extra["placement"] = scheduled.describe()
-    if rejoined:  # before close_run: its summary reads them
+    if rejoined:  # before the run is closed: its summary reads them
         folder.update_run(**{RECOVERIES: [*(folder.read_run().get(RECOVERIES) or []), *rejoined]})
-    if outcome.failed_at_epoch_s is not None:
-        extra["failed_at_s"] = outcome.failed_at_epoch_s - run_start
-    close_run(folder, config, status, lost_workers=outcome.lost_workers, records=records, **extra,
-              ended_after_failure_s=outcome.ended_after_failure_s, failure_consequences=outcome.consequences,
-              startup_s=chief.get("startup_s"),
-              runtime=chief.get("runtime"), strategy_info=chief.get("strategy_info"), workers=reports)
-    return exit_status(status), folder
-
-
-def worker_reports(folder: RunFolder) -> dict[int, dict]:
-    out = {}
-    for path in sorted((folder.path / "workers").glob("worker*.json")):
-        out[int(path.stem.removeprefix("worker"))] = json.loads(path.read_text())
-    return out
+    code = finish_run(folder, config, outcome.status, run_start, outcome, placement, scheduled,
+                      lost_workers=outcome.lost_workers, records=records,
+                      failure_consequences=outcome.consequences, workers=folder.task_reports())
+    return code, folder
 
 
 def is_chief_task(config: RunConfig) -> bool:
@@ -173,10 +158,8 @@ def run_task(config: RunConfig) -> int:
     code = worker_process.run_role(config, folder, config.job_name, config.task_index, cluster, run_start,
                                    exit_process=False)
     if is_chief:
-        report = worker_reports(folder).get(0, {})
-        close_run(folder, config, "ok" if code == 0 else f"failed: {report.get('error', 'chief failed')}",
-                  startup_s=report.get("startup_s"), runtime=report.get("runtime"),
-                  strategy_info=report.get("strategy_info"))
+        report = folder.task_reports().get(0, {})
+        finish_run(folder, config, "ok" if code == 0 else f"failed: {report.get('error', 'chief failed')}", run_start)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # a TF server cannot be shut down; leaving the interpreter normally may hang on it

@@ -8,7 +8,6 @@ runs mpirun and watches it like any other multi-process run.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -23,6 +22,7 @@ from bench.emulated.placement import Placement, agent_environment, enter, mpirun
 from bench.errors import UsageError
 from bench.launch import slurm
 from bench.launch.cluster import steps_written
+from bench.launch.finish import finish_run
 from bench.launch.gloo_slurm import adopt_slot
 from bench.launch.mpi_environment import under_mpi
 from bench.launch.processes import start
@@ -30,7 +30,7 @@ from bench.launch.recovery import recovering
 from bench.launch.slurm import SlurmPlacement
 from bench.launch.supervisor import supervise
 from bench.launch.tools import find_tool
-from bench.run.lifecycle import close_run, exit_status, join_environment, joined_run, start_run
+from bench.run.lifecycle import close_run, join_environment, joined_run, start_run
 from bench.run.records import RunFolder
 from strategies import registry
 from strategies.base import GLOO_CONTROLLER, WorkerContext
@@ -109,21 +109,10 @@ def start_ranks(config: RunConfig) -> tuple[int, RunFolder]:
             scheduled.note_steps(1)
             folder.update_run(placement=scheduled.describe())
         outcome = supervise([child], [], False, steps_written(folder), config.stall_timeout_s)
-    report = json.loads((folder.path / "workers" / "rank0.json").read_text()) \
-        if (folder.path / "workers" / "rank0.json").exists() else {}
     status = outcome.status
     if status.startswith("failed"):
         status = f"failed: {which_rank_failed(child.log) or status.removeprefix('failed: ')}"
-    status = scheduled.explain(status) if scheduled else status
-    extra = {"network": session.network_record(placement, folder, config)} if placement else {}
-    if scheduled:
-        extra["placement"] = scheduled.describe()
-    if outcome.failed_at_epoch_s is not None:
-        extra["failed_at_s"] = outcome.failed_at_epoch_s - run_start
-    close_run(folder, config, status, ended_after_failure_s=outcome.ended_after_failure_s,
-              startup_s=report.get("startup_s"), runtime=report.get("runtime"),
-              strategy_info=report.get("strategy_info"), **extra)
-    return exit_status(status), folder
+    return finish_run(folder, config, status, run_start, outcome, placement, scheduled), folder
 
 
 def which_rank_failed(log: Path) -> str | None:
@@ -184,14 +173,9 @@ def run_rank(config: RunConfig) -> int:
             close_run(folder, config, f"failed: rank 0: {report['error']}", runtime=runtime)
         raise
     finally:
-        write_rank_report(folder, hvd.rank(), report)
+        folder.write_task_report(hvd.rank(), report)
     hvd.join()  # every rank has written its rows
     if owner and hvd.rank() == 0:
         close_run(folder, config, "ok", startup_s=report.get("startup_s"), runtime=runtime,
                   strategy_info=report.get("strategy_info"))
     return 0
-
-
-def write_rank_report(folder: RunFolder, rank: int, report: dict) -> None:
-    (folder.path / "workers").mkdir(exist_ok=True)
-    (folder.path / "workers" / f"rank{rank}.json").write_text(json.dumps(report, default=str))

@@ -48,8 +48,7 @@ def run_role(config: RunConfig, folder: RunFolder, role: str, index: int, cluste
             traceback.print_exc()
             report["error"] = failure_reason(exc)
             code = 1
-        (folder.path / "workers").mkdir(exist_ok=True)
-        (folder.path / "workers" / f"worker{index}.json").write_text(json.dumps(report, default=str))
+        folder.write_task_report(index, report)
     sys.stdout.flush()
     sys.stderr.flush()
     if exit_process:

@@ -113,6 +113,21 @@ class RunFolder:
         (self.path / "workers").mkdir(parents=True, exist_ok=True)  # the run folder too
         os.close(os.open(self.path / "workers" / f"{role}{index}.claim", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
 
+    def write_task_report(self, index: int, report: dict[str, Any]) -> None:
+        """Worker (or rank) `index`'s own report: how it started, its steps, its error. One file per
+        worker, the same on every launch path; the launcher reads them back with task_reports()."""
+        (self.path / "workers").mkdir(exist_ok=True)
+        (self.path / "workers" / f"worker{index}.json").write_text(json.dumps(report, default=str))
+
+    def task_reports(self) -> dict[int, dict[str, Any]]:
+        """{worker index: its report} of the workers that wrote one."""
+        out = {}
+        for path in (self.path / "workers").glob("worker*.json"):
+            index = path.stem.removeprefix("worker")
+            if index.isdigit():
+                out[int(index)] = json.loads(path.read_text())
+        return dict(sorted(out.items()))
+
     def steps_writer(self) -> CsvAppender:
         return CsvAppender(self.path / STEPS_FILE, STEP_COLUMNS)
 
