@@ -61,6 +61,11 @@ def section(ident: str, title: str, *parts: str) -> str:
     return f'<section id="{ident}"><h2>{html.escape(title)}</h2>{"".join(parts)}</section>'
 
 
+def folded(summary: str, content: str) -> str:
+    """A long table, closed until the reader opens it."""
+    return f"<details><summary>{html.escape(summary)}</summary>{content}</details>"
+
+
 def figure(svg: str, caption: str) -> str:
     return f"<figure>{svg}<figcaption class=\"note\">{html.escape(caption)}</figcaption></figure>"
 

@@ -8,7 +8,7 @@ import pandas as pd
 
 from bench.report import aggregate, plots
 from bench.report.columns import RUN_COLUMNS
-from bench.report.html import figure, note, section, table
+from bench.report.html import figure, folded, note, section, table
 from bench.run.summary import read_steps
 from strategies import registry
 
@@ -52,14 +52,13 @@ def all_sections(runs: pd.DataFrame) -> list[str]:
         headline(settings),
         throughput(settings),
         efficiency(settings),
-        run_table(runs),
         convergence_section(convergence),
         time_to_accuracy(convergence),
-        step_times(plain),
         time_split(ok),
+        step_times(plain),
         staleness(ok[ok["asynchronous"].fillna(False).astype(bool)]),
         *([stragglers(plain)] if (plain["scenario"] != "clean").any() else []),
-    ] if len(plain) else [run_table(runs)]
+    ] if len(plain) else []
     return [
         *on_one_machine,
         *([network_section(runs[emulated & ~converging])] if (emulated & ~converging).any() else []),
@@ -69,6 +68,7 @@ def all_sections(runs: pd.DataFrame) -> list[str]:
         *([checkpoints_section(runs)] if runs.get("checkpoints", pd.Series(dtype=float)).fillna(0).gt(0).any()
           else []),
         failures(runs[~runs["ok"]]),
+        run_table(runs),  # the long tables last
         environment(runs),
     ]
 
@@ -80,7 +80,10 @@ def headline(settings: pd.DataFrame) -> str:
         ("throughput_examples_per_s", "examples/s", "rate"), ("throughput_ci95_examples_per_s", "± 95% CI", "rate"),
         ("runner_up", "runner-up", "text"), ("lead", "lead over runner-up", "ratio")], "headline-table"),
         note("Synthetic data, same model, optimizer and per-worker batch for every strategy. "
-             "\"tie\": the runners-up's 95% intervals overlap the fastest one's, so the data cannot rank them."))
+             "\"tie\": the runners-up's 95% intervals overlap the fastest one's, so the data cannot rank them."),
+        note("On one machine every worker shares its cores, so in-graph towers win here by avoiding processes "
+             "and copies; which family wins on a cluster is answered by the network preset (links between "
+             "hosts) and by python -m bench project."))
 
 
 def throughput(settings: pd.DataFrame) -> str:
@@ -105,8 +108,8 @@ def run_table(runs: pd.DataFrame) -> str:
     columns = list(RUN_COLUMNS)
     if "throughput_vs_baseline" in runs:
         columns.append(("throughput_vs_baseline", "vs baseline", "ratio"))
-    return section("runs", "Every run", table(runs, columns, "runs-table"),
-                   note("The same rows as summary.csv."))
+    return section("runs", "Every run", folded(f"{len(runs)} runs: the rows of summary.csv",
+                                               table(runs, columns, "runs-table")))
 
 
 def convergence_section(runs: pd.DataFrame) -> str:
@@ -153,11 +156,12 @@ def time_split(runs: pd.DataFrame) -> str:
                     "Median ms per step of a typical worker (each part's median, averaged over workers): "
                     "compute (forward, backward, an update applied locally), communication (gradients and "
                     "parameters moving), waiting (for other workers), other (host time outside the graph)."),
-             table(typical, [("variant", "strategy", "text"), ("model", "model", "text"),
+             folded(f"the split of {len(typical)} runs, in ms", table(typical, [
+                 ("variant", "strategy", "text"), ("model", "model", "text"),
                              ("workers", "workers", "int"), ("compute_p50_s", "compute ms", "ms"),
                              ("communication_p50_s", "communication ms", "ms"), ("waiting_p50_s", "waiting ms", "ms"),
                              ("other_p50_s", "other ms", "ms"), ("slowest_worker", "slowest worker", "int"),
-                             ("slowest_compute_ratio", "its compute / others'", "ratio")], "breakdown-table")]
+                             ("slowest_compute_ratio", "its compute / others'", "ratio")], "breakdown-table"))]
     if len(chosen):
         parts.append(figure(plots.per_worker_breakdown(chosen.head(6)),
                             "Each worker's median split: a straggler shows as one long compute bar, the "
