@@ -190,7 +190,7 @@ ensure_netns_tools() {
 # PMIx for srun --mpi=pmix.
 ensure_slurm() {
     command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1 \
-        && compgen -G "/usr/lib/*/libpmix.so*" >/dev/null && return
+        && compgen -G "/usr/lib/*/libpmix.so" >/dev/null && return  # the -dev link srun --mpi=pmix loads
     if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
         ( step "Debian's slurm-wlm, munge and PMIx for the emulated cluster's Slurm" \
             apt_install slurm-wlm munge libpmix-dev ) \
