@@ -138,6 +138,13 @@ def test_more_workers_than_the_allocation_holds_are_refused(slurm_env, shared):
     assert not records(shared)
 
 
+def test_a_preset_whose_runs_do_not_fit_the_allocation_is_refused_before_any_run(slurm_env, shared):
+    done = salloc(slurm_env, 2, "stragglers", "--workers", "4", "--output", str(shared))
+    assert done.returncode == 2
+    assert "holds 2 processes" in done.stderr and "salloc -N 4" in done.stderr
+    assert not list(shared.iterdir())
+
+
 def test_a_narrowed_preset_runs_inside_an_allocation_and_writes_its_report(slurm_env, shared):
     done = salloc(slurm_env, HOSTS, "all", "--strategies", "ps-sync,allreduce", "--workers", "2,4", "--models",
                   "mlp", "--steps", "20", "--convergence-steps", "0", "--output", str(shared), timeout=600)

@@ -17,6 +17,7 @@ from pathlib import Path
 from bench import models
 from bench.config import RunConfig
 from bench.errors import UsageError
+from bench.launch import slurm
 from bench.presets.runner import run_all
 from bench.usage import OneLineParser, refuse
 from strategies import registry
@@ -98,6 +99,8 @@ def main(argv: Sequence[str]) -> int:
     if problem is None:
         try:
             models.check(args.model)
+            if slurm.in_allocation():  # every run takes --workers workers: all of them must fit
+                slurm.counts_that_fit([args.workers], "--workers")
         except UsageError as exc:
             problem = str(exc)
     if problem:
