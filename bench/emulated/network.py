@@ -270,6 +270,8 @@ def down(name: str = DEFAULT_NAME) -> list[str]:
     require_tools()
     ours = [ns for ns in namespaces() if ns == f"{name}-{SWITCH}" or ns in _host_names(name)]
     end_processes(ours, daemons=True)
+    # the login port goes with the switch's namespace, but only once the kernel gets to it: delete it now
+    _ip("link", "del", login_device(name), check=False)
     for ns in ours:
         _ip("netns", "del", ns, check=False)
         shutil.rmtree(ETC_NETNS / ns, ignore_errors=True)
