@@ -43,8 +43,12 @@ def own_address(toward: str) -> str:
 
 
 @contextmanager
-def rendezvous(placement: SlurmPlacement) -> Iterator[dict[str, str]]:
-    """Horovod's rendezvous server for the run's ranks, and the environment that leads them to it."""
+def rendezvous(placement: SlurmPlacement | None) -> Iterator[dict[str, str]]:
+    """Horovod's rendezvous server for the run's ranks, and the environment that leads them to it
+    (nothing without Slurm: horovodrun starts its own)."""
+    if placement is None:
+        yield {}
+        return
     from horovod.runner.common.util.hosts import SlotInfo
     from horovod.runner.http.http_server import RendezvousServer
 

@@ -19,8 +19,9 @@ from strategies.base import IN_PROCESS, MPI, TF_CLUSTER, WorkerContext
 def run_in_process(config: RunConfig) -> int:
     runtime = prepare_process(config)
     folder, run_start = start_run(config)
-    if slurm.step_record():
-        folder.update_run(placement=slurm.step_record())
+    where = slurm.step_record()
+    if where:
+        folder.update_run(placement=where)
     try:
         with interruptible():  # as the multi-process launchers' supervisor is
             outcome = run_worker(config, WorkerContext(run_start=run_start, run_dir=str(folder.path)), folder)

@@ -12,8 +12,6 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from bench.config import RunConfig
@@ -23,11 +21,10 @@ from bench.errors import UsageError
 from bench.launch import slurm
 from bench.launch.cluster import steps_written
 from bench.launch.finish import finish_run
-from bench.launch.gloo_slurm import adopt_slot
+from bench.launch.gloo_slurm import adopt_slot, rendezvous
 from bench.launch.mpi_environment import under_mpi
 from bench.launch.processes import start
 from bench.launch.recovery import recovering
-from bench.launch.slurm import SlurmPlacement
 from bench.launch.supervisor import supervise
 from bench.launch.tools import find_tool
 from bench.run.lifecycle import close_run, join_environment, joined_run, start_run
@@ -72,23 +69,12 @@ def horovodrun_command(np: int, placement: Placement | None = None) -> list[str]
     return [horovodrun, "--gloo", "-np", str(np), "-H", hosts, *nic]
 
 
-@contextmanager
-def gloo_rendezvous(scheduled: SlurmPlacement | None) -> Iterator[dict[str, str]]:
-    """Under Slurm, Horovod's rendezvous server for Gloo ranks (horovodrun starts its own otherwise)."""
-    if scheduled is None:
-        yield {}
-        return
-    from bench.launch.gloo_slurm import rendezvous
-
-    with rendezvous(scheduled) as env:
-        yield env
-
-
 def start_ranks(config: RunConfig) -> tuple[int, RunFolder]:
     """One attempt: mpirun (or horovodrun) started and watched; its exit status and the run folder."""
     strategy_cls = registry.get(config.strategy)
-    scheduled = slurm.place(strategy_cls.processes(config), slurm.run_tag()) if slurm.in_allocation() else None
-    placement = session.place(config, strategy_cls.processes(config), scheduled) if config.emulated_cluster else None
+    processes = strategy_cls.processes(config)
+    scheduled = slurm.place(processes, slurm.run_tag()) if slurm.in_allocation() else None
+    placement = session.place(config, processes, scheduled) if config.emulated_cluster else None
     gloo = strategy_cls.rank_controller(config) == GLOO_CONTROLLER
     if scheduled:
         slurm.check_shared(scheduled, Path(config.output).resolve())
@@ -103,7 +89,7 @@ def start_ranks(config: RunConfig) -> tuple[int, RunFolder]:
         argv = enter(placement.roles["worker"][0], argv)  # the launcher runs on the first host, as rank 0
     folder.update_run(launcher=" ".join(launcher))
     with (session.metered(placement, folder.path, run_start), slurm.steps_ended(scheduled),
-          gloo_rendezvous(scheduled if gloo else None) as rendezvous_env):
+          rendezvous(scheduled if gloo else None) as rendezvous_env):
         child = start("ranks", argv, folder.path / "logs" / "ranks.log", env={**env, **rendezvous_env}, echo=True)
         if scheduled:
             scheduled.note_steps(1)
