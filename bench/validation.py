@@ -80,7 +80,7 @@ def copies_here(config: RunConfig, strategy_cls: type[Strategy]) -> int:
     the ps tasks' share, unless the run's processes are on other hosts."""
     if config.multi_host:
         return 1
-    return config.workers + (1 if strategy_cls.parameter_servers(config) else 0)
+    return config.workers + (1 if strategy_cls.processes(config).get("ps") else 0)
 
 
 def available_memory() -> int | None:

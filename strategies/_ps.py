@@ -47,10 +47,6 @@ class ParameterServerStrategy(Strategy):
         return labelled(cls.name, config.option("compression"))
 
     @classmethod
-    def parameter_servers(cls, config: RunConfig) -> int:
-        return config.ps
-
-    @classmethod
     def traffic(cls, config: RunConfig, gradient: Gradient) -> dict[str, tuple[float, float]]:
         # a worker pushes its gradients (compressed, if asked) and pulls the parameters; a ps task
         # takes its share of both

@@ -120,11 +120,6 @@ class Strategy:
         return cls.name
 
     @classmethod
-    def parameter_servers(cls, config: RunConfig) -> int:
-        """ps tasks the run has."""
-        return 0
-
-    @classmethod
     def default_workers(cls) -> int:
         """Workers when --workers is not given: 2 where the strategy runs with 2 (a distributed
         strategy shown distributed), else the fewest it runs with."""
@@ -158,7 +153,7 @@ class Strategy:
         """run.json's "strategy": what the report, presets and launchers read instead of its name."""
         return {"name": cls.name, "family": cls.family, "variant": cls.variant(config), "launch": cls.launch,
                 "baseline": cls.baseline, "asynchronous": cls.asynchronous, "checkpoints": cls.checkpoints,
-                "parameter_servers": cls.parameter_servers(config), "sparse_exchange": cls.sparse_exchange(config),
+                "parameter_servers": cls.processes(config).get("ps", 0), "sparse_exchange": cls.sparse_exchange(config),
                 "table_dense": cls.table_dense(config)}
 
     @classmethod
@@ -192,12 +187,12 @@ class Strategy:
 class Worker(ABC):
     """How a strategy trains, in one worker process. `model` is set by `setup`."""
 
-    strategy: ClassVar[type[Strategy]]  # the Strategy this is the Worker of
     model: Any
 
-    def __init__(self, config: RunConfig, context: WorkerContext) -> None:
+    def __init__(self, config: RunConfig, context: WorkerContext, strategy: type[Strategy]) -> None:
         self.config = config
         self.context = context
+        self.strategy = strategy  # the run's Strategy, resolved once where the process started
 
     @classmethod
     def configure_runtime(cls, config: RunConfig) -> dict[str, Any]:
@@ -208,7 +203,7 @@ class Worker(ABC):
     @classmethod
     def serve(cls, role: str, index: int, config: RunConfig, cluster: dict[str, list[str]]) -> None:
         """Run a task of another role than worker (a ps) until the run is over."""
-        raise NotImplementedError(f"{cls.strategy.name} has no {role} tasks")
+        raise NotImplementedError(f"{config.strategy} has no {role} tasks")
 
     @abstractmethod
     def setup(self, data: Dataset) -> None:

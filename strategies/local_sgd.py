@@ -12,7 +12,7 @@ from bench.metrics import Gradient, averaging_bytes, compressed_fraction
 from bench.options import Option, flag_bool
 from strategies._compression import FP16, NONE, labelled, parse
 from strategies._compression import option as compression_option
-from strategies.allreduce import CONTROLLER, CYCLE_MS, FUSION_MB, Allreduce
+from strategies._horovod import HOROVOD_OPTIONS, HorovodStrategy
 from strategies.base import PARAMETER_AVERAGING
 
 
@@ -48,13 +48,13 @@ def step_kind(config: RunConfig, step: int) -> str:
     return AVERAGE if last or (step - start) % config.option("sync_period") == 0 else LOCAL
 
 
-class LocalSgd(Allreduce):
+class LocalSgd(HorovodStrategy):
     name = "local-sgd"
     description = "parameter averaging: H local steps per rank, then the weights averaged (Horovod allreduce)"
     family = PARAMETER_AVERAGING
     worker = "strategies.workers.local_sgd:LocalSgdWorker"
-    options = (SYNC_PERIOD, LOCAL_START, AVERAGE_SLOTS, COMPRESSION, CONTROLLER, FUSION_MB, CYCLE_MS)
-    default_under_mpi = False
+    checkpoints = True
+    options = (SYNC_PERIOD, LOCAL_START, AVERAGE_SLOTS, COMPRESSION, *HOROVOD_OPTIONS)
 
     @classmethod
     def variant(cls, config: RunConfig) -> str:

@@ -21,7 +21,8 @@ def config_for(strategy: str, **changes) -> RunConfig:
 
 
 def train_in_process(config: RunConfig, steps: int) -> list[np.ndarray]:
-    strategy = registry.get(config.strategy).implementation()(config, WorkerContext())
+    chosen = registry.get(config.strategy)
+    strategy = chosen.implementation()(config, WorkerContext(), chosen)
     batch = registry.get(config.strategy).worker_batch(config)
     strategy.setup(load_data(config, batch))
     for _ in range(steps):

@@ -1,10 +1,13 @@
-"""A new strategy is one file: added to a copy of the suite, with no other edit, it runs,
-is refused with a clear line where its own rule says so, and the report shows it with
-its family (the ps variant below gets the staleness section as an asynchronous ps run)."""
+"""A new strategy is one file (a variant) or two (a worker of its own): added to a copy of
+the suite, with no other edit, it runs, is refused with a clear line where its own rule says
+so, and the report shows it with its family (the ps variant below gets the staleness section
+as an asynchronous ps run). docs/adding-a-strategy.md's template is the two-file case, and its
+tables list exactly the contract's members."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,7 +15,10 @@ import sys
 import pandas as pd
 import pytest
 
+from strategies.base import Strategy, Worker
 from tests.conftest import ROOT
+
+GUIDE = ROOT / "docs" / "adding-a-strategy.md"
 
 NEW_STRATEGY = '''"""ps-async-2ps: ps-async with its variables always over two ps tasks."""
 
@@ -33,17 +39,72 @@ class PSAsync2PS(PSAsync):
 '''
 
 
-@pytest.mark.slow
-def test_one_added_file_runs_and_reaches_the_report(tmp_path):
+def suite_with(tmp_path, files: dict[str, str]):
+    """A copy of the suite with `files` added; returns a function running `python -m bench` in it."""
     suite = tmp_path / "suite"
     for package in ("bench", "strategies"):
         shutil.copytree(ROOT / package, suite / package, ignore=shutil.ignore_patterns("__pycache__"))
-    (suite / "strategies" / "ps_async_2ps.py").write_text(NEW_STRATEGY)
+    for path, text in files.items():
+        (suite / path).write_text(text)
     env = {**os.environ, "PYTHONPATH": str(suite)}
 
     def bench(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "bench", *args], cwd=suite, env=env, capture_output=True,
                               text=True, timeout=300)
+
+    return bench
+
+
+def guide_files() -> dict[str, str]:
+    """The template's files: each python block of the guide, under the path named just before it."""
+    blocks = re.findall(r"^`(strategies/[\w/]+\.py)`:\n\n```python\n(.*?)```", GUIDE.read_text(), re.M | re.S)
+    return dict(blocks)
+
+
+def documented_members(heading: str) -> dict[str, str]:
+    """{member: kind} of the guide's table under `### `heading``."""
+    section = GUIDE.read_text().split(f"### `{heading}`", 1)[1].split("\n### ", 1)[0]
+    return {m: kind for m, kind in re.findall(r"^\| `(\w+)[^`]*` \| ([\w ]+) \|", section, re.M)}
+
+
+def public(names) -> set[str]:
+    return {n for n in names if not n.startswith("_")}
+
+
+def test_the_guide_lists_every_member_of_the_contract():
+    strategy = documented_members("Strategy")
+    assert set(strategy) == public(vars(Strategy)) | public(Strategy.__annotations__)
+    assert {m for m, kind in strategy.items() if kind == "required"} == {"name", "family", "worker"} | {
+        m for m in Strategy.__annotations__ if not hasattr(Strategy, m)}
+    worker = documented_members("Worker")
+    given = set(Worker.__init__.__code__.co_varnames[1:Worker.__init__.__code__.co_argcount])
+    assert set(worker) == public(vars(Worker)) | public(Worker.__annotations__) | given
+    assert {m for m, kind in worker.items() if kind == "required"} == set(Worker.__abstractmethods__)
+
+
+def test_the_template_is_two_files_in_strategies():
+    assert set(guide_files()) == {"strategies/clipped.py", "strategies/workers/clipped.py"}
+
+
+@pytest.mark.slow
+def test_the_guides_strategy_with_its_own_worker_runs_and_reaches_the_report(tmp_path):
+    bench = suite_with(tmp_path, guide_files())
+    results = tmp_path / "results"
+    done = bench("--strategy", "clipped", "--data", "synthetic", "--steps", "20", "--warmup-steps", "2",
+                 "--eval-every", "10", "--output", str(results))
+    assert done.returncode == 0, done.stderr[-2000:]
+    refused = bench("--strategy", "clipped", "--workers", "2", "--output", str(results))
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    report = bench("report", str(results), "--output", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr[-2000:]
+    row = pd.read_csv(tmp_path / "report" / "summary.csv").iloc[0]
+    assert (row["strategy"], row["family"], row["status"]) == ("clipped", "in-graph", "ok")
+    assert row["examples_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_one_added_file_runs_and_reaches_the_report(tmp_path):
+    bench = suite_with(tmp_path, {"strategies/ps_async_2ps.py": NEW_STRATEGY})
 
     results = tmp_path / "results"
     common = ["--strategy", "ps-async-2ps", "--workers", "2", "--data", "synthetic", "--steps", "20",

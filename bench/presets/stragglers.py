@@ -50,7 +50,7 @@ def plan(workers: int, steps: int, convergence_steps: int, model: str = "cnn",
         recover = ["--recover", "--checkpoint-every-steps", str(max(1, steps // 3))]
         scenarios = {"clean": [], "straggler": ["--straggler", f"{STRAGGLER}:{FACTOR:g}"], "kill": kill,
                      "recover": [*kill, *recover]}
-        if strategy.parameter_servers(RunConfig(strategy=strategy.name, workers=workers)):
+        if strategy.processes(RunConfig(strategy=strategy.name, workers=workers)).get("ps"):
             scenarios["ps-kill"] = ["--kill-ps", f"0@{steps // 2}", *recover]
         for scenario, extra in scenarios.items():
             if scenario not in cases:

@@ -86,7 +86,7 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
     clock = run_clock(context.run_start)
 
     strategy_cls = registry.get(config.strategy)
-    strategy = strategy_cls.implementation()(config, context)
+    strategy = strategy_cls.implementation()(config, context, strategy_cls)
     data = load_data(config, strategy_cls.worker_batch(config), context.rank)
     steps_out = folder.steps_writer()
     events = RunEvents(folder.path) if context.is_chief else None

@@ -16,7 +16,6 @@ from bench.errors import RunFailed
 from bench.models.base import Model
 from bench.run.training import feed_for, make_optimizer
 from strategies._compression import FP16, TOPK
-from strategies.allreduce import Allreduce
 from strategies.base import StepResult
 from strategies.workers.compression import Compressor, Encoded
 from strategies.workers.eager import EagerWorker
@@ -24,8 +23,6 @@ from strategies.workers.stamps import Stamps
 
 
 class AllreduceWorker(EagerWorker):
-    strategy = Allreduce
-
     @classmethod
     def configure_runtime(cls, config: RunConfig) -> dict[str, Any]:
         import horovod.tensorflow as hvd

@@ -10,13 +10,11 @@ from bench import models
 from bench.config import RunConfig
 from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
-from strategies.allreduce_tf import AllreduceTF
 from strategies.workers.eager import EagerWorker
 from strategies.workers.stamps import Stamps
 
 
 class AllreduceTFWorker(EagerWorker):
-    strategy = AllreduceTF
     _tf_strategy: ClassVar[tf.distribute.Strategy | None] = None
 
     @classmethod

@@ -10,15 +10,13 @@ import tensorflow as tf
 from bench.data import Dataset
 from strategies._compression import FP16, parse
 from strategies.base import StepResult
-from strategies.local_sgd import LOCAL, SYNC, LocalSgd, step_kind
+from strategies.local_sgd import LOCAL, SYNC, step_kind
 from strategies.workers.allreduce import AllreduceWorker
 from strategies.workers.eager import StampedOutput
 from strategies.workers.stamps import Stamps
 
 
 class LocalSgdWorker(AllreduceWorker):
-    strategy = LocalSgd
-
     def setup(self, data: Dataset) -> None:
         hvd, model, optimizer, feed = self.start_rank(data)
         variables = model.trainables

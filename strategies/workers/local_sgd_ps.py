@@ -13,7 +13,6 @@ import tensorflow as tf
 from bench import models
 from bench.models.base import Model
 from strategies.base import StepResult, StepTimes
-from strategies.local_sgd_ps import LocalSgdPS
 from strategies.workers.ps import BARRIER_POLL_S, ParameterServerWorker
 
 AVERAGE_POLL_S = BARRIER_POLL_S / 20  # an average waits for the slowest worker; checked every 0.5 ms
@@ -32,7 +31,6 @@ def make_local(graph: tf.Graph, device: str) -> None:
 
 
 class LocalSgdPSWorker(ParameterServerWorker):
-    strategy = LocalSgdPS
     restores_in_session = False  # its checkpoint has the averaged parameters, not its counters
 
     def ready(self) -> None:

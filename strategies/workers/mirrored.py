@@ -9,13 +9,11 @@ import tensorflow as tf
 from bench import models
 from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
-from strategies.mirrored import Mirrored
 from strategies.workers import towers as _towers
 from strategies.workers.stamps import Stamps
 
 
 class MirroredWorker(_towers.TowerWorker):
-    strategy = Mirrored
 
     def setup(self, data: Dataset) -> None:
         n, b = self.place()

@@ -11,7 +11,6 @@ import tensorflow as tf
 from bench import models
 from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
-from strategies.multi_tower import MultiTower
 from strategies.workers import towers as _towers
 from strategies.workers.stamps import Stamps
 
@@ -19,7 +18,6 @@ TOWER_PROBE_STEPS = 20
 
 
 class MultiTowerWorker(_towers.TowerWorker):
-    strategy = MultiTower
 
     def setup(self, data: Dataset) -> None:
         n, b = self.place()

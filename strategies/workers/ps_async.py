@@ -5,14 +5,11 @@ from __future__ import annotations
 import tensorflow as tf
 
 from strategies.base import StepResult, StepTimes
-from strategies.ps_async import PSAsync
 from strategies.workers.ps import STAMPS, ParameterServerWorker, atomic_increment, graph_ops, parameters_arrived
 from strategies.workers.stamps import stamp
 
 
 class PSAsyncWorker(ParameterServerWorker):
-    strategy = PSAsync
-
     def build_train_op(self, feed, optimizer):
         variables = self.model.trainables
         # the global step when this worker reads the parameters: read on the ps alongside them,

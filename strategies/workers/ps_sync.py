@@ -11,7 +11,6 @@ from tensorflow.python.ops import data_flow_ops
 from tensorflow.python.training import sync_replicas_optimizer  # finds its accumulators in data_flow_ops
 
 from strategies.base import StepResult, StepTimes
-from strategies.ps_sync import PSSync
 from strategies.workers.ps import STAMPS, ParameterServerWorker, graph_ops, parameters_arrived
 from strategies.workers.stamps import stamp
 
@@ -56,8 +55,6 @@ HAND_IN_OPS = ("ResourceAccumulatorApplyGradient", "SparseAccumulatorApplyGradie
 
 
 class PSSyncWorker(ParameterServerWorker):
-    strategy = PSSync
-
     def build_train_op(self, feed, optimizer):
         n, r = self.context.num_workers, self.strategy.replicas(self.config)
         # ps-sync: each global step averages the first r gradients computed for it

@@ -7,14 +7,11 @@ import tensorflow as tf
 from bench import models
 from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
-from strategies.single import Single
 from strategies.workers.eager import EagerWorker
 from strategies.workers.stamps import Stamps
 
 
 class SingleWorker(EagerWorker):
-    strategy = Single
-
     def setup(self, data: Dataset) -> None:
         model = models.for_run(self.config)
         optimizer = make_optimizer(self.config)
