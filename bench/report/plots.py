@@ -205,17 +205,27 @@ def per_worker_breakdown(runs: pd.DataFrame) -> str:
 
 
 def staleness_histogram(runs: pd.DataFrame) -> str:
-    fig, ax = plt.subplots(figsize=(6, 3))
-    for _, run in runs.iterrows():
-        steps = read_steps(run["path"], missing_ok=True)
-        if steps.empty or steps["staleness_steps"].isna().all():
-            continue
-        values = steps["staleness_steps"].dropna().astype(int)
-        bins = np.arange(values.min(), values.max() + 2) - 0.5
-        ax.hist(values, bins=bins, alpha=0.6, label=f"{run['model']} x{int(run['workers'])}")
-    ax.set_xlabel("staleness (updates applied between reading the parameters and this update)")
-    ax.set_ylabel("steps")
-    ax.legend(fontsize=7)
+    """One panel per model; in it one line per run: the share of its steps at each staleness
+    (lines, not bars, so that runs of several worker counts stay readable together)."""
+    models = sorted(runs["model"].unique())
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3), squeeze=False, sharey=True)
+    several = runs["strategy"].nunique() > 1
+    for ax, model in zip(axes[0], models, strict=True):
+        for _, run in runs[runs["model"] == model].sort_values(["strategy", "workers"]).iterrows():
+            steps = read_steps(run["path"], missing_ok=True)
+            if steps.empty or steps["staleness_steps"].isna().all():
+                continue
+            values = steps["staleness_steps"].dropna().astype(int)
+            share = values.value_counts(normalize=True).sort_index()
+            label = f"{run['strategy']} " if several else ""
+            purpose = f", {run['purpose']}" if run.get("purpose", "throughput") != "throughput" else ""
+            ax.plot(share.index, share.to_numpy(), marker="o", markersize=3,
+                    label=f"{label}x{int(run['workers'])}{purpose} (mean {values.mean():.1f})")
+        ax.set_title(model)
+        ax.set_xlabel("staleness (updates by others)")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("share of steps")
     return svg(fig)
 
 

@@ -73,9 +73,25 @@ def all_sections(runs: pd.DataFrame) -> list[str]:
     ]
 
 
+def answer_line(row: pd.Series) -> str:
+    """One model's answer: the family that wins at its largest worker count, by how much, and why."""
+    head = f"{row['model']}, {row['workers']} workers: "
+    if not row["next_family"]:
+        return head + f"{row['family']} ({row['strategy']}) is the only family that ran."
+    if row["tie"]:
+        return head + (f"{row['family']} ({row['strategy']}) and {row['next_family']} ({row['next_strategy']}) "
+                       f"tie (their 95% intervals overlap); {row['reason']}.")
+    return head + (f"{row['family']} wins ({row['strategy']}, {row['throughput_examples_per_s']:,.0f} examples/s), "
+                   f"{row['lead']:.2f}x the best {row['next_family']} strategy ({row['next_strategy']}): "
+                   f"{row['reason']}.")
+
+
 def headline(settings: pd.DataFrame) -> str:
     best = aggregate.headline(settings) if len(settings) else pd.DataFrame()
-    return section("headline", "Fastest strategy per model and worker count", table(best, [
+    answers = aggregate.family_answer(settings) if len(settings) else pd.DataFrame()
+    lines = "".join(f"<li>{html_lib.escape(answer_line(row))}</li>" for _, row in answers.iterrows())
+    return section("headline", "Fastest strategy per model and worker count",
+                   f'<ul class="answer">{lines}</ul>' if lines else "", table(best, [
         ("model", "model", "text"), ("workers", "workers", "int"), ("fastest", "fastest", "text"),
         ("throughput_examples_per_s", "examples/s", "rate"), ("throughput_ci95_examples_per_s", "± 95% CI", "rate"),
         ("runner_up", "runner-up", "text"), ("lead", "lead over runner-up", "ratio")], "headline-table"),

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from bench import models
@@ -14,11 +12,8 @@ from bench.run.training import feed_for, make_optimizer
 from strategies.workers import towers as _towers
 from strategies.workers.stamps import Stamps
 
-TOWER_PROBE_STEPS = 20
-
 
 class MultiTowerWorker(_towers.TowerWorker):
-
     def setup(self, data: Dataset) -> None:
         n, b = self.place()
         with tf.device(self.param_device):  # multi-tower: variables on the parameter device
@@ -49,27 +44,7 @@ class MultiTowerWorker(_towers.TowerWorker):
                 stamps.take(optimizer.apply_gradients(zip(averaged, variables)))
                 return stamps.output(tf.add_n([loss for loss, _ in results]) / n)
 
-        self._tower_gradients = tower_gradients
-        self._probe_batch = (data.train.x[: n * b], data.train.y[: n * b])
         self.use(model, optimizer, train_step)
 
-    def tower_compute_s(self) -> list[float]:
-        """Median forward+backward time of each tower run alone (a probe after training:
-        inside the training graph the towers' times cannot be told apart)."""
-        x, y = (tf.constant(a) for a in self._probe_batch)
-        out = []
-        for i in range(len(self.towers)):
-            probe = tf.function(lambda i=i: self._tower_gradients(x, y, i))
-            probe()
-            times = []
-            for _ in range(TOWER_PROBE_STEPS):
-                start = time.perf_counter()
-                loss, _ = probe()
-                float(loss)
-                times.append(time.perf_counter() - start)
-            out.append(float(np.median(times)))
-        return out
-
     def info(self) -> dict[str, Any]:
-        return {"towers": self.towers, "parameter_device": self.param_device,
-                "tower_compute_s": self.tower_compute_s()}
+        return {"towers": self.towers, "parameter_device": self.param_device}
