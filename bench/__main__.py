@@ -6,10 +6,13 @@ import sys
 from bench.cli import main
 
 code = main()
-if "tensorflow" in sys.modules and "horovod" not in sys.modules:
-    # Everything the run writes is closed by now; TensorFlow's own teardown at interpreter exit
-    # takes a second or more and does nothing a finished run needs. (Horovod's atexit shutdown
-    # finalizes MPI, which mpirun waits for, so a rank leaves normally.)
+if "tensorflow" in sys.modules:
+    # Everything the run wrote is closed by now; TensorFlow's teardown at interpreter exit takes
+    # a second or more and does nothing a finished run needs. A Horovod rank shuts Horovod down
+    # first: that finalizes MPI, which mpirun (or srun) waits for.
+    horovod = sys.modules.get("horovod.tensorflow")
+    if horovod is not None and horovod.is_initialized():
+        horovod.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

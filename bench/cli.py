@@ -25,8 +25,7 @@ SUBCOMMANDS = {"report": "bench.report.cli:main", "all": "bench.presets.matrix:m
                "stragglers": "bench.presets.stragglers:main", "micro": "bench.micro.run:main",
                "cluster": "bench.emulated.cli:main", "network": "bench.presets.network:main",
                "tradeoffs": "bench.presets.tradeoffs:main", "project": "bench.projection.cli:main",
-               "overhead": "bench.overhead.run:main",
-               "worker": "bench.launch.worker_process:main"}  # a process of a run, started by its launcher
+               "overhead": "bench.overhead.run:main"}
 
 
 def _hosts(text: str) -> tuple[str, ...]:
@@ -43,7 +42,7 @@ def run_parser() -> argparse.ArgumentParser:
         prog="python -m bench",
         description="Train one model under one distribution strategy and record throughput "
         "and convergence into results/<run_id>/. Subcommands: "
-        f"{', '.join(c for c in SUBCOMMANDS if c != 'worker')} (python -m bench SUBCOMMAND --help).",
+        f"{', '.join(SUBCOMMANDS)} (python -m bench SUBCOMMAND --help).",
     )
     d = RunConfig()
     g = p.add_argument_group("what to train")

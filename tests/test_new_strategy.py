@@ -99,7 +99,7 @@ def test_the_guides_strategy_with_its_own_worker_runs_and_reaches_the_report(tmp
     assert report.returncode == 0, report.stderr[-2000:]
     row = pd.read_csv(tmp_path / "report" / "summary.csv").iloc[0]
     assert (row["strategy"], row["family"], row["status"]) == ("clipped", "in-graph", "ok")
-    assert row["examples_per_s"] > 0
+    assert row["throughput_examples_per_s"] > 0
 
 
 @pytest.mark.slow

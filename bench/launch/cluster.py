@@ -7,7 +7,6 @@ the run ends. Multi-host: this process is the one task named by --job-name and
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -34,21 +33,15 @@ def local_cluster(roles: dict[str, int]) -> dict[str, list[str]]:
     return {role: [f"127.0.0.1:{next(ports)}" for _ in range(n)] for role, n in roles.items()}
 
 
-def task_argv(folder: RunFolder, config: RunConfig, cluster: dict, role: str, index: int,
-              run_start: float) -> list[str]:
-    return [sys.executable, "-m", "bench", "worker", "--run-dir", str(folder.path), "--role", role,
-            "--index", str(index), "--cluster", json.dumps(cluster), "--run-start", repr(run_start),
-            "--config", config.to_json()]
-
-
 def steps_written(folder: RunFolder):
     """Progress probe for the supervisor: the size of steps.csv grows with every step."""
     path = folder.path / STEPS_FILE
     return lambda: path.stat().st_size
 
 
-def emulated_argv(config: RunConfig, cluster: dict[str, list[str]], role: str, index: int) -> list[str]:
-    """The command a user runs on each host of a real cluster, with the hosts' addresses."""
+def task_argv(config: RunConfig, cluster: dict[str, list[str]], role: str, index: int) -> list[str]:
+    """One task's command: the one a user runs on each host of a real cluster, with the hosts'
+    addresses. Started by a launcher, the task joins its run (bench.run.lifecycle.joined_run)."""
     task = config.replace(worker_hosts=tuple(cluster["worker"]), ps_hosts=tuple(cluster.get("ps", ())),
                           job_name=role, task_index=index, emulated_cluster=None)
     return [sys.executable, "-m", "bench", "--config-json", task.to_json()]
@@ -73,11 +66,11 @@ def run_local(config: RunConfig) -> tuple[int, RunFolder]:
     folder.update_run(cluster=cluster)
 
     def start_task(task: RunConfig, role: str, i: int) -> Child:
-        if placement and not scheduled:  # by hand on the emulated hosts: as a user types it on each
-            argv = enter(placement.roles[role][i], emulated_argv(task, cluster, role, i))
-        else:
-            argv = task_argv(folder, task, cluster, role, i, run_start)
-            argv = scheduled.srun(role, i, argv) if scheduled else argv
+        argv = task_argv(task, cluster, role, i)
+        if scheduled:
+            argv = scheduled.srun(role, i, argv)
+        elif placement:  # by hand on the emulated hosts: as a user types it on each
+            argv = enter(placement.roles[role][i], argv)
         return start(f"{role} {i}", argv, folder.path / "logs" / f"{role}{i}.log",
                      env={"TF_CONFIG": tf_config(cluster, role, i), **join_environment(folder, run_start)},
                      echo=(role, i) == ("worker", 0))

@@ -125,9 +125,9 @@ def config_argv(config: RunConfig) -> list[str]:
 
 def run_rank(config: RunConfig) -> int:
     """This process is one rank."""
-    from bench.run.quiet_tf import import_tensorflow_quietly
+    from bench.run.quiet_tf import import_horovod_without_keras
 
-    import_tensorflow_quietly()  # before Horovod imports it
+    import_horovod_without_keras()  # TensorFlow quietly, before Horovod imports it
     import horovod.tensorflow as hvd
 
     from bench.run.harness import run_worker

@@ -18,7 +18,6 @@ from bench.launch.interrupts import Interrupted, interruptible
 from bench.launch.processes import Child, end_all
 
 POLL_S = 0.1
-HELPERS_EXIT_GRACE_S = 5.0
 # One death brings others down (a ring or a sync barrier breaks): processes that end within this
 # long of the first are weighed together to name the cause.
 CAUSE_GRACE_S = 1.0
@@ -90,7 +89,8 @@ def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
                 if failure:
                     return _fail_with_cause(failure, exits, workers, lost)
                 if all(w.exited for w in workers):
-                    _wait_helpers(helpers)
+                    # a ps lingers after the last done token for workers still closing their
+                    # sessions; once every worker has exited, nothing is left for it to serve
                     end_all(helpers)
                     return Outcome("ok", lost)
                 current = progress()
@@ -160,9 +160,3 @@ def _fail(reason: str, everyone: list[Child], lost: list[str]) -> Outcome:
     end_all(everyone)
     return Outcome(f"failed: {reason}", lost, ended_after_failure_s=time.monotonic() - started,
                    failed_at_epoch_s=seen_at)
-
-
-def _wait_helpers(helpers: list[Child]) -> None:
-    deadline = time.monotonic() + HELPERS_EXIT_GRACE_S
-    while any(not h.exited for h in helpers) and time.monotonic() < deadline:
-        time.sleep(POLL_S)

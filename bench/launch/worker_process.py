@@ -1,14 +1,10 @@
-"""`python -m bench worker ...`: one task of a multi-process run (started by the launcher)."""
+"""One task of a TF-cluster run in this process: a ps serves, a worker trains and reports."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import traceback
-from collections.abc import Sequence
-from pathlib import Path
 
 from bench.config import RunConfig
 from bench.launch.tf_config import tf_config
@@ -55,17 +51,3 @@ def run_role(config: RunConfig, folder: RunFolder, role: str, index: int, cluste
         # TF servers cannot be shut down cleanly; exiting here avoids hanging in their destructors
         os._exit(code)
     return code
-
-
-def main(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench worker", description="one task of a run (internal)")
-    p.add_argument("--run-dir", required=True)
-    p.add_argument("--role", required=True)
-    p.add_argument("--index", type=int, required=True)
-    p.add_argument("--cluster", required=True)
-    p.add_argument("--run-start", type=float, required=True)
-    p.add_argument("--config", required=True)
-    args = p.parse_args(argv)
-    config = RunConfig.from_dict(json.loads(args.config))
-    return run_role(config, RunFolder(Path(args.run_dir)), args.role, args.index, json.loads(args.cluster),
-                    args.run_start)

@@ -27,7 +27,10 @@ DEFAULT_MODELS = ("mlp", "cnn", "embedding")
 CONVERGENCE = {"model": "mlp", "data": "teacher", "workers": 2, "eval_every": 100}
 CONVERGENCE_STEPS = 2500  # single reaches the teacher task's target after 1,000-2,000
 # throughput steps per model: enough measured time for a small model's sub-millisecond steps
-DEFAULT_STEPS = {"mlp": 500, "cnn": 100, "resnet20": 40, "embedding": 200}
+# (--full, and the network preset: cnn 100; the default's 60 keeps cnn's median 95% interval
+# under 4% of its throughput, docs/presets.md)
+FULL_STEPS = {"mlp": 500, "cnn": 100, "resnet20": 40, "embedding": 200}
+DEFAULT_STEPS = {**FULL_STEPS, "cnn": 60}
 
 
 @dataclass(frozen=True)
@@ -79,14 +82,15 @@ def worker_counts(strategy: str, wanted: Sequence[int]) -> list[int]:
 
 
 def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int], steps: int | None,
-         convergence_steps: int, repeats: int, convergence_workers: int = CONVERGENCE["workers"]) -> list[Planned]:
+         convergence_steps: int, repeats: int, convergence_workers: int = CONVERGENCE["workers"],
+         per_model: dict[str, int] = DEFAULT_STEPS) -> list[Planned]:
     """Throughput runs, `repeats` of each; convergence runs, one per seed 0..repeats-1."""
     runs = []
     for _ in range(repeats):
         for model in models:
             for strategy in strategies:
                 counts = worker_counts(strategy, workers)
-                n_steps = steps or DEFAULT_STEPS.get(model, 100)
+                n_steps = steps or per_model.get(model, 100)
                 data = SYNTHETIC[known_models.reads(model)]
                 runs += [Planned(strategy, model, data, n, n_steps, "throughput") for n in counts]
     for seed in range(repeats) if convergence_steps else []:
@@ -109,8 +113,11 @@ def parser() -> argparse.ArgumentParser:
                    help="comma-separated worker counts (default: 1,2,4)")
     p.add_argument("--models", type=_names, default=list(DEFAULT_MODELS), help="default: mlp,cnn,embedding")
     p.add_argument("--steps", type=int, default=None,
-                   help="global steps of each throughput run (default: mlp 500, cnn 100, resnet20 40, "
-                        "embedding 200)")
+                   help="global steps of each throughput run (default: "
+                        f"{', '.join(f'{m} {n}' for m, n in DEFAULT_STEPS.items())})")
+    p.add_argument("--full", action="store_true",
+                   help="longer throughput runs, for narrower intervals: "
+                        f"{', '.join(f'{m} {n}' for m, n in FULL_STEPS.items())} steps")
     p.add_argument("--convergence-steps", type=int, default=CONVERGENCE_STEPS,
                    help=f"steps of each convergence run on {CONVERGENCE['data']}; 0 leaves them out "
                         f"(default: {CONVERGENCE_STEPS})")
@@ -152,6 +159,6 @@ def main(argv: Sequence[str]) -> int:
     except UsageError as exc:
         return refuse(exc)
     runs = plan(args.strategies, args.models, args.workers, args.steps, args.convergence_steps, args.repeats,
-                args.convergence_workers)
+                args.convergence_workers, FULL_STEPS if args.full else DEFAULT_STEPS)
     return run_all("compare", [(f"{run.purpose}: {run.strategy} {run.model} x{run.workers}",
                                 run.argv(args.batch_size, extra)) for run in runs], Path(args.output), args.timeout_s)

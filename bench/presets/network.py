@@ -24,7 +24,7 @@ from bench.emulated import network, slurm
 from bench.emulated.claim import claim, release
 from bench.errors import UsageError
 from bench.launch.slurm import nodes_not_seeing
-from bench.presets.matrix import DEFAULT_STEPS
+from bench.presets.matrix import FULL_STEPS
 from bench.presets.runner import run_all
 from bench.usage import OneLineParser, refuse
 
@@ -59,7 +59,7 @@ def plan(workers: int, links: Sequence[float], models: Sequence[str], steps: int
     runs = []
     for link in links:
         for model in models:
-            n_steps = steps or DEFAULT_STEPS.get(model, 100)
+            n_steps = steps or FULL_STEPS.get(model, 100)
             kind = known_models.reads(model)
             for label, args in VARIANTS:
                 if (variants and label not in variants) or (label in ONLY_WITH_TABLES and kind != IDS):

@@ -14,6 +14,7 @@ and goes on) and nothing else: Keras still imports as usual afterwards, if anyth
 import contextlib
 import os
 import sys
+import types
 from collections.abc import Iterator
 
 
@@ -50,3 +51,29 @@ def start_runtime_quietly() -> None:
 
     with quiet_stderr():
         tf.constant(0)
+
+
+KERAS_ONLY = "horovod.tensorflow.sync_batch_norm"
+
+
+class _KerasLayerLeftOut:
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise ImportError(f"{KERAS_ONLY} was left out of this process's Horovod import (it needs Keras)")
+
+
+def import_horovod_without_keras() -> None:
+    """Import horovod.tensorflow without the Keras it pulls in through `sync_batch_norm`, whose
+    one class subclasses a Keras layer (1.4 s of every rank's start-up on the project's 2-core
+    machine; the suite uses no Keras). The module stands in for the import only: an explicit
+    import of it later imports the real one."""
+    import_tensorflow_quietly()
+    if "horovod.tensorflow" in sys.modules:
+        return
+    stand_in = types.ModuleType(KERAS_ONLY)
+    stand_in.SyncBatchNormalization = _KerasLayerLeftOut
+    sys.modules[KERAS_ONLY] = stand_in
+    try:
+        import horovod.tensorflow  # noqa: F401
+    finally:
+        if sys.modules.get(KERAS_ONLY) is stand_in:
+            del sys.modules[KERAS_ONLY]
