@@ -50,7 +50,12 @@ def mpirun_command(np: int, placement: Placement | None = None) -> list[str]:
     spread = "node" if placement else ""  # one rank per host, in host order
     if "Open MPI" in out or "OpenRTE" in out:
         # more ranks than cores is normal on a laptop run; root is normal in containers
-        cmd += ["--oversubscribe"] if " 4." in out or " 3." in out else ["--map-by", f"{spread}:OVERSUBSCRIBE"]
+        older = " 4." in out or " 3." in out
+        cmd += ["--oversubscribe"] if older else ["--map-by", f"{spread}:OVERSUBSCRIBE"]
+        if not older and not placement:
+            # ranks on one host talk through shared memory; the libfabric BTL's probe of the
+            # machine's providers costs every rank 1 s of MPI_Init on the project's machine
+            cmd += ["--mca", "btl", "^ofi"]
         if os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
     elif spread:
