@@ -25,15 +25,27 @@ def run_record(results: Path) -> dict:
     return json.loads((runs[0] / "run.json").read_text())
 
 
+def run_folder_of(proc: psutil.Process) -> str:
+    """The run folder a process was started into by a launcher (from its environment), or ""."""
+    from bench.run.lifecycle import RUN_DIR_VARIABLE
+
+    try:
+        return proc.environ().get(RUN_DIR_VARIABLE, "")
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return ""
+
+
 def leftover_processes(marker: str) -> list[str]:
-    """Processes whose command line mentions `marker` (a run folder), after a short grace."""
+    """Processes whose command line or run folder mentions `marker` (a results or run folder),
+    after a short grace."""
     deadline = time.monotonic() + 2
     while True:
         found = []
         for proc in psutil.process_iter(["cmdline"]):
             try:
-                if any(marker in part for part in proc.info["cmdline"] or []):
-                    found.append(" ".join(proc.info["cmdline"]))
+                cmd = proc.info["cmdline"] or []
+                if any(marker in part for part in cmd) or marker in run_folder_of(proc):
+                    found.append(" ".join(cmd))
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
         if not found or time.monotonic() > deadline:
@@ -55,11 +67,12 @@ def task_processes() -> list[tuple[psutil.Process, Path, str, int]]:
     for proc in psutil.process_iter(["cmdline"]):
         cmd = proc.info["cmdline"] or []
         try:
-            task = (Path(cmd[cmd.index("--run-dir") + 1]), cmd[cmd.index("--role") + 1],
-                    int(cmd[cmd.index("--index") + 1]))
+            task = json.loads(cmd[cmd.index("--config-json") + 1])
         except (ValueError, IndexError):
             continue
-        found.append((proc, *task))
+        folder = run_folder_of(proc)
+        if folder and task.get("job_name") is not None:
+            found.append((proc, Path(folder), task["job_name"], int(task["task_index"])))
     return found
 
 
