@@ -143,10 +143,11 @@ def test_each_exchange_moves_what_its_formula_says():
              "rows_touched_per_step": 100, "row_bytes": 128}
     from strategies import registry
 
-    sparse = exchange_facts(registry.with_defaults(base.replace(strategy="allreduce")), model)
+    allreduce, ps_sync = registry.get("allreduce"), registry.get("ps-sync")
+    sparse = exchange_facts(registry.with_defaults(base.replace(strategy="allreduce")), allreduce, model)
     dense = exchange_facts(registry.with_defaults(base.replace(strategy="allreduce", options={
-        "sparse_as_dense": True})), model)
-    ps = exchange_facts(registry.with_defaults(base.replace(strategy="ps-sync")), model)
+        "sparse_as_dense": True})), allreduce, model)
+    ps = exchange_facts(registry.with_defaults(base.replace(strategy="ps-sync")), ps_sync, model)
     assert sparse["worker_sent_per_step"] == 1500 + 3 * 13200
     assert dense["worker_sent_per_step"] == int(1.5 * (10**6 + 1000))
     assert ps["worker_sent_per_step"] == 1000 + 13200 + 400 and ps["ps_received_per_step"] == 14600

@@ -159,3 +159,19 @@ def test_no_code_outside_strategies_branches_on_a_strategy_name():
     names = set(registry.all_strategies())
     found = [hit for path in sorted((ROOT / "bench").rglob("*.py")) for hit in name_branches(path, names)]
     assert not found, "ask the strategy's declaration instead:\n" + "\n".join(found)
+
+
+def registry_lookups(path: Path) -> list[int]:
+    """Lines where a module looks a strategy up by name (registry.get)."""
+    tree = ast.parse(path.read_text())
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "registry"]
+
+
+def test_a_runs_path_looks_its_strategy_up_once_and_hands_it_down():
+    found = {str(path.relative_to(ROOT)): lines for package in ("bench/launch", "bench/run")
+             for path in sorted((ROOT / package).rglob("*.py")) if (lines := registry_lookups(path))}
+    # bench/run/schema.py reads records of runs long over (upgrade), not a run's path
+    found.pop("bench/run/schema.py", None)
+    assert list(found) == ["bench/launch/launcher.py"] and len(found["bench/launch/launcher.py"]) == 1, found

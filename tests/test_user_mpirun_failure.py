@@ -16,10 +16,10 @@ FAILING_RANK_0 = """
 import sys
 import bench.run.harness as harness
 real = harness.run_worker
-def run_worker(config, context, *args, **kwargs):
+def run_worker(config, strategy, context, *args, **kwargs):
     if context.rank == 0:
         raise RuntimeError("injected failure of rank 0")
-    return real(config, context, *args, **kwargs)
+    return real(config, strategy, context, *args, **kwargs)
 harness.run_worker = run_worker
 from bench.cli import main
 sys.exit(main(sys.argv[1:]))

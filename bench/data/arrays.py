@@ -32,6 +32,7 @@ class Dataset:
     name: str
     train: Split
     val: Split | None
+    first_batch: int = 0  # batches of a worker's feed a resumed run took before its checkpoint
 
 
 def to_shape(x: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:

@@ -25,7 +25,7 @@ from bench.launch.supervisor import Restarts, supervise
 from bench.launch.tf_config import tf_config
 from bench.run.lifecycle import join_environment, joined_run, open_run, start_run
 from bench.run.records import RECOVERIES, RUN_FILE, STEPS_FILE, RunFolder
-from strategies import registry
+from strategies.base import Strategy
 
 
 def local_cluster(roles: dict[str, int]) -> dict[str, list[str]]:
@@ -47,22 +47,21 @@ def task_argv(config: RunConfig, cluster: dict[str, list[str]], role: str, index
     return [sys.executable, "-m", "bench", "--config-json", task.to_json()]
 
 
-def launch(config: RunConfig) -> int:
+def launch(config: RunConfig, strategy: type[Strategy]) -> int:
     if config.job_name is not None:
-        return run_task(config)
-    return recovering(config, run_local)
+        return run_task(config, strategy)
+    return recovering(config, lambda attempt: run_local(attempt, strategy))
 
 
-def run_local(config: RunConfig) -> tuple[int, RunFolder]:
+def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFolder]:
     """One attempt of a cluster on this machine (or an emulated one): its exit status and folder."""
-    strategy = registry.get(config.strategy)
     processes = {r: n for r, n in strategy.processes(config).items() if n > 0}
     scheduled = slurm.place(processes, slurm.run_tag()) if slurm.in_allocation() else None
     placement = session.place(config, processes, scheduled) if config.emulated_cluster else None
     if scheduled:
         slurm.check_shared(scheduled, Path(config.output).resolve())
     cluster = (scheduled or placement).tf_cluster() if scheduled or placement else local_cluster(processes)
-    folder, run_start = start_run(config)
+    folder, run_start = start_run(config, strategy)
     folder.update_run(cluster=cluster)
 
     def start_task(task: RunConfig, role: str, i: int) -> Child:
@@ -128,7 +127,7 @@ def hand_started_folder(config: RunConfig) -> RunFolder:
     return folder
 
 
-def run_task(config: RunConfig) -> int:
+def run_task(config: RunConfig, strategy: type[Strategy]) -> int:
     """One task of a multi-host cluster, started by hand (or by a scheduler) on its host."""
     from bench.launch import worker_process
 
@@ -146,9 +145,9 @@ def run_task(config: RunConfig) -> int:
         folder, run_start = hand_started_folder(config), time.time()
     is_chief = is_chief_task(config) and not joined
     if is_chief:
-        folder = open_run(config, run_start, folder=folder)
+        folder = open_run(config, strategy, run_start, folder=folder)
         folder.update_run(cluster=cluster)
-    code = worker_process.run_role(config, folder, config.job_name, config.task_index, cluster, run_start,
+    code = worker_process.run_role(config, strategy, folder, config.job_name, config.task_index, cluster, run_start,
                                    exit_process=False)
     if is_chief:
         report = folder.task_reports().get(0, {})

@@ -13,18 +13,18 @@ from bench.run.lifecycle import close_run, start_run
 from bench.run.process import failure_reason, prepare_process
 from bench.usage import refuse
 from strategies import registry
-from strategies.base import IN_PROCESS, MPI, TF_CLUSTER, WorkerContext
+from strategies.base import IN_PROCESS, MPI, TF_CLUSTER, Strategy, WorkerContext
 
 
-def run_in_process(config: RunConfig) -> int:
-    runtime = prepare_process(config)
-    folder, run_start = start_run(config)
+def run_in_process(config: RunConfig, strategy: type[Strategy]) -> int:
+    runtime = prepare_process(config, strategy)
+    folder, run_start = start_run(config, strategy)
     where = slurm.step_record()
     if where:
         folder.update_run(placement=where)
     try:
         with interruptible():  # as the multi-process launchers' supervisor is
-            outcome = run_worker(config, WorkerContext(run_start=run_start, run_dir=str(folder.path)), folder)
+            outcome = run_worker(config, strategy, WorkerContext(run_start=run_start, run_dir=str(folder.path)), folder)
     except Interrupted as exc:
         close_run(folder, config, f"interrupted ({exc})")
         return 130
@@ -38,17 +38,20 @@ def run_in_process(config: RunConfig) -> int:
 
 
 def launch(config: RunConfig) -> int:
-    kind = registry.get(config.strategy).launch
+    """Run `config` in this process, or start and watch its processes. The strategy is looked up
+    here, once per process, and handed down the run's path."""
+    strategy = registry.get(config.strategy)
+    kind = strategy.launch
     if kind == IN_PROCESS:
         if slurm.in_allocation():
             return slurm.run_as_step(config.to_json(), Path(config.output).resolve())
-        return run_in_process(config)
+        return run_in_process(config, strategy)
     if kind == TF_CLUSTER:
         from bench.launch import cluster as cluster_launcher
 
-        return cluster_launcher.launch(config)
+        return cluster_launcher.launch(config, strategy)
     if kind == MPI:
         from bench.launch import mpi as mpi_launcher
 
-        return mpi_launcher.launch(config)
+        return mpi_launcher.launch(config, strategy)
     return refuse(f"strategy {config.strategy} has unknown launch kind {kind!r}")

@@ -29,15 +29,14 @@ from bench.launch.supervisor import supervise
 from bench.launch.tools import find_tool
 from bench.run.lifecycle import close_run, join_environment, joined_run, start_run
 from bench.run.records import RunFolder
-from strategies import registry
-from strategies.base import GLOO_CONTROLLER, WorkerContext
+from strategies.base import GLOO_CONTROLLER, Strategy, WorkerContext
 
 
-def launch(config: RunConfig) -> int:
+def launch(config: RunConfig, strategy: type[Strategy]) -> int:
     adopt_slot()  # a Gloo rank started by srun: its Horovod slot
     if under_mpi():
-        return run_rank(config)
-    return recovering(config, start_ranks)
+        return run_rank(config, strategy)
+    return recovering(config, lambda attempt: start_ranks(attempt, strategy))
 
 
 def mpirun_command(np: int, placement: Placement | None = None) -> list[str]:
@@ -74,9 +73,8 @@ def horovodrun_command(np: int, placement: Placement | None = None) -> list[str]
     return [horovodrun, "--gloo", "-np", str(np), "-H", hosts, *nic]
 
 
-def start_ranks(config: RunConfig) -> tuple[int, RunFolder]:
+def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, RunFolder]:
     """One attempt: mpirun (or horovodrun) started and watched; its exit status and the run folder."""
-    strategy_cls = registry.get(config.strategy)
     processes = strategy_cls.processes(config)
     scheduled = slurm.place(processes, slurm.run_tag()) if slurm.in_allocation() else None
     placement = session.place(config, processes, scheduled) if config.emulated_cluster else None
@@ -86,7 +84,7 @@ def start_ranks(config: RunConfig) -> tuple[int, RunFolder]:
         launcher = scheduled.srun_ranks([], mpi=not gloo)
     else:
         launcher = (horovodrun_command if gloo else mpirun_command)(config.workers, placement)
-    folder, run_start = start_run(config)
+    folder, run_start = start_run(config, strategy_cls)
     env = {**join_environment(folder, run_start), **strategy_cls.environment(config, str(folder.path))}
     argv = [*launcher, sys.executable, "-m", "bench", *config_argv(config.replace(emulated_cluster=None))]
     if placement and not scheduled:
@@ -128,7 +126,7 @@ def config_argv(config: RunConfig) -> list[str]:
     return ["--config-json", config.to_json()]
 
 
-def run_rank(config: RunConfig) -> int:
+def run_rank(config: RunConfig, strategy: type[Strategy]) -> int:
     """This process is one rank."""
     from bench.run.quiet_tf import import_horovod_without_keras
 
@@ -138,15 +136,15 @@ def run_rank(config: RunConfig) -> int:
     from bench.run.harness import run_worker
     from bench.run.process import failure_reason, prepare_process
 
-    runtime = prepare_process(config)
+    runtime = prepare_process(config, strategy)
     # started by the user's mpirun, the ranks get the strategy's settings here (ours come with them)
-    for name, value in registry.get(config.strategy).environment(config, None).items():
+    for name, value in strategy.environment(config, None).items():
         os.environ.setdefault(name, value)
     hvd.init()
     joined = joined_run()
     owner = joined is None  # started by the user's mpirun: rank 0 owns run.json
     if owner:
-        opened, run_start = start_run(config) if hvd.rank() == 0 else (None, None)
+        opened, run_start = start_run(config, strategy) if hvd.rank() == 0 else (None, None)
         path, run_start = hvd.broadcast_object((opened and str(opened.path), run_start), root_rank=0)
         folder = RunFolder(Path(path))
     else:
@@ -155,7 +153,7 @@ def run_rank(config: RunConfig) -> int:
                             run_start=run_start, run_dir=str(folder.path))
     report: dict = {"runtime": runtime}
     try:
-        outcome = run_worker(config, context, folder, show_progress=hvd.rank() == 0)
+        outcome = run_worker(config, strategy, context, folder, show_progress=hvd.rank() == 0)
         report.update(startup_s=outcome.startup_s, local_steps=outcome.local_steps,
                       strategy_info=outcome.strategy_info)
     except Exception as exc:  # the other ranks learn of it through mpirun, which ends them

@@ -9,19 +9,17 @@ import traceback
 from bench.config import RunConfig
 from bench.launch.tf_config import tf_config
 from bench.run.records import RunFolder
-from strategies import registry
-from strategies.base import WorkerContext
+from strategies.base import Strategy, WorkerContext
 
 
-def run_role(config: RunConfig, folder: RunFolder, role: str, index: int, cluster: dict[str, list[str]],
-             run_start: float, exit_process: bool = True) -> int:
+def run_role(config: RunConfig, strategy_cls: type[Strategy], folder: RunFolder, role: str, index: int,
+             cluster: dict[str, list[str]], run_start: float, exit_process: bool = True) -> int:
     """Run this task; a worker writes workers/worker<i>.json with what it reports."""
     from bench.run.harness import run_worker
     from bench.run.process import failure_reason, prepare_process
     from bench.run.quiet_tf import import_tensorflow_quietly
 
     import_tensorflow_quietly()  # a ps task imports it too (a worker's prepare_process would)
-    strategy_cls = registry.get(config.strategy)
     # TensorFlow's own multi-worker strategies read the cluster from here
     os.environ.setdefault("TF_CONFIG", tf_config(cluster, role, index))
     code = 0
@@ -34,10 +32,10 @@ def run_role(config: RunConfig, folder: RunFolder, role: str, index: int, cluste
     else:
         report: dict = {}
         try:
-            report["runtime"] = prepare_process(config)
+            report["runtime"] = prepare_process(config, strategy_cls)
             context = WorkerContext(rank=index, num_workers=len(cluster["worker"]), is_chief=index == 0,
                                     run_start=run_start, cluster=cluster, run_dir=str(folder.path))
-            outcome = run_worker(config, context, folder, show_progress=index == 0)
+            outcome = run_worker(config, strategy_cls, context, folder, show_progress=index == 0)
             report.update(startup_s=outcome.startup_s, local_steps=outcome.local_steps,
                           strategy_info=outcome.strategy_info)
         except Exception as exc:  # noqa: BLE001 - reported to the launcher through the file and the exit code

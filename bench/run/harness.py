@@ -24,8 +24,7 @@ from bench.run.lifecycle import exchange_facts, model_facts
 from bench.run.progress import Progress
 from bench.run.records import RunFolder
 from bench.run.step_log import StepLog
-from strategies import registry
-from strategies.base import Worker, WorkerContext
+from strategies.base import Strategy, Worker, WorkerContext
 
 
 @dataclass
@@ -66,11 +65,12 @@ class Evaluator:
         self.writer.close()
 
 
-def record_model(config: RunConfig, folder: RunFolder, model: Any, data: data_sources.Dataset) -> None:
+def record_model(config: RunConfig, strategy: type[Strategy], folder: RunFolder, model: Any,
+                 data: data_sources.Dataset) -> None:
     """The chief's run.json facts of the built model and of the bytes its exchange moves."""
     touched = rows_touched(config, data, 0, config.workers) if model.tables else 0.0
     facts = model_facts(model, touched)
-    folder.update_run(model={"name": config.model, **facts}, exchange=exchange_facts(config, facts))
+    folder.update_run(model={"name": config.model, **facts}, exchange=exchange_facts(config, strategy, facts))
 
 
 def run_clock(run_start: float) -> Callable[[], float]:
@@ -80,14 +80,14 @@ def run_clock(run_start: float) -> Callable[[], float]:
     return lambda: time.monotonic() + offset - run_start
 
 
-def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
+def run_worker(config: RunConfig, strategy_cls: type[Strategy], context: WorkerContext, folder: RunFolder,
                show_progress: bool = True) -> WorkerOutcome:
     """Train this worker until the strategy says the run is done; write its records."""
     clock = run_clock(context.run_start)
 
-    strategy_cls = registry.get(config.strategy)
     strategy = strategy_cls.implementation()(config, context, strategy_cls)
-    data = load_data(config, strategy_cls.worker_batch(config), context.rank)
+    local_step = strategy_cls.local_steps_at(config, config.resume_step)  # a resumed run's count goes on
+    data = load_data(config, strategy_cls.worker_batch(config), context.rank, first_batch=local_step)
     steps_out = folder.steps_writer()
     events = RunEvents(folder.path) if context.is_chief else None
     evaluator = Evaluator(config, folder, clock, events) if events and data.val is not None else None
@@ -96,7 +96,6 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
     progress = Progress(config.steps, f"{config.strategy}/{config.model}",
                         enabled=show_progress and context.is_chief, processes=context.num_workers)
     began = clock()
-    local_step = strategy_cls.local_steps_at(config, config.resume_step)  # a resumed run's count goes on
     log = StepLog(steps_out, folder.run_id, context.rank, context.run_start)
 
     def flush(now: float) -> None:
@@ -109,7 +108,7 @@ def run_worker(config: RunConfig, context: WorkerContext, folder: RunFolder,
     try:
         strategy.setup(data)
         if context.is_chief:
-            record_model(config, folder, strategy.model, data)
+            record_model(config, strategy_cls, folder, strategy.model, data)
         strategy.ready()
         startup_s = clock() - began
         while True:

@@ -3,6 +3,8 @@ its examples, and how many table rows its batches touch."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from bench import models
@@ -12,9 +14,14 @@ from bench.data import IDS, KIND, Dataset, Split, ids, load
 MAX_PLAN_EXAMPLES = 1 << 24
 
 
-def load_data(config: RunConfig, batch_size: int, rank: int = 0) -> Dataset:
+def load_data(config: RunConfig, batch_size: int, rank: int = 0, first_batch: int = 0) -> Dataset:
     """The data set of a run's worker `rank`: random images are made per worker; every other
-    source is the same for all workers (each trains on its shard)."""
+    source is the same for all workers (each trains on its shard). A resumed run's feed starts
+    at `first_batch`, past the batches its workers took before the checkpoint."""
+    return dataclasses.replace(_load(config, batch_size, rank), first_batch=first_batch)
+
+
+def _load(config: RunConfig, batch_size: int, rank: int) -> Dataset:
     if KIND.get(config.data) == IDS:
         if config.data == "criteo":
             return ids.criteo(config.data_dir, config.embedding_rows)

@@ -15,7 +15,7 @@ from bench.run.owner import describe_owner
 from bench.run.records import RunFolder
 from bench.run.schema import identity
 from bench.run.summary import summarize
-from strategies import registry
+from strategies.base import Strategy
 
 # Set by a launcher for the processes it starts: they join its run folder instead of opening one.
 RUN_DIR_VARIABLE = "DISTBENCH_RUN_DIR"
@@ -43,7 +43,7 @@ def run_label(config: RunConfig) -> str:
     return f"{config.strategy}-{config.model}-{config.data}-w{config.workers}"
 
 
-def start_run(config: RunConfig) -> tuple[RunFolder, float]:
+def start_run(config: RunConfig, strategy: type[Strategy]) -> tuple[RunFolder, float]:
     """The run's folder and start (epoch seconds every process measures from): a new one, or a
     resumed run's own (bench.run.resume)."""
     if config.resume_from:
@@ -51,17 +51,17 @@ def start_run(config: RunConfig) -> tuple[RunFolder, float]:
 
         return reopen_run(config)
     run_start = time.time()
-    return open_run(config, run_start), run_start
+    return open_run(config, strategy, run_start), run_start
 
 
-def open_run(config: RunConfig, run_start: float, folder: RunFolder | None = None) -> RunFolder:
+def open_run(config: RunConfig, strategy: type[Strategy], run_start: float,
+             folder: RunFolder | None = None) -> RunFolder:
     folder = folder or RunFolder.create(config.output, run_label(config))
-    strategy_cls = registry.get(config.strategy)
     folder.update_run(
         **identity(config.to_dict()), run_id=folder.run_id, status="running", owner=describe_owner(),
         started_at=_now(),
         run_start_epoch_s=run_start,
-        config=config.to_dict(), strategy=strategy_cls.facts(config), strategy_description=strategy_cls.description,
+        config=config.to_dict(), strategy=strategy.facts(config), strategy_description=strategy.description,
         environment=environment.describe(),
         model={"name": config.model},  # the chief adds the model's facts once it has built it
     )
@@ -82,10 +82,9 @@ def model_facts(model: Any, rows_touched: float) -> dict[str, Any]:
     return facts
 
 
-def exchange_facts(config: RunConfig, model: dict[str, Any]) -> dict[str, Any]:
+def exchange_facts(config: RunConfig, strategy: type[Strategy], model: dict[str, Any]) -> dict[str, Any]:
     """run.json's "exchange": bytes per worker step by the strategy's formula (bench.metrics),
     per role, and how it moves a table's sparse gradient."""
-    strategy = registry.get(config.strategy)
     gradient = Gradient.from_facts(model)
     out: dict[str, Any] = {f"{role}_{way}_per_step": value for role, pair in
                            strategy.traffic(config, gradient).items() for way, value in zip(("sent", "received"), pair)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bench.config import RunConfig
 from bench.run.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
-from strategies import registry
+from strategies.base import Strategy
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -13,9 +13,9 @@ def failure_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def prepare_process(config: RunConfig) -> dict:
+def prepare_process(config: RunConfig, strategy: type[Strategy]) -> dict:
     """Import TensorFlow and configure it for the strategy, then start its runtime (quietly)."""
     import_tensorflow_quietly()
-    runtime = registry.get(config.strategy).implementation().configure_runtime(config)
+    runtime = strategy.implementation().configure_runtime(config)
     start_runtime_quietly()
     return runtime

@@ -33,13 +33,10 @@ def feed_for(config: RunConfig, data: Dataset, rank: int, num_workers: int,
              batch_size: int | None = None, local_variable: bool = False) -> DeviceFeed:
     """This worker's input: its shard, shuffled by a seed of its own; synthetic data is one fixed batch.
     A resumed run's feed starts past the batches its workers took before the checkpoint."""
-    from strategies import registry
-
     synthetic = data.name == "synthetic"
-    taken = registry.get(config.strategy).local_steps_at(config, config.resume_step)
     return DeviceFeed(worker_split(data, rank, num_workers), batch_size or config.batch_size, config.steps,
                       seed=feed_seed(config, rank), shuffle=config.shuffle and not synthetic,
-                      fixed=synthetic, local_variable=local_variable, start_batch=taken)
+                      fixed=synthetic, local_variable=local_variable, start_batch=data.first_batch)
 
 
 def evaluate_in_chunks(batch_eval: Callable[[np.ndarray, np.ndarray], tuple[float, float]],
