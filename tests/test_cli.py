@@ -102,3 +102,22 @@ def test_a_port_in_use_is_one_line_and_exit_2(capsys, results):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"port {port}" in err and "in use" in err
     assert list(results.iterdir()) == []
+
+
+def test_the_default_comparison_runs_a_strategy_of_several_processes_from_2_workers_and_full_from_1():
+    from bench.presets import matrix
+
+    def counts(argv: list[str]) -> dict[str, set[int]]:
+        args, _ = matrix.parser().parse_known_args(argv)
+        matrix.validate(args)
+        planned = matrix.plan(args.strategies, ["mlp"], args.workers, None, 0, 1,
+                              one_process_runs=args.one_process_runs)
+        out: dict[str, set[int]] = {}
+        for run in planned:
+            out.setdefault(run.strategy, set()).add(run.workers)
+        return out
+
+    default, full, asked = counts([]), counts(["--full"]), counts(["--workers", "1,2,4"])
+    assert default["single"] == {1} and default["multi-tower"] == {1, 2, 4}  # in one process: from 1
+    assert default["ps-sync"] == default["allreduce"] == {2, 4}
+    assert full["ps-sync"] == full["allreduce"] == asked["allreduce"] == {1, 2, 4}

@@ -3,7 +3,10 @@
 Every registered strategy at 1, 2 and 4 workers on mlp, cnn and embedding with synthetic
 data (throughput; Zipf-drawn ids for embedding), plus one convergence run of each
 strategy on the teacher task (bench.data.teacher); each run in a process of its own;
-then the report. A run that fails is recorded and the matrix goes on.
+then the report. A run that fails is recorded and the matrix goes on. By default a
+strategy of several processes runs at 2 and 4 only (its 1-process run measures its
+machinery, not scaling, whose baseline is the 1-worker run of the baseline strategy);
+--full or --workers runs it at 1 too.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from bench.launch import slurm
 from bench.presets.runner import run_all
 from bench.usage import OneLineParser, refuse
 from strategies import registry
+from strategies.base import IN_PROCESS
 
 DEFAULT_WORKERS = (1, 2, 4)
 DEFAULT_MODELS = ("mlp", "cnn", "embedding")
@@ -74,22 +78,27 @@ def own_flags(strategy: str, extra: Sequence[str]) -> list[str]:
     return out
 
 
-def worker_counts(strategy: str, wanted: Sequence[int]) -> list[int]:
+def worker_counts(strategy: str, wanted: Sequence[int], one_process_runs: bool = True) -> list[int]:
     """The wanted counts the strategy runs with; a strategy that runs with none of them (single
-    takes 1) runs at its smallest count, as the baseline."""
-    low, high = registry.get(strategy).worker_range
-    return [n for n in wanted if low <= n and (high is None or n <= high)] or [low]
+    takes 1) runs at its smallest count, as the baseline. Without `one_process_runs`, a strategy
+    of several processes leaves out its 1-worker run where it has others."""
+    declared = registry.get(strategy)
+    low, high = declared.worker_range
+    counts = [n for n in wanted if low <= n and (high is None or n <= high)] or [low]
+    if not one_process_runs and declared.launch != IN_PROCESS and len(counts) > 1:
+        counts = [n for n in counts if n > 1]
+    return counts
 
 
 def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int], steps: int | None,
          convergence_steps: int, repeats: int, convergence_workers: int = CONVERGENCE["workers"],
-         per_model: dict[str, int] = DEFAULT_STEPS) -> list[Planned]:
+         per_model: dict[str, int] = DEFAULT_STEPS, one_process_runs: bool = True) -> list[Planned]:
     """Throughput runs, `repeats` of each; convergence runs, one per seed 0..repeats-1."""
     runs = []
     for _ in range(repeats):
         for model in models:
             for strategy in strategies:
-                counts = worker_counts(strategy, workers)
+                counts = worker_counts(strategy, workers, one_process_runs)
                 n_steps = steps or per_model.get(model, 100)
                 data = SYNTHETIC[known_models.reads(model)]
                 runs += [Planned(strategy, model, data, n, n_steps, "throughput") for n in counts]
@@ -109,15 +118,17 @@ def parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m bench all", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--strategies", type=_names, default=None, help="comma-separated (default: every registered)")
-    p.add_argument("--workers", type=lambda t: [int(v) for v in _names(t)], default=list(DEFAULT_WORKERS),
-                   help="comma-separated worker counts (default: 1,2,4)")
+    p.add_argument("--workers", type=lambda t: [int(v) for v in _names(t)], default=None,
+                   help="comma-separated worker counts (default: 1,2,4; a strategy of several processes at "
+                        "2,4 unless --full)")
     p.add_argument("--models", type=_names, default=list(DEFAULT_MODELS), help="default: mlp,cnn,embedding")
     p.add_argument("--steps", type=int, default=None,
                    help="global steps of each throughput run (default: "
                         f"{', '.join(f'{m} {n}' for m, n in DEFAULT_STEPS.items())})")
     p.add_argument("--full", action="store_true",
                    help="longer throughput runs, for narrower intervals: "
-                        f"{', '.join(f'{m} {n}' for m, n in FULL_STEPS.items())} steps")
+                        f"{', '.join(f'{m} {n}' for m, n in FULL_STEPS.items())} steps; and every strategy at "
+                        "1 worker too")
     p.add_argument("--convergence-steps", type=int, default=CONVERGENCE_STEPS,
                    help=f"steps of each convergence run on {CONVERGENCE['data']}; 0 leaves them out "
                         f"(default: {CONVERGENCE_STEPS})")
@@ -139,6 +150,8 @@ def validate(args: argparse.Namespace) -> None:
         registry.get(name)
     for name in args.models:
         known_models.check(name)
+    args.one_process_runs = args.full or args.workers is not None
+    args.workers = list(DEFAULT_WORKERS) if args.workers is None else args.workers
     if not args.workers or min(args.workers) < 1:
         raise UsageError("--workers: give positive worker counts, e.g. 1,2,4")
     for flag, value in (("--repeats", args.repeats), ("--batch-size", args.batch_size),
@@ -159,6 +172,6 @@ def main(argv: Sequence[str]) -> int:
     except UsageError as exc:
         return refuse(exc)
     runs = plan(args.strategies, args.models, args.workers, args.steps, args.convergence_steps, args.repeats,
-                args.convergence_workers, FULL_STEPS if args.full else DEFAULT_STEPS)
+                args.convergence_workers, FULL_STEPS if args.full else DEFAULT_STEPS, args.one_process_runs)
     return run_all("compare", [(f"{run.purpose}: {run.strategy} {run.model} x{run.workers}",
                                 run.argv(args.batch_size, extra)) for run in runs], Path(args.output), args.timeout_s)
