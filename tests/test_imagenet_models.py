@@ -63,7 +63,11 @@ def test_a_bad_image_size_is_refused_in_one_line(argv, message, results):
 @pytest.mark.parametrize("strategy", ["single", "multi-tower", "ps-sync", "allreduce"])
 @pytest.mark.parametrize("name", models.IMAGENET)
 def test_one_short_run_of_each_model_ends_ok_in_each_family(name, strategy, results):
-    workers = [] if strategy == "single" else ["--workers", "2"]
+    # Two towers trace at once (a bug of AutoGraph's showed only so); a ps-sync worker and an
+    # allreduce rank build the same graph whatever their number, so one of each (every worker of
+    # a run on 2 cores builds its graph at once: a second doubles the run's CPU and proves nothing
+    # more; 2-worker exchanges are proven on the small models)
+    workers = {"single": [], "multi-tower": ["--workers", "2"]}.get(strategy, ["--workers", "1"])
     done = bench("--strategy", strategy, *workers, "--model", name, "--image-size", str(models.MIN_IMAGE_SIZE[name]),
                  "--data", "synthetic", "--batch-size", "2", "--steps", "2", "--warmup-steps", "1",
                  "--eval-every", "0", "--output", str(results), timeout=600)

@@ -78,8 +78,12 @@ class PSSyncWorker(ParameterServerWorker):
         # read every parameter again) once per step, as the link counters showed on resnet20.
         train = tf.group(train, *tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS))
         with tf.control_dependencies([train]):
-            after = self.global_step.read_value()
             next_token = self.sync._local_step.read_value()
+            # R = N: the token that lets this worker on is the global step after the update its
+            # gradient went into, and no later update can come first (each needs this worker's next
+            # gradient), so it is read here instead of from ps 0 (a round trip every step). With
+            # backup workers more updates may have been made meanwhile: ps 0 is asked.
+            after = next_token if r == n else self.global_step.read_value()
         stamps = tf.stack([start, pulled, ready, handed_in, stamp(after, next_token)])
         with tf.device(self.global_step.device):
             # tokens that let workers still waiting for a step that will never come finish
