@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from bench import models
 from bench.data import IMAGES
+from bench.models.base import initial_values
 
 # the embedding: test_embedding.py. The ImageNet models: test_imagenet_models.py, whose short runs
 # train each in a tf.function (single) and in a v1 graph (ps-sync)
@@ -53,7 +54,7 @@ def test_runs_in_a_v1_graph(name):
         with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
             train = opt.minimize(loss, var_list=model.trainables)
         with tf.compat.v1.Session(graph=graph) as sess:
-            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run(tf.compat.v1.global_variables_initializer(), initial_values())
             feed = {x: np.random.rand(2, *model.input_shape), y: [3, 4]}
             before = sess.run(loss, feed)
             sess.run(train, feed)
@@ -65,6 +66,15 @@ def test_same_seed_same_weights_in_both_modes():
     with tf.Graph().as_default():
         model = models.build("cnn", 7)
         with tf.compat.v1.Session() as sess:
-            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run(tf.compat.v1.global_variables_initializer(), initial_values())
             graph = sess.run(model.weights)
     assert all(np.array_equal(a, b) for a, b in zip(eager, graph, strict=True))
+
+
+def test_a_v1_graph_holds_no_constant_of_a_weights_size():
+    # a distributed session ships the graph to every ps task: the initial values are fed instead
+    with tf.Graph().as_default() as graph:
+        model = models.build("cnn", 7)
+        consts = [int(np.prod(op.outputs[0].shape)) for op in graph.get_operations() if op.type == "Const"]
+        assert max(consts, default=0) < max(int(np.prod(v.shape)) for v in model.weights)
+        assert len(initial_values()) == len(model.weights)

@@ -21,7 +21,7 @@ from bench import models
 from bench.config import RunConfig
 from bench.data import Dataset, Split
 from bench.errors import RunFailed
-from bench.models.base import Model
+from bench.models.base import Model, initial_values
 from bench.run.checkpoints import CHECKPOINT_NAME
 from bench.run.training import evaluate_in_chunks, feed_for, make_optimizer
 from strategies.base import StepResult, Worker
@@ -59,7 +59,8 @@ class _FastWorkerSessionCreator(tf.compat.v1.train.WorkerSessionCreator):
     def _get_session_manager(self):
         if not self._session_manager:
             self._session_manager = tf.compat.v1.train.SessionManager(
-                local_init_op=self._scaffold.local_init_op, ready_op=self._scaffold.ready_op,
+                local_init_op=self._scaffold.local_init_op, local_init_feed_dict=self._scaffold.local_init_feed_dict,
+                ready_op=self._scaffold.ready_op,
                 ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
                 graph=tf.compat.v1.get_default_graph(), recovery_wait_secs=SESSION_POLL_S)
         return self._session_manager
@@ -205,7 +206,9 @@ class ParameterServerWorker(Worker):
         return models.for_run(self.config)
 
     def _open_session(self, hooks: list) -> tf.compat.v1.train.MonitoredSession:
-        scaffold = tf.compat.v1.train.Scaffold(saver=self.saver)  # the chief's, if it saves checkpoints
+        # the chief's saver, if it saves checkpoints; the model's initial values, fed when the chief initialises
+        feed = initial_values() or None
+        scaffold = tf.compat.v1.train.Scaffold(saver=self.saver, init_feed_dict=feed, local_init_feed_dict=feed)
         master = self.server.target
         cfg = session_config(self.context.rank)
         if self.context.is_chief:

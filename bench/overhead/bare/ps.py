@@ -27,6 +27,7 @@ def main() -> None:
     import tensorflow as tf
 
     from bench import models
+    from bench.models.base import initial_values
 
     tf.compat.v1.disable_eager_execution()
     spec = tf.train.ClusterSpec(cluster_spec(args.cluster))
@@ -53,8 +54,9 @@ def main() -> None:
     with tf.device("/job:ps/task:0"):  # start barrier: nobody's timed steps run alone
         barrier = tf.queue.FIFOQueue(args.workers, tf.int32, shapes=(), shared_name="bare_barrier")
         arrive, arrived = barrier.enqueue(args.index), barrier.size()
+    scaffold = tf.compat.v1.train.Scaffold(init_feed_dict=initial_values() or None)
     with tf.compat.v1.train.MonitoredTrainingSession(master=server.target, is_chief=chief, hooks=hooks,
-                                                     config=config, save_checkpoint_secs=None,
+                                                     scaffold=scaffold, config=config, save_checkpoint_secs=None,
                                                      save_summaries_steps=None, log_step_count_steps=None) as sess:
         if chief:
             Path(args.out, READY_FILE).touch()
