@@ -71,10 +71,12 @@ def test_same_seed_same_weights_in_both_modes():
     assert all(np.array_equal(a, b) for a, b in zip(eager, graph, strict=True))
 
 
-def test_a_v1_graph_holds_no_constant_of_a_weights_size():
+@pytest.mark.parametrize("partition", [None, (2, 1024)], ids=["whole", "split-over-two-ps"])
+def test_a_v1_graph_holds_no_constant_of_a_weights_size(partition):
     # a distributed session ships the graph to every ps task: the initial values are fed instead
     with tf.Graph().as_default() as graph:
-        model = models.build("cnn", 7)
+        model = models.get("cnn")(7, partition=partition)
         consts = [int(np.prod(op.outputs[0].shape)) for op in graph.get_operations() if op.type == "Const"]
-        assert max(consts, default=0) < max(int(np.prod(v.shape)) for v in model.weights)
-        assert len(initial_values()) == len(model.weights)
+        fed = initial_values()
+        assert max(consts, default=0) < max(value.size for value in fed.values())
+        assert sum(value.size for value in fed.values()) == model.num_params

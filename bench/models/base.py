@@ -55,22 +55,26 @@ class Model(tf.Module):
         value = value.astype(np.float32)
         if self._partition and value.nbytes >= self._partition[1] and value.shape[0] >= self._partition[0]:
             var = self._partitioned(name, value, trainable)
-        elif tf.compat.v1.executing_eagerly_outside_functions():
-            var = tf.Variable(value, name=name, trainable=trainable)
         else:
-            # In a v1 graph the value is fed when the variables are initialised (initial_values) rather than
-            # held by a constant: a constant goes into the graph, which a distributed session ships to
-            # every task holding the variable (VGG-16 under ps-sync: 553 MB, 52 s of start-up).
-            initial = tf.compat.v1.placeholder(tf.float32, value.shape, name=f"{name}_initial_value")
-            _INITIAL_VALUES.setdefault(initial.graph, {})[initial] = value
-            var = tf.Variable(initial, name=name, trainable=trainable)
+            var = tf.Variable(self._initial(value, name), name=name, trainable=trainable)
         self._ordered.append(var)
         return var
+
+    @staticmethod
+    def _initial(value: np.ndarray, name: str) -> np.ndarray | tf.Tensor:
+        """`value` itself, or in a v1 graph a placeholder fed with it when the variables are initialised
+        (initial_values): a constant would go into the graph, which a distributed session ships to every
+        task holding the variable (VGG-16 under ps-sync: 553 MB, 52 s of start-up)."""
+        if tf.compat.v1.executing_eagerly_outside_functions():
+            return value
+        initial = tf.compat.v1.placeholder(tf.float32, value.shape, name=f"{name}_initial_value")
+        _INITIAL_VALUES.setdefault(initial.graph, {})[initial] = value
+        return initial
 
     def _partitioned(self, name: str, value: np.ndarray, trainable: bool):
         def initial(shape, dtype=None, partition_info=None):
             start = partition_info.var_offset[0] if partition_info else 0
-            return value[start : start + shape[0]]
+            return self._initial(value[start : start + shape[0]], f"{name}_{start}")
 
         return tf.compat.v1.get_variable(
             name, shape=value.shape, dtype=tf.float32, initializer=initial, trainable=trainable,
