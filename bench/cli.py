@@ -47,7 +47,7 @@ def run_parser() -> argparse.ArgumentParser:
     d = RunConfig()
     g = p.add_argument_group("what to train")
     g.add_argument("--strategy", default=None,
-                   help=f"one of {', '.join(names)} (default: {registry.baseline()}; "
+                   help=f"one of {', '.join(names)} (default: {registry.BASELINE}; "
                         f"{registry.default(under_mpi=True)} under mpirun)")
     g.add_argument("--model", default=d.model, help=f"{', '.join(MODELS)} (default: %(default)s)")
     g.add_argument("--image-size", type=int, default=None,
@@ -169,6 +169,7 @@ def resumed(parsed: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
 def config_from_args(argv: Sequence[str]) -> RunConfig:
     """Parse and validate; raises UsageError (or exits 2 on a malformed flag)."""
     from strategies import registry
+    from strategies.base import default_workers
 
     parsed = run_parser().parse_args(argv)
     if parsed.config_json:  # a rank started by our own mpirun: the launcher's config, as is
@@ -187,7 +188,7 @@ def config_from_args(argv: Sequence[str]) -> RunConfig:
         args["workers"] = world_size() or args["workers"]
     strategy_cls = registry.get(args["strategy"])
     if args["workers"] is None:
-        args["workers"] = strategy_cls.default_workers()
+        args["workers"] = default_workers(strategy_cls)
     args["options"] = strategy_options(strategy_cls, args)
     from bench import models
     from bench.data import IDS

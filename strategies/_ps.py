@@ -11,7 +11,7 @@ from bench.metrics import Gradient, compressed_fraction, ps_server_bytes, ps_wor
 from bench.options import Option, positive
 from strategies._compression import FP16, NONE, TOPK, labelled, parse
 from strategies._compression import option as compression_option
-from strategies.base import PARAMETER_SERVER, TF_CLUSTER, Strategy
+from strategies.base import PARAMETER_SERVER, TF_CLUSTER, SparseExchange, Strategy
 
 PS_PLACEMENT = Option("ps_placement", str, "round-robin",
                       "ps strategies: how variables go to ps tasks (round-robin | balanced by bytes)",
@@ -54,5 +54,5 @@ class ParameterServerStrategy(Strategy):
         return {"worker": ps_worker_bytes(gradient, fraction), "ps": ps_server_bytes(gradient, 1, config.ps, fraction)}
 
     @classmethod
-    def sparse_exchange(cls, config: RunConfig) -> str:
-        return "touched rows pulled from and pushed to the ps (IndexedSlices)"
+    def sparse_exchange(cls, config: RunConfig) -> SparseExchange:
+        return SparseExchange("touched rows pulled from and pushed to the ps (IndexedSlices)")

@@ -22,7 +22,7 @@ from bench.options import Option, flag_bool
 from strategies._compression import FP16, NONE, TOPK, parse
 from strategies._compression import option as compression_option
 from strategies._horovod import HOROVOD_OPTIONS, HorovodStrategy
-from strategies.base import ALLREDUCE
+from strategies.base import ALLREDUCE, SparseExchange
 
 COMPRESSION = compression_option((NONE, FP16, TOPK), "allreduce")
 SPARSE_AS_DENSE = Option("sparse_as_dense", flag_bool, False,
@@ -38,7 +38,6 @@ class Allreduce(HorovodStrategy):
     checkpoints = True
     worker = "strategies.workers.allreduce:AllreduceWorker"
     options = (*HOROVOD_OPTIONS, COMPRESSION, SPARSE_AS_DENSE, TIMELINE)
-    default_under_mpi = True
 
     @classmethod
     def variant(cls, config: RunConfig) -> str:
@@ -48,25 +47,22 @@ class Allreduce(HorovodStrategy):
         return f"{cls.name} ({', '.join(flavours)})" if flavours else cls.name
 
     @classmethod
-    def table_dense(cls, config: RunConfig) -> bool:
-        return bool(config.option("sparse_as_dense"))
-
-    @classmethod
-    def sparse_exchange(cls, config: RunConfig) -> str:
-        if cls.table_dense(config):
-            return "dense ring allreduce of the whole table (sparse_as_dense)"
-        return "allgather of the touched rows (Horovod's default for IndexedSlices)"
+    def sparse_exchange(cls, config: RunConfig) -> SparseExchange:
+        if config.option("sparse_as_dense"):
+            return SparseExchange("dense ring allreduce of the whole table (sparse_as_dense)", table_dense=True)
+        return SparseExchange("allgather of the touched rows (Horovod's default for IndexedSlices)")
 
     @classmethod
     def traffic(cls, config: RunConfig, gradient: Gradient) -> dict[str, tuple[float, float]]:
         # float16 halves what is allreduced; top-k pairs are allgathered; Horovod allgathers
         # IndexedSlices uncompressed
         kind, ratio = parse(config.option("compression"))
+        table_dense = config.option("sparse_as_dense")
         if kind == TOPK:
-            dense = gradient.full_bytes if cls.table_dense(config) else gradient.dense_bytes
-            sparse = 0 if cls.table_dense(config) else allgather_bytes(gradient.slices_bytes, config.workers)
+            dense = gradient.full_bytes if table_dense else gradient.dense_bytes
+            sparse = 0 if table_dense else allgather_bytes(gradient.slices_bytes, config.workers)
             sent = topk_allgather_bytes(dense, ratio, config.workers) + sparse
-        elif cls.table_dense(config):
+        elif table_dense:
             sent = ring_allreduce_bytes(gradient.full_bytes * compressed_fraction(kind), config.workers)
         else:
             sent = sparse_allreduce_bytes(gradient, config.workers, compressed_fraction(kind))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.metrics import Gradient, sparse_allreduce_bytes
-from strategies.base import ALLREDUCE, TF_CLUSTER, Strategy
+from strategies.base import ALLREDUCE, TF_CLUSTER, SparseExchange, Strategy
 
 
 class AllreduceTF(Strategy):
@@ -29,5 +29,5 @@ class AllreduceTF(Strategy):
         return {"worker": (ring, ring)}
 
     @classmethod
-    def sparse_exchange(cls, config: RunConfig) -> str:
-        return "all-gather of the touched rows (TensorFlow's collectives)"
+    def sparse_exchange(cls, config: RunConfig) -> SparseExchange:
+        return SparseExchange("all-gather of the touched rows (TensorFlow's collectives)")

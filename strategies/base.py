@@ -38,6 +38,11 @@ PARAMETER_SERVER = "parameter-server"  # variables on ps tasks, workers push gra
 ALLREDUCE = "allreduce"  # every worker holds all weights; gradients averaged by a collective
 PARAMETER_AVERAGING = "parameter-averaging"  # workers train alone; their weights are averaged every H steps
 
+# what a lost non-chief worker means to a run (Strategy.worker_loss)
+RESTART_JOB = "restart-job"  # the run fails; --recover starts the whole job again from its latest checkpoint
+REJOIN = "rejoin"  # the run fails; --recover starts the worker again and it rejoins the running job
+GO_ON = "go-on"  # the others finish the run; --recover starts the worker again and it rejoins
+
 
 @dataclass(frozen=True)
 class WorkerContext:
@@ -49,6 +54,14 @@ class WorkerContext:
     run_start: float = 0.0  # epoch seconds every process measures from
     cluster: dict[str, list[str]] | None = None  # {"ps": [...], "worker": [...]} for TF clusters
     run_dir: str | None = None  # the run folder, for files a strategy writes of its own (a timeline)
+
+
+@dataclass(frozen=True)
+class SparseExchange:
+    """How a strategy moves an embedding table's gradient."""
+
+    how: str  # in words, for run.json and the report
+    table_dense: bool = False  # the whole table goes (dense) rather than its touched rows
 
 
 @dataclass(frozen=True)
@@ -89,16 +102,8 @@ class Strategy:
     launch: ClassVar[str] = IN_PROCESS
     options: ClassVar[tuple[Option, ...]] = ()
     worker_range: ClassVar[tuple[int, int | None]] = (1, None)  # worker counts it runs with (None: no limit)
-    baseline: ClassVar[bool] = False  # its 1-worker throughput is what scaling efficiency divides by
     asynchronous: ClassVar[bool] = False  # workers update without waiting for each other (staleness recorded)
-    default_under_mpi: ClassVar[bool] = False  # what `mpirun ... python -m bench` runs without --strategy
     checkpoints: ClassVar[bool] = False  # its Worker implements save_checkpoint (--checkpoint-every-*)
-
-    @classmethod
-    def implementation(cls) -> type[Worker]:
-        """Its Worker class (imports TensorFlow)."""
-        module, _, name = cls.worker.partition(":")
-        return getattr(importlib.import_module(module), name)
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:
@@ -120,13 +125,6 @@ class Strategy:
         return cls.name
 
     @classmethod
-    def default_workers(cls) -> int:
-        """Workers when --workers is not given: 2 where the strategy runs with 2 (a distributed
-        strategy shown distributed), else the fewest it runs with."""
-        low, high = cls.worker_range
-        return 2 if high is None or high >= 2 else low
-
-    @classmethod
     def rank_controller(cls, config: RunConfig) -> str:
         """MPI launch: how the ranks meet, "mpi" (mpirun, srun --mpi=pmix) or "gloo" (Horovod's
         rendezvous server: horovodrun --gloo, or srun steps under Slurm)."""
@@ -139,22 +137,9 @@ class Strategy:
         return {}
 
     @classmethod
-    def table_dense(cls, config: RunConfig) -> bool:
-        """Whether it sends an embedding table's gradient whole (dense) rather than its touched rows."""
-        return False
-
-    @classmethod
-    def sparse_exchange(cls, config: RunConfig) -> str:
-        """How it moves an embedding table's sparse gradient (run.json and the report say it)."""
-        return "in one process"
-
-    @classmethod
-    def facts(cls, config: RunConfig) -> dict[str, Any]:
-        """run.json's "strategy": what the report, presets and launchers read instead of its name."""
-        return {"name": cls.name, "family": cls.family, "variant": cls.variant(config), "launch": cls.launch,
-                "baseline": cls.baseline, "asynchronous": cls.asynchronous, "checkpoints": cls.checkpoints,
-                "parameter_servers": cls.processes(config).get("ps", 0), "sparse_exchange": cls.sparse_exchange(config),
-                "table_dense": cls.table_dense(config)}
+    def sparse_exchange(cls, config: RunConfig) -> SparseExchange:
+        """How it moves an embedding table's gradient (run.json and the report say it)."""
+        return SparseExchange("in one process")
 
     @classmethod
     def worker_batch(cls, config: RunConfig) -> int:
@@ -162,26 +147,33 @@ class Strategy:
         return config.batch_size
 
     @classmethod
-    def local_steps_at(cls, config: RunConfig, global_step: int) -> int:
-        """Steps each worker has taken when the run is at `global_step`: one global step per worker
-        step for a synchronous strategy, one per step of any worker for an asynchronous one."""
-        return global_step // config.workers if cls.asynchronous else global_step
-
-    @classmethod
-    def tolerates_worker_loss(cls, config: RunConfig) -> bool:
-        """Whether the run can finish when a non-chief worker dies."""
-        return False
-
-    @classmethod
-    def rejoins(cls, config: RunConfig) -> bool:
-        """Whether a dead non-chief worker, started again, can rejoin the running job (--recover);
-        if not, the whole job starts again from its latest checkpoint."""
-        return False
+    def worker_loss(cls, config: RunConfig) -> str:
+        """What a lost non-chief worker does to the run: RESTART_JOB, REJOIN or GO_ON."""
+        return RESTART_JOB
 
     @classmethod
     def finalize_records(cls, run_dir: Path, config: RunConfig) -> dict[str, Any]:
         """After all workers are done: derive what needs every worker's rows (in steps.csv)."""
         return {}
+
+
+def worker_class(strategy: type[Strategy]) -> type[Worker]:
+    """A strategy's Worker class (imports TensorFlow)."""
+    module, _, name = strategy.worker.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def default_workers(strategy: type[Strategy]) -> int:
+    """Workers when --workers is not given: 2 where the strategy runs with 2 (a distributed
+    strategy shown distributed), else the fewest it runs with."""
+    low, high = strategy.worker_range
+    return 2 if high is None or high >= 2 else low
+
+
+def local_steps_at(strategy: type[Strategy], config: RunConfig, global_step: int) -> int:
+    """Steps each worker has taken when the run is at `global_step`: one global step per worker
+    step for a synchronous strategy, one per step of any worker for an asynchronous one."""
+    return global_step // config.workers if strategy.asynchronous else global_step
 
 
 class Worker(ABC):

@@ -13,7 +13,7 @@ from bench.options import Option, flag_bool
 from strategies._compression import FP16, NONE, labelled, parse
 from strategies._compression import option as compression_option
 from strategies._horovod import HOROVOD_OPTIONS, HorovodStrategy
-from strategies.base import PARAMETER_AVERAGING
+from strategies.base import PARAMETER_AVERAGING, SparseExchange
 
 
 def at_least_one(value: int) -> str | None:
@@ -68,12 +68,8 @@ class LocalSgd(HorovodStrategy):
         return labelled(f"{cls.name} ({', '.join(flavours)})", config.option("compression"))
 
     @classmethod
-    def table_dense(cls, config: RunConfig) -> bool:
-        return True
-
-    @classmethod
-    def sparse_exchange(cls, config: RunConfig) -> str:
-        return "the whole table averaged (dense ring allreduce) every H steps"
+    def sparse_exchange(cls, config: RunConfig) -> SparseExchange:
+        return SparseExchange("the whole table averaged (dense ring allreduce) every H steps", table_dense=True)
 
     @classmethod
     def traffic(cls, config: RunConfig, gradient: Gradient) -> dict[str, tuple[float, float]]:

@@ -11,7 +11,7 @@ from bench.metrics import Gradient, ps_server_bytes, ps_worker_bytes
 from strategies._compression import NONE
 from strategies._compression import option as compression_option
 from strategies._ps import PS_PLACEMENT, STARTUP_TIMEOUT, ParameterServerStrategy
-from strategies.base import PARAMETER_AVERAGING
+from strategies.base import PARAMETER_AVERAGING, SparseExchange
 from strategies.local_sgd import SYNC_PERIOD
 
 
@@ -35,9 +35,5 @@ class LocalSgdPS(ParameterServerStrategy):
         return {"worker": (sent / period, received / period), "ps": (ps_sent / period, ps_received / period)}
 
     @classmethod
-    def sparse_exchange(cls, config: RunConfig) -> str:
-        return "the whole table's change pushed and the average pulled every H steps"
-
-    @classmethod
-    def table_dense(cls, config: RunConfig) -> bool:
-        return True
+    def sparse_exchange(cls, config: RunConfig) -> SparseExchange:
+        return SparseExchange("the whole table's change pushed and the average pulled every H steps", table_dense=True)

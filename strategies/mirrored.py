@@ -4,6 +4,7 @@ TensorFlow's own."""
 
 from bench.config import RunConfig
 from strategies._towers import TowerStrategy
+from strategies.base import SparseExchange
 
 
 class Mirrored(TowerStrategy):
@@ -12,5 +13,5 @@ class Mirrored(TowerStrategy):
     worker = "strategies.workers.mirrored:MirroredWorker"
 
     @classmethod
-    def sparse_exchange(cls, config: RunConfig) -> str:
-        return "TensorFlow's ReductionToOneDevice (touched rows concatenated)"
+    def sparse_exchange(cls, config: RunConfig) -> SparseExchange:
+        return SparseExchange("TensorFlow's ReductionToOneDevice (touched rows concatenated)")

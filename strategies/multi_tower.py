@@ -8,6 +8,7 @@ and applied once.
 
 from bench.config import RunConfig
 from strategies._towers import TowerStrategy
+from strategies.base import SparseExchange
 
 
 class MultiTower(TowerStrategy):
@@ -16,5 +17,5 @@ class MultiTower(TowerStrategy):
     worker = "strategies.workers.multi_tower:MultiTowerWorker"
 
     @classmethod
-    def sparse_exchange(cls, config: RunConfig) -> str:
-        return "towers' touched rows concatenated on the parameter device"
+    def sparse_exchange(cls, config: RunConfig) -> SparseExchange:
+        return SparseExchange("towers' touched rows concatenated on the parameter device")

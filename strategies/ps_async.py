@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bench.config import RunConfig
 from strategies._ps import ParameterServerStrategy
+from strategies.base import GO_ON
 
 
 class PSAsync(ParameterServerStrategy):
@@ -13,11 +14,7 @@ class PSAsync(ParameterServerStrategy):
     asynchronous = True
 
     @classmethod
-    def rejoins(cls, config: RunConfig) -> bool:
+    def worker_loss(cls, config: RunConfig) -> str:
         # the parameters live on the ps tasks: a new worker reads them and goes on, and no
         # other worker waits for it meanwhile
-        return True
-
-    @classmethod
-    def tolerates_worker_loss(cls, config: RunConfig) -> bool:
-        return True
+        return GO_ON

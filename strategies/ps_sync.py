@@ -15,6 +15,7 @@ from bench.options import Option, positive
 from bench.run.records import STEPS_FILE
 from strategies._compression import labelled
 from strategies._ps import PS_OPTIONS, ParameterServerStrategy
+from strategies.base import GO_ON, REJOIN
 
 REPLICAS_TO_AGGREGATE = Option("replicas_to_aggregate", int, None,
                                "ps-sync: gradients averaged per global step (default: --workers)", check=positive)
@@ -59,15 +60,10 @@ class PSSync(ParameterServerStrategy):
         return labelled(f"{cls.name} R=N{extra:+d}" if extra else f"{cls.name} R=N", config.option("compression"))
 
     @classmethod
-    def rejoins(cls, config: RunConfig) -> bool:
-        # the parameters live on the ps tasks: a new worker reads them and goes on (a ps-sync
-        # step waits for its gradient meanwhile)
-        return True
-
-    @classmethod
-    def tolerates_worker_loss(cls, config: RunConfig) -> bool:
-        # with backup workers the others still supply R gradients per step
-        return cls.replicas(config) < config.workers
+    def worker_loss(cls, config: RunConfig) -> str:
+        # the parameters live on the ps tasks, so a new worker reads them and goes on; meanwhile a
+        # step waits for its gradient, unless backup workers still supply R gradients per step
+        return GO_ON if cls.replicas(config) < config.workers else REJOIN
 
     @classmethod
     def finalize_records(cls, run_dir: Path, config: RunConfig) -> dict:

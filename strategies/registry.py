@@ -9,6 +9,7 @@ import importlib
 import pkgutil
 import warnings
 from functools import cache
+from typing import Any
 
 import strategies
 from bench.config import RunConfig
@@ -17,6 +18,8 @@ from bench.options import Option
 from strategies.base import Strategy
 
 _NOT_STRATEGIES = {"base", "registry"}
+BASELINE = "single"  # its 1-worker throughput is what scaling efficiency divides by
+UNDER_MPIRUN = "allreduce"  # what `mpirun ... python -m bench` runs without --strategy
 
 
 @cache
@@ -55,16 +58,18 @@ def default_environment(name: str, workers: int = 1) -> dict[str, str]:
     return get(name).environment(with_defaults(RunConfig(strategy=name, workers=workers)), None)
 
 
-def baseline() -> str:
-    """The strategy whose 1-worker throughput scaling efficiency divides by."""
-    return next(name for name, cls in all_strategies().items() if cls.baseline)
-
-
 def default(under_mpi: bool) -> str:
-    """What runs without --strategy: the baseline, or under mpirun the one that declares itself for it."""
-    if under_mpi:
-        return next(name for name, cls in all_strategies().items() if cls.default_under_mpi)
-    return baseline()
+    """What runs without --strategy: the baseline, or under mpirun the allreduce."""
+    return UNDER_MPIRUN if under_mpi else BASELINE
+
+
+def facts(strategy: type[Strategy], config: RunConfig) -> dict[str, Any]:
+    """run.json's "strategy": what the report, presets and launchers read instead of its name."""
+    sparse = strategy.sparse_exchange(config)
+    return {"name": strategy.name, "family": strategy.family, "variant": strategy.variant(config),
+            "launch": strategy.launch, "baseline": strategy.name == BASELINE, "asynchronous": strategy.asynchronous,
+            "checkpoints": strategy.checkpoints, "parameter_servers": strategy.processes(config).get("ps", 0),
+            "sparse_exchange": sparse.how, "table_dense": sparse.table_dense}
 
 
 def all_options() -> list[Option]:

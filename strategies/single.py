@@ -2,7 +2,7 @@
 every scaling-efficiency figure, so it adds nothing to a bare training loop."""
 
 from bench.config import RunConfig
-from strategies.base import IN_GRAPH, Strategy
+from strategies.base import IN_GRAPH, SparseExchange, Strategy
 
 
 class Single(Strategy):
@@ -10,10 +10,9 @@ class Single(Strategy):
     description = "one process, one device: the baseline"
     family = IN_GRAPH
     checkpoints = True
-    baseline = True
     worker = "strategies.workers.single:SingleWorker"
     worker_range = (1, 1)
 
     @classmethod
-    def sparse_exchange(cls, config: RunConfig) -> str:
-        return "none (one replica)"
+    def sparse_exchange(cls, config: RunConfig) -> SparseExchange:
+        return SparseExchange("none (one replica)")

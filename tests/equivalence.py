@@ -10,7 +10,7 @@ from bench.config import RunConfig
 from bench.run.inputs import load_data, worker_split
 from bench.validation import validate
 from strategies import registry
-from strategies.base import WorkerContext
+from strategies.base import WorkerContext, worker_class
 
 BASE = dict(model="mlp", data="digits", optimizer="sgd", lr=0.1, steps=5, warmup_steps=0, shuffle=False)
 
@@ -22,7 +22,7 @@ def config_for(strategy: str, **changes) -> RunConfig:
 
 def train_in_process(config: RunConfig, steps: int) -> list[np.ndarray]:
     chosen = registry.get(config.strategy)
-    strategy = chosen.implementation()(config, WorkerContext(), chosen)
+    strategy = worker_class(chosen)(config, WorkerContext(), chosen)
     batch = registry.get(config.strategy).worker_batch(config)
     strategy.setup(load_data(config, batch))
     for _ in range(steps):

@@ -20,7 +20,7 @@ from bench.errors import UsageError
 from bench.run.checkpoints import CHECKPOINT_DIR, CHECKPOINTS_FILE
 from bench.validation import validate
 from strategies import registry
-from strategies.base import Worker
+from strategies.base import Worker, worker_class
 from tests.checkpoint_values import assert_holds_the_final_weights, latest
 from tests.conftest import ROOT, only_run
 from tests.processes import bench, run_record
@@ -67,7 +67,7 @@ def test_bad_checkpoint_settings_are_refused_before_work_starts(results, args):
 @pytest.mark.parametrize("name", list(registry.all_strategies()))
 def test_a_strategy_says_whether_it_can_save(name):
     strategy = registry.get(name)
-    assert strategy.checkpoints == (strategy.implementation().save_checkpoint is not Worker.save_checkpoint)
+    assert strategy.checkpoints == (worker_class(strategy).save_checkpoint is not Worker.save_checkpoint)
 
 
 def test_a_strategy_that_cannot_save_refuses_before_work_starts(monkeypatch, tmp_path):

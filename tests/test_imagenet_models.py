@@ -73,7 +73,7 @@ def short_run(name: str, strategy: str, results: Path) -> subprocess.CompletedPr
     # more; 2-worker exchanges are proven on the small models)
     workers = {"single": [], "multi-tower": ["--workers", "2"]}.get(strategy, ["--workers", "1"])
     return bench("--strategy", strategy, *workers, "--model", name, "--image-size", str(models.MIN_IMAGE_SIZE[name]),
-                 "--data", "synthetic", "--batch-size", "2", "--steps", "2", "--warmup-steps", "1",
+                 "--data", "synthetic", "--batch-size", "2", "--steps", "1", "--warmup-steps", "0",
                  "--eval-every", "0", "--output", str(results), timeout=900)
 
 

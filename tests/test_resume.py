@@ -12,6 +12,7 @@ from bench.cli import main
 from bench.config import RunConfig
 from bench.run.checkpoints import CHECKPOINT_DIR, CHECKPOINTS_FILE
 from strategies import registry
+from strategies.base import local_steps_at
 from tests.checkpoint_values import assert_holds_the_final_weights, assert_same_weights, latest
 from tests.conftest import only_run
 from tests.processes import bench
@@ -56,7 +57,7 @@ def workers(extra: list[str]) -> int:
 
 
 def local_steps(strategy: str, workers: int, global_step: int) -> int:
-    return registry.get(strategy).local_steps_at(RunConfig(strategy=strategy, workers=workers), global_step)
+    return local_steps_at(registry.get(strategy), RunConfig(strategy=strategy, workers=workers), global_step)
 
 
 def assert_saved_the_chief_s_state(run_dir) -> None:

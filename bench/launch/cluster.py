@@ -25,7 +25,7 @@ from bench.launch.supervisor import Restarts, supervise
 from bench.launch.tf_config import tf_config
 from bench.run.lifecycle import join_environment, joined_run, open_run, start_run
 from bench.run.records import RECOVERIES, RUN_FILE, STEPS_FILE, RunFolder
-from strategies.base import Strategy
+from strategies.base import GO_ON, RESTART_JOB, Strategy
 
 
 def local_cluster(roles: dict[str, int]) -> dict[str, list[str]]:
@@ -85,7 +85,7 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
         return start_task(task, "worker", rank)
 
     restarts = (Restarts(restart_worker, recoveries_left(folder))
-                if config.recover and strategy.rejoins(config) else None)
+                if config.recover and strategy.worker_loss(config) != RESTART_JOB else None)
     with session.metered(placement, folder.path, run_start), slurm.steps_ended(scheduled):
         children = {role: [start_task(config, role, i) for i in range(len(hosts))] for role, hosts in cluster.items()}
         if scheduled:
@@ -93,7 +93,7 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
             folder.update_run(placement=scheduled.describe())
         workers = children.pop("worker")
         helpers = [c for group in children.values() for c in group]
-        outcome = supervise(workers, helpers, strategy.tolerates_worker_loss(config), steps_written(folder),
+        outcome = supervise(workers, helpers, strategy.worker_loss(config) == GO_ON, steps_written(folder),
                             config.stall_timeout_s, restarts=restarts,
                             watch=kill_ps_watch(config, folder, children.get("ps", [])))
     records = strategy.finalize_records(folder.path, config)

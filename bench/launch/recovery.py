@@ -1,6 +1,6 @@
 """--recover: what a multi-process run does when a process dies.
 
-A dead non-chief worker of a strategy that lets one rejoin (Strategy.rejoins) is restarted
+A dead non-chief worker of a strategy that lets one rejoin (Strategy.worker_loss) is restarted
 into the running job by the supervisor, and the others go on meanwhile. Any other failure
 (the chief, a ps task, an allreduce rank) ends the attempt; the whole job then starts again
 from its latest checkpoint, in its own folder (bench.run.resume). Each recovery is an entry of

@@ -9,7 +9,7 @@ import traceback
 from bench.config import RunConfig
 from bench.launch.tf_config import tf_config
 from bench.run.records import RunFolder
-from strategies.base import Strategy, WorkerContext
+from strategies.base import Strategy, WorkerContext, worker_class
 
 
 def run_role(config: RunConfig, strategy_cls: type[Strategy], folder: RunFolder, role: str, index: int,
@@ -25,7 +25,7 @@ def run_role(config: RunConfig, strategy_cls: type[Strategy], folder: RunFolder,
     code = 0
     if role != "worker":
         try:
-            strategy_cls.implementation().serve(role, index, config, cluster)
+            worker_class(strategy_cls).serve(role, index, config, cluster)
         except Exception:  # noqa: BLE001
             traceback.print_exc()
             code = 1

@@ -24,7 +24,7 @@ from bench.run.lifecycle import exchange_facts, model_facts
 from bench.run.progress import Progress
 from bench.run.records import RunFolder
 from bench.run.step_log import StepLog
-from strategies.base import Strategy, Worker, WorkerContext
+from strategies.base import Strategy, Worker, WorkerContext, local_steps_at, worker_class
 
 
 @dataclass
@@ -85,8 +85,8 @@ def run_worker(config: RunConfig, strategy_cls: type[Strategy], context: WorkerC
     """Train this worker until the strategy says the run is done; write its records."""
     clock = run_clock(context.run_start)
 
-    strategy = strategy_cls.implementation()(config, context, strategy_cls)
-    local_step = strategy_cls.local_steps_at(config, config.resume_step)  # a resumed run's count goes on
+    strategy = worker_class(strategy_cls)(config, context, strategy_cls)
+    local_step = local_steps_at(strategy_cls, config, config.resume_step)  # a resumed run's count goes on
     data = load_data(config, strategy_cls.worker_batch(config), context.rank, first_batch=local_step)
     steps_out = folder.steps_writer()
     events = RunEvents(folder.path) if context.is_chief else None

@@ -15,6 +15,7 @@ from bench.run.owner import describe_owner
 from bench.run.records import RunFolder
 from bench.run.schema import identity
 from bench.run.summary import summarize
+from strategies import registry
 from strategies.base import Strategy
 
 # Set by a launcher for the processes it starts: they join its run folder instead of opening one.
@@ -61,7 +62,7 @@ def open_run(config: RunConfig, strategy: type[Strategy], run_start: float,
         **identity(config.to_dict()), run_id=folder.run_id, status="running", owner=describe_owner(),
         started_at=_now(),
         run_start_epoch_s=run_start,
-        config=config.to_dict(), strategy=strategy.facts(config), strategy_description=strategy.description,
+        config=config.to_dict(), strategy=registry.facts(strategy, config), strategy_description=strategy.description,
         environment=environment.describe(),
         model={"name": config.model},  # the chief adds the model's facts once it has built it
     )
@@ -89,7 +90,7 @@ def exchange_facts(config: RunConfig, strategy: type[Strategy], model: dict[str,
     out: dict[str, Any] = {f"{role}_{way}_per_step": value for role, pair in
                            strategy.traffic(config, gradient).items() for way, value in zip(("sent", "received"), pair)}
     if gradient.table_bytes:
-        out["sparse_exchange"] = strategy.sparse_exchange(config)
+        out["sparse_exchange"] = strategy.sparse_exchange(config).how
     return out
 
 

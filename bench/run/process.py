@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bench.config import RunConfig
 from bench.run.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
-from strategies.base import Strategy
+from strategies.base import Strategy, worker_class
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -16,6 +16,6 @@ def failure_reason(exc: BaseException) -> str:
 def prepare_process(config: RunConfig, strategy: type[Strategy]) -> dict:
     """Import TensorFlow and configure it for the strategy, then start its runtime (quietly)."""
     import_tensorflow_quietly()
-    runtime = strategy.implementation().configure_runtime(config)
+    runtime = worker_class(strategy).configure_runtime(config)
     start_runtime_quietly()
     return runtime

@@ -108,6 +108,7 @@ def _declared(config: dict[str, Any]) -> dict[str, Any]:
     from strategies import registry
 
     try:
-        return registry.get(config.get("strategy", "")).facts(registry.with_defaults(RunConfig.from_dict(config)))
+        strategy = registry.get(config.get("strategy", ""))
+        return registry.facts(strategy, registry.with_defaults(RunConfig.from_dict(config)))
     except (UsageError, TypeError, KeyError, ValueError):
         return {"name": config.get("strategy"), "variant": config.get("strategy")}

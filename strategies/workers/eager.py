@@ -11,9 +11,10 @@ import tensorflow as tf
 
 from bench.data import Split
 from bench.models.base import Model
+from bench.run import breakdown
 from bench.run.checkpoints import CHECKPOINT_NAME
 from bench.run.training import evaluate_in_chunks
-from strategies.base import StepResult, StepTimes, Worker
+from strategies.base import StepResult, StepTimes, Worker, local_steps_at
 from strategies.workers.stamps import exchange_times
 
 
@@ -47,17 +48,31 @@ class EagerWorker(Worker):
         replica..., exchanged, end] (see exchange_times); `collective`: its exchange waits for
         the other worker processes."""
         self.model = model
-        # traced here, once stamped and once not, each as a function of no arguments: a concrete
-        # function is called without a tf.function's argument handling (0.2 ms a call on this
-        # machine), and one with a bound Python argument still pays 25-60 us a call to bind it
+        # traced here, stamped and not as the run's steps will ask, each as a function of no
+        # arguments: a concrete function is called without a tf.function's argument handling
+        # (0.2 ms a call on this machine), and one with a bound Python argument still pays 25-60 us
+        # a call to bind it. A variant no step asks for is not traced (a 1-step run of resnet152:
+        # 8 s a trace)
         step_fn = getattr(train_step, "python_function", train_step)
 
         def traced(stamped: bool):
             return tf.function(lambda: step_fn(stamped)).get_concrete_function()
 
-        self._train_steps = {flag: traced(flag) for flag in (False, True)}
+        self._trace = traced
+        self._train_steps = {flag: traced(flag) for flag in self._variants_used()}
         self._collective = collective
         self.use_model(model, optimizer)
+
+    def _variants_used(self) -> set[bool]:
+        """Stamped, unstamped or both: what bench.run.breakdown.stamped asks of this run's steps."""
+        first = local_steps_at(self.strategy, self.config, self.config.resume_step)
+        last = local_steps_at(self.strategy, self.config, self.config.steps)
+        used: set[bool] = set()
+        for local_step in range(first, last):
+            used.add(breakdown.stamped(local_step))
+            if len(used) == 2:
+                break
+        return used
 
     def use_model(self, model: Model, optimizer: tf.compat.v1.train.Optimizer) -> None:
         """The bookkeeping of `use` for a worker that compiles its steps itself; a resumed run's
@@ -79,6 +94,8 @@ class EagerWorker(Worker):
 
     def step(self, stamped: bool = False) -> StepResult:
         # the output stays a tensor: it is read when the harness writes the row
+        if stamped not in self._train_steps:  # a step past the steps foreseen
+            self._train_steps[stamped] = self._trace(stamped)
         out = self._train_steps[stamped]()
         self._step += 1
         if not stamped:
