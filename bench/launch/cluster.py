@@ -84,8 +84,9 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
               file=sys.stderr, flush=True)
         return start_task(task, "worker", rank)
 
+    worker_loss = strategy.worker_loss(config)
     restarts = (Restarts(restart_worker, recoveries_left(folder))
-                if config.recover and strategy.worker_loss(config) != RESTART_JOB else None)
+                if config.recover and worker_loss != RESTART_JOB else None)
     with session.metered(placement, folder.path, run_start), slurm.steps_ended(scheduled):
         children = {role: [start_task(config, role, i) for i in range(len(hosts))] for role, hosts in cluster.items()}
         if scheduled:
@@ -93,7 +94,7 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
             folder.update_run(placement=scheduled.describe())
         workers = children.pop("worker")
         helpers = [c for group in children.values() for c in group]
-        outcome = supervise(workers, helpers, strategy.worker_loss(config) == GO_ON, steps_written(folder),
+        outcome = supervise(workers, helpers, worker_loss == GO_ON, steps_written(folder),
                             config.stall_timeout_s, restarts=restarts,
                             watch=kill_ps_watch(config, folder, children.get("ps", [])))
     records = strategy.finalize_records(folder.path, config)

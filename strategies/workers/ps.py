@@ -207,7 +207,7 @@ class ParameterServerWorker(Worker):
 
     def _open_session(self, hooks: list) -> tf.compat.v1.train.MonitoredSession:
         # the chief's saver, if it saves checkpoints; the model's initial values, fed when the chief initialises
-        feed = initial_values() or None
+        feed = initial_values()
         scaffold = tf.compat.v1.train.Scaffold(saver=self.saver, init_feed_dict=feed, local_init_feed_dict=feed)
         master = self.server.target
         cfg = session_config(self.context.rank)

@@ -54,7 +54,7 @@ def main() -> None:
     with tf.device("/job:ps/task:0"):  # start barrier: nobody's timed steps run alone
         barrier = tf.queue.FIFOQueue(args.workers, tf.int32, shapes=(), shared_name="bare_barrier")
         arrive, arrived = barrier.enqueue(args.index), barrier.size()
-    scaffold = tf.compat.v1.train.Scaffold(init_feed_dict=initial_values() or None)
+    scaffold = tf.compat.v1.train.Scaffold(init_feed_dict=initial_values())
     with tf.compat.v1.train.MonitoredTrainingSession(master=server.target, is_chief=chief, hooks=hooks,
                                                      scaffold=scaffold, config=config, save_checkpoint_secs=None,
                                                      save_summaries_steps=None, log_step_count_steps=None) as sess:
