@@ -76,6 +76,18 @@ def test_digits_has_a_fixed_validation_split():
     assert 0.0 <= a.train.x.min() and a.train.x.max() <= 1.0
 
 
+def test_digits_are_the_uci_images_as_scikit_learn_ships_them():
+    from bench.data import digits
+
+    raw = digits.load()
+    images = np.concatenate([raw.train.x, raw.val.x])[..., 0] * 16
+    labels = np.concatenate([raw.train.y, raw.val.y])
+    assert images.shape == (1797, 8, 8)
+    assert set(np.unique(images)) <= set(range(17))  # pixel counts of 4x4 blocks, 0..16
+    # each digit's count in the file as scikit-learn ships it: another or a truncated file fails here
+    assert np.bincount(labels).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
+
+
 def test_shards_are_disjoint_and_cover_the_data():
     split = data.load("digits", (28, 28, 1), 8, 0).train
     shards = [split.shard(k, 3) for k in range(3)]

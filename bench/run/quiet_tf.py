@@ -4,8 +4,9 @@ TF 2.21 prints C++ start-up lines (oneDNN, CPU features) before absl logging is
 initialised, so TF_CPP_MIN_LOG_LEVEL cannot hide them; they would bury the suite's own
 one-line messages.
 
-`import tensorflow` also imports Keras eagerly (`keras.src.optimizers`, which pulls in
-scikit-learn), only to register Keras optimizers for SavedModel; the suite uses no Keras.
+`import tensorflow` also imports Keras eagerly (`keras.src.optimizers`, which also imports
+scikit-learn wherever it is installed), only to register Keras optimizers for SavedModel;
+the suite uses no Keras.
 That was 2.2 of the import's 6 s on the project's 2-core machine, paid by every ps task,
 worker and rank. The module is hidden for the import (TensorFlow catches the ImportError
 and goes on) and nothing else: Keras still imports as usual afterwards, if anything asks.
