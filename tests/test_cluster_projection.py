@@ -128,6 +128,25 @@ def test_model_tensors_are_its_trainables_and_the_last_layer_is_ready_first(ince
     assert inception.forward_gflops == pytest.approx(11.4, rel=0.02)
 
 
+def test_a_model_analysed_once_is_read_back_from_the_cache_as_it_was(tmp_path, monkeypatch):
+    from bench import models
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    tensors.of.cache_clear()
+    try:
+        built = tensors.of("cnn")
+        [kept] = tensors.cache_folder().glob("cnn-*.json")
+        tensors.of.cache_clear()
+        assert tensors.of("cnn") == built
+        fresh = tensors.analyse(models.build("cnn", 0))
+        assert (built.tensors, built.forward_gflops) == (fresh.tensors, fresh.forward_gflops)
+        kept.write_text("{")  # a torn file is built again, not read
+        tensors.of.cache_clear()
+        assert tensors.of("cnn") == built
+    finally:
+        tensors.of.cache_clear()
+
+
 def test_every_transport_names_its_source():
     for transport in TRANSPORTS.values():
         assert transport.source and 0 < transport.flow_share <= transport.link_share <= 1
