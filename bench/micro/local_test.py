@@ -13,7 +13,8 @@ import pytest
 from bench.metrics import COPY_OP, PS_ROUNDTRIP_OP, algbw, busbw
 from bench.micro import settings
 
-PS_SERVER = "import sys, json, tensorflow as tf; c = json.loads(sys.argv[1]); " \
+PS_SERVER = "import sys, json; from bench.run.quiet_tf import import_tensorflow_quietly; " \
+            "import_tensorflow_quietly(); import tensorflow as tf; c = json.loads(sys.argv[1]); " \
             "tf.distribute.Server(tf.train.ClusterSpec(c), 'ps', int(sys.argv[2])).join()"
 
 
