@@ -25,9 +25,13 @@ def test_the_plan_covers_every_variant_link_and_seed_with_the_same_steps_per_wor
     # Horovod's transport at its best on the emulated links
     horovod = [args for _, _, args in runs if args[args.index("--strategy") + 1] in ("allreduce", "local-sgd")]
     assert len(horovod) == 2 * 3 * 6 and all(args[args.index("--hvd-controller") + 1] == "gloo" for args in horovod)
+    two = {args[args.index("--run-name") + 1]: args for _, _, args in tradeoffs.plan([100], 1, 200, workers=2)}
+    small = two["tradeoffs-100mbit-ps-async-s0"]
+    assert small[small.index("--workers") + 1] == "2" and small[small.index("--steps") + 1] == "400"
 
 
-@pytest.mark.parametrize("argv", [["--variants", "nope"], ["--seeds", "0"], ["--links", "0"], ["--steps", "50"]])
+@pytest.mark.parametrize("argv", [["--variants", "nope"], ["--seeds", "0"], ["--links", "0"], ["--steps", "50"],
+                                  ["--workers", "1"]])
 def test_bad_preset_input_is_one_line_and_exit_2(argv, capsys, results):
     assert tradeoffs.main([*argv, "--output", str(results)]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1

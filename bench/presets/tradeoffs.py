@@ -1,7 +1,7 @@
 """`python -m bench tradeoffs`: which family reaches a target accuracy first, by link bandwidth.
 
 On an emulated cluster (each worker and the ps on a host of its own, every link capped), at
-4 workers on the teacher task (mlp, batch 64 per worker, SGD 0.1), for links of 100 and
+4 workers (`--workers`) on the teacher task (mlp, batch 64 per worker, SGD 0.1), for links of 100 and
 1000 Mbit/s: ps-sync, ps-async, allreduce, local-sgd with H = 1, 4 and 16, and allreduce
 with fp16 and with top-k compression (Horovod over Gloo); each with seeds 0..K-1. Every
 run takes the same number of steps per worker and is evaluated every 100 global steps; the
@@ -70,6 +70,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--links", type=_floats, default=list(LINKS), help="link caps in Mbit/s (default: 100,1000)")
     p.add_argument("--seeds", type=int, default=3, help="runs of each setting, with seeds 0..K-1 (default: 3)")
     p.add_argument("--steps", type=int, default=STEPS, help=f"steps per worker of each run (default: {STEPS})")
+    p.add_argument("--workers", type=int, default=WORKERS, help=f"workers of each run (default: {WORKERS})")
     p.add_argument("--variants", type=lambda t: [v for v in t.split(",") if v], default=None,
                    help=f"a subset of {','.join(label for label, _ in VARIANTS)} (default: all)")
     p.add_argument("--output", default="results")
@@ -85,7 +86,9 @@ def main(argv: Sequence[str]) -> int:
             raise UsageError(f"--variants: unknown {', '.join(sorted(unknown))}")
         if args.seeds < 1 or args.steps < 2 * EVAL_EVERY or not args.links or min(args.links) <= 0:
             raise UsageError(f"--seeds must be >= 1, --steps >= {2 * EVAL_EVERY} and every link cap > 0")
+        if args.workers < 2:
+            raise UsageError(f"--workers: the trade-offs are between workers; give 2 or more, got {args.workers}")
     except UsageError as exc:
         return refuse(exc)
-    runs = plan(args.links, args.seeds, args.steps, args.variants)
-    return run_on_links("tradeoffs", runs, WORKERS + PS, extra, Path(args.output), args.timeout_s)
+    runs = plan(args.links, args.seeds, args.steps, args.variants, args.workers)
+    return run_on_links("tradeoffs", runs, args.workers + PS, extra, Path(args.output), args.timeout_s)
