@@ -58,32 +58,52 @@ def only_run(results: Path) -> Path:
 
 FIRST_RUN_TEST = "tests/test_first_run.py"
 BACKGROUND_SETUP = pytest.StashKey()
+IMAGENET_RUNS = pytest.StashKey()
+
+
+def _imagenet_run_test(item) -> bool:
+    from tests.imagenet_runs import TEST
+
+    return item.nodeid.startswith(TEST + "[")
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list) -> None:
-    """The first-run test goes last: its setup runs in the background while the others run."""
-    items.sort(key=lambda item: item.nodeid.startswith(FIRST_RUN_TEST))
+    """What runs in the background while the others run is checked last: the ImageNet short
+    runs (tests/imagenet_runs.py), then the first-run setup (tests/first_run.py)."""
+    items.sort(key=lambda item: (item.nodeid.startswith(FIRST_RUN_TEST), _imagenet_run_test(item)))
 
 
 def pytest_collection_finish(session) -> None:
     from tests import first_run
+    from tests.imagenet_runs import ShortRuns
 
+    if session.config.option.collectonly:
+        return
+    if any(_imagenet_run_test(item) for item in session.items):
+        session.config.stash[IMAGENET_RUNS] = ShortRuns()
     wanted = any(item.nodeid.startswith(FIRST_RUN_TEST) for item in session.items)
-    if wanted and not session.config.option.collectonly and os.environ.get(first_run.SKIP_VARIABLE) != "1":
+    if wanted and os.environ.get(first_run.SKIP_VARIABLE) != "1":
         session.config.stash[BACKGROUND_SETUP] = first_run.start(ROOT)
 
 
 def pytest_sessionfinish(session) -> None:
-    setup = session.config.stash.get(BACKGROUND_SETUP, None)
-    if setup is not None:
-        setup.end()
+    for key in (IMAGENET_RUNS, BACKGROUND_SETUP):
+        started = session.config.stash.get(key, None)
+        if started is not None:
+            started.end()
 
 
 @pytest.fixture
 def background_setup(request):
     """The first-time setup started when the session began (tests/first_run.py)."""
     return request.config.stash.get(BACKGROUND_SETUP, None)
+
+
+@pytest.fixture
+def imagenet_short_runs(request):
+    """The ImageNet short runs started when the session began (tests/imagenet_runs.py)."""
+    return request.config.stash.get(IMAGENET_RUNS, None)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

@@ -16,12 +16,12 @@ from tests.conftest import ROOT
 # Processes are started one at a time: two threads of this process (tests that make runs side by
 # side) starting children at once failed once with "OSError: [Errno 14] Bad address" (CPython
 # starts them with vfork, whose child shares this process's memory until it execs)
-_STARTING = threading.Lock()
+STARTING = threading.Lock()
 
 
 def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m bench ARGS` as a user would run it (subprocess.run's behaviour, safe from threads)."""
-    with _STARTING:
+    with STARTING:
         process = subprocess.Popen([sys.executable, "-m", "bench", *args], cwd=ROOT, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
     with process:

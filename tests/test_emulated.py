@@ -306,7 +306,7 @@ def test_what_compression_and_averaging_save_is_measured_on_the_links(hosts, res
 
 def test_the_tradeoffs_preset_reports_time_to_target_by_link(shared_folder):
     results = shared_folder  # the preset's runs are Slurm jobs: every node must see the folder
-    done = bench("tradeoffs", "--links", "100", "--seeds", "1", "--steps", "200", "--variants",
+    done = bench("tradeoffs", "--links", "100", "--seeds", "1", "--steps", "200", "--workers", "2", "--variants",
                  "local-sgd-h16,allreduce-topk", "--output", str(results), timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = pd.read_csv(results / "summary.csv")

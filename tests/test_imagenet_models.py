@@ -4,14 +4,11 @@ run of each ends ok under `single` and under one strategy of each family."""
 
 from __future__ import annotations
 
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from bench import models
+from tests.imagenet_runs import STRATEGIES
 from tests.processes import bench, run_record
 
 # Keras applications, weights=None, with the 1000-class top: (all weights, trainable ones)
@@ -63,37 +60,12 @@ def test_a_bad_image_size_is_refused_in_one_line(argv, message, results):
     assert not any(results.iterdir())
 
 
-STRATEGIES = ["single", "multi-tower", "ps-sync", "allreduce"]
-
-
-def short_run(name: str, strategy: str, results: Path) -> subprocess.CompletedProcess:
-    # Two towers trace at once (a bug of AutoGraph's showed only so); a ps-sync worker and an
-    # allreduce rank build the same graph whatever their number, so one of each (every worker of
-    # a run on 2 cores builds its graph at once: a second doubles the run's CPU and proves nothing
-    # more; 2-worker exchanges are proven on the small models)
-    workers = {"single": [], "multi-tower": ["--workers", "2"]}.get(strategy, ["--workers", "1"])
-    return bench("--strategy", strategy, *workers, "--model", name, "--image-size", str(models.MIN_IMAGE_SIZE[name]),
-                 "--data", "synthetic", "--batch-size", "2", "--steps", "1", "--warmup-steps", "0",
-                 "--eval-every", "0", "--output", str(results), timeout=900)
-
-
-@pytest.fixture(scope="module")
-def short_runs(tmp_path_factory):
-    """Every model's short run under every strategy here, started when the first is asked for and
-    made two at a time: a run spends most of its time building and tracing its graph, which is
-    Python on one core, so two runs fill a 2-core machine where one leaves a core idle."""
-    folder = tmp_path_factory.mktemp("short-runs")
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        yield {(name, strategy): (pool.submit(short_run, name, strategy, folder / f"{name}-{strategy}"),
-                                  folder / f"{name}-{strategy}")
-               for name in models.IMAGENET for strategy in STRATEGIES}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("name", models.IMAGENET)
-def test_one_short_run_of_each_model_ends_ok_in_each_family(name, strategy, short_runs):
-    running, results = short_runs[name, strategy]
+def test_one_short_run_of_each_model_ends_ok_in_each_family(name, strategy, imagenet_short_runs):
+    assert imagenet_short_runs is not None, "the session did not start the short runs"
+    running, results = imagenet_short_runs.runs[name, strategy]
     done = running.result()
     assert done.returncode == 0, done.stderr[-2000:]
     record = run_record(results)
