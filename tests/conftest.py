@@ -87,13 +87,6 @@ def pytest_collection_finish(session) -> None:
         session.config.stash[BACKGROUND_SETUP] = first_run.start(ROOT)
 
 
-def pytest_runtest_teardown(item) -> None:
-    """Between tests, the background short runs that ended make way for the next ones."""
-    started = item.config.stash.get(IMAGENET_RUNS, None)
-    if started is not None:
-        started.poll()
-
-
 def pytest_sessionfinish(session) -> None:
     for key in (IMAGENET_RUNS, BACKGROUND_SETUP):
         started = session.config.stash.get(key, None)

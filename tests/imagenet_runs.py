@@ -2,11 +2,7 @@
 when the test session begins, two at a time and at the lowest CPU priority: a run spends its
 time building and tracing a large graph (Python on one core, no timing checked), so they fill
 the CPU time the other tests leave idle while those wait on start-ups, links and time limits.
-The tests that check them run last and wait for whatever is not done.
-
-Every run is started from pytest's own thread, between tests (conftest's hooks call `poll`),
-never from a thread of its own: a child started while another thread starts one can fail
-("OSError: [Errno 14] Bad address": CPython starts children with vfork)."""
+The tests that check them run last and wait for whatever is not done."""
 
 from __future__ import annotations
 
@@ -14,15 +10,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from bench import models
 from tests.conftest import ROOT
+from tests.processes import STARTING
 
 STRATEGIES = ["single", "multi-tower", "ps-sync", "allreduce"]
 TEST = "tests/test_imagenet_models.py::test_one_short_run_of_each_model_ends_ok_in_each_family"
-AT_ONCE = 2
 TIMEOUT_S = 1800  # at nice 19 a run waits for every other test's CPU
 
 
@@ -41,49 +38,36 @@ class ShortRuns:
 
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="distbench-imagenet-"))
-        self._waiting = [(name, strategy) for name in models.IMAGENET for strategy in STRATEGIES]
-        self._running: dict[tuple[str, str], tuple[subprocess.Popen, float]] = {}
-        self._codes: dict[tuple[str, str], int] = {}
-        self.poll()
+        self._running: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+        self._ended = False
+        self._pool = ThreadPoolExecutor(max_workers=2)
+        self.runs: dict[tuple[str, str], tuple[Future, Path]] = {
+            (name, strategy): (self._pool.submit(self._run, short_run_argv(name, strategy, out)), out)
+            for name in models.IMAGENET for strategy in STRATEGIES
+            for out in [self.folder / f"{name}-{strategy}"]}
 
-    def results(self, name: str, strategy: str) -> Path:
-        return self.folder / f"{name}-{strategy}"
-
-    def _stderr(self, key: tuple[str, str]) -> Path:
-        return self.folder / f"{key[0]}-{key[1]}.stderr"
-
-    def poll(self) -> None:
-        """Note the runs that ended (killing one past its time), start the next ones."""
-        for key, (process, started) in list(self._running.items()):
-            if process.poll() is None and time.monotonic() - started > TIMEOUT_S:
-                process.kill()
-            if process.poll() is not None:
-                self._codes[key] = process.returncode
-                del self._running[key]
-        while self._waiting and len(self._running) < AT_ONCE:
-            key = self._waiting.pop(0)
-            with self._stderr(key).open("wb") as err:
-                process = subprocess.Popen(short_run_argv(*key, self.results(*key)), cwd=ROOT,
-                                           stdout=subprocess.DEVNULL, stderr=err)
-            self._running[key] = (process, time.monotonic())
-
-    def wait(self, name: str, strategy: str) -> tuple[int, str]:
-        """(exit status, stderr) of one run, starting the others as slots free up meanwhile."""
-        key = (name, strategy)
-        while key not in self._codes:
-            self.poll()
-            time.sleep(0.1)
-        return self._codes[key], self._stderr(key).read_text(errors="replace")
+    def _run(self, argv: list[str]) -> subprocess.CompletedProcess:
+        with STARTING, self._lock:
+            if self._ended:
+                raise RuntimeError("the test session ended before this run started")
+            process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self._running.add(process)
+        try:
+            stdout, stderr = process.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout, stderr = process.communicate()
+        finally:
+            with self._lock:
+                self._running.discard(process)
+        return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
     def end(self) -> None:
         """Stop what still runs (an interrupted session) and remove the runs' folders."""
-        self._waiting.clear()
-        for process, _ in self._running.values():
-            process.terminate()  # as Ctrl-C would: the launcher ends the run's processes, then itself
-        for process, _ in self._running.values():
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        with self._lock:
+            self._ended = True
+            for process in self._running:
+                process.terminate()  # as Ctrl-C would: the launcher ends the run's processes, then itself
+        self._pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(self.folder, ignore_errors=True)

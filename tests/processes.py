@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -12,11 +13,25 @@ import psutil
 
 from tests.conftest import ROOT
 
+# Processes are started one at a time: two threads of this process (tests that make runs side by
+# side) starting children at once failed once with "OSError: [Errno 14] Bad address" (CPython
+# starts them with vfork, whose child shares this process's memory until it execs)
+STARTING = threading.Lock()
+
 
 def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m bench ARGS` as a user would run it."""
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    """`python -m bench ARGS` as a user would run it (subprocess.run's behaviour, safe from threads)."""
+    with STARTING:
+        process = subprocess.Popen([sys.executable, "-m", "bench", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+    with process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def run_record(results: Path) -> dict:

@@ -65,8 +65,9 @@ def test_a_bad_image_size_is_refused_in_one_line(argv, message, results):
 @pytest.mark.parametrize("name", models.IMAGENET)
 def test_one_short_run_of_each_model_ends_ok_in_each_family(name, strategy, imagenet_short_runs):
     assert imagenet_short_runs is not None, "the session did not start the short runs"
-    code, stderr = imagenet_short_runs.wait(name, strategy)
-    assert code == 0, stderr[-2000:]
-    record = run_record(imagenet_short_runs.results(name, strategy))
+    running, results = imagenet_short_runs.runs[name, strategy]
+    done = running.result()
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = run_record(results)
     assert record["status"] == "ok"
     assert record["model"]["num_params"] == KERAS[name][1]
