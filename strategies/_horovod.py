@@ -65,6 +65,10 @@ class HorovodStrategy(Strategy):
         return config.option("hvd_controller") or MPI_CONTROLLER
 
     @classmethod
+    def wire(cls, config: RunConfig) -> str | None:
+        return cls.rank_controller(config)  # Horovod's collectives go over its controller's transport
+
+    @classmethod
     def environment(cls, config: RunConfig, run_dir: str | None) -> dict[str, str]:
         """Settings Horovod reads at hvd.init(), for every rank."""
         env = {}

@@ -11,7 +11,7 @@ from bench.metrics import Gradient, compressed_fraction, ps_server_bytes, ps_wor
 from bench.options import Option, positive
 from strategies._compression import FP16, NONE, TOPK, labelled, parse
 from strategies._compression import option as compression_option
-from strategies.base import PARAMETER_SERVER, TF_CLUSTER, SparseExchange, Strategy
+from strategies.base import GRPC, PARAMETER_SERVER, TF_CLUSTER, SparseExchange, Strategy
 
 PS_PLACEMENT = Option("ps_placement", str, "round-robin",
                       "ps strategies: how variables go to ps tasks (round-robin | balanced by bytes)",
@@ -45,6 +45,10 @@ class ParameterServerStrategy(Strategy):
     @classmethod
     def variant(cls, config: RunConfig) -> str:
         return labelled(cls.name, config.option("compression"))
+
+    @classmethod
+    def wire(cls, config: RunConfig) -> str | None:
+        return GRPC
 
     @classmethod
     def traffic(cls, config: RunConfig, gradient: Gradient) -> dict[str, tuple[float, float]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.metrics import Gradient, sparse_allreduce_bytes
-from strategies.base import ALLREDUCE, TF_CLUSTER, SparseExchange, Strategy
+from strategies.base import ALLREDUCE, GRPC, TF_CLUSTER, SparseExchange, Strategy
 
 
 class AllreduceTF(Strategy):
@@ -22,6 +22,10 @@ class AllreduceTF(Strategy):
     def validate(cls, config: RunConfig) -> None:
         if config.ps_hosts:
             raise UsageError("--strategy allreduce-tf has no ps tasks; drop --ps-hosts")
+
+    @classmethod
+    def wire(cls, config: RunConfig) -> str | None:
+        return GRPC  # its ring collectives' messages
 
     @classmethod
     def traffic(cls, config: RunConfig, gradient: Gradient) -> dict[str, tuple[float, float]]:

@@ -32,6 +32,10 @@ TF_CLUSTER = "tf-cluster"  # ps and worker processes of a tf.distribute.Server c
 MPI = "mpi"  # one process per rank under mpirun / horovodrun
 MPI_CONTROLLER, GLOO_CONTROLLER = "mpi", "gloo"  # how the ranks of an MPI launch meet
 
+# the wire a strategy's exchange crosses between hosts (bench.projection.transports models each);
+# Horovod's are its controllers' (MPI_CONTROLLER, GLOO_CONTROLLER)
+GRPC, NCCL = "grpc", "nccl"
+
 # families: how replicas are kept in step
 IN_GRAPH = "in-graph"  # one process, one graph, replicas on its devices
 PARAMETER_SERVER = "parameter-server"  # variables on ps tasks, workers push gradients and pull parameters
@@ -129,6 +133,12 @@ class Strategy:
         """MPI launch: how the ranks meet, "mpi" (mpirun, srun --mpi=pmix) or "gloo" (Horovod's
         rendezvous server: horovodrun --gloo, or srun steps under Slurm)."""
         return MPI_CONTROLLER
+
+    @classmethod
+    def wire(cls, config: RunConfig) -> str | None:
+        """The transport its exchange crosses between hosts (GRPC, NCCL, or Horovod's controller);
+        None: it exchanges nothing over a network."""
+        return None
 
     @classmethod
     def traffic(cls, config: RunConfig, gradient: Gradient) -> dict[str, tuple[float, float]]:

@@ -69,7 +69,7 @@ def facts(strategy: type[Strategy], config: RunConfig) -> dict[str, Any]:
     return {"name": strategy.name, "family": strategy.family, "variant": strategy.variant(config),
             "launch": strategy.launch, "baseline": strategy.name == BASELINE, "asynchronous": strategy.asynchronous,
             "checkpoints": strategy.checkpoints, "parameter_servers": strategy.processes(config).get("ps", 0),
-            "sparse_exchange": sparse.how, "table_dense": sparse.table_dense}
+            "sparse_exchange": sparse.how, "table_dense": sparse.table_dense, "wire": strategy.wire(config)}
 
 
 def all_options() -> list[Option]:

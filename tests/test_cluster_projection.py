@@ -97,6 +97,21 @@ def test_many_small_variables_let_pulls_overlap_later_pushes():
     assert terms.step_s == pytest.approx(0.5 + 100 * stage + stage + 2 * 50e-6)
 
 
+def test_a_ps_task_pays_a_message_per_tensor_of_every_pusher():
+    one_host = Cluster(4, 4, 8, 100, 50, 4e9)
+    layout = Layout(one_host, tasks=1, colocated=False, aggregated=False)
+    # the task's process moves 0.5e9 B/s and spends 1 ms on each message: slower than the link's 1e9 B/s
+    messaging = Transport("messaging", 1.0, 0.5e9, False, "test", link_share=1.0, message_s=1e-3)
+    one, ten = model_of((int(1e7), 1.0)), model_of(*[(int(1e6), 1.0)] * 10)
+    # all ready at the end of the backward pass: 4 pushers x (1e7 B at 0.5e9 B/s + 1 ms), in, then out
+    assert parameter_servers.synchronous_step(one, layout, ROUND_ROBIN, messaging).step_s == pytest.approx(
+        0.5 + 2 * 4 * (0.02 + 1e-3) + 2 * 50e-6)
+    # the same bytes in ten tensors: ten messages per pusher, the pulls of one overlapping the next's pushes
+    stage = 4 * (2e-3 + 1e-3)
+    assert parameter_servers.synchronous_step(ten, layout, ROUND_ROBIN, messaging).step_s == pytest.approx(
+        0.5 + 11 * stage + 2 * 50e-6)
+
+
 def test_a_colocated_task_takes_its_own_hosts_pushes_off_the_link():
     layout = Layout(CLUSTER, tasks=4, colocated=True, aggregated=False)
     assert layout.pushers == 16 and layout.remote_pushers(0) == 12

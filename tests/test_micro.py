@@ -5,7 +5,9 @@ import pandas as pd
 import pytest
 
 from bench.metrics import busbw
-from bench.micro.settings import FAST_SIZES
+from bench.micro.settings import FAST_SIZES, PS_TENSORS, PS_TENSORS_BYTES
+from bench.micro.summary import one_tensor
+from bench.projection.fit import tensor_costs
 from tests.processes import bench
 
 pytestmark = pytest.mark.slow
@@ -28,8 +30,14 @@ def test_fast_micro_run_measures_every_transport(tmp_path):
                 "memory-copy"}
     assert set(table["transport"]) == expected
     # every transport at every size of the fast run; collectives over the 2 ranks asked for
-    for transport, rows in table.groupby("transport"):
+    for transport, rows in one_tensor(table).groupby("transport"):
         assert sorted(rows["bytes"]) == sorted(FAST_SIZES), transport
+    # and a ps round trip of the same bytes in more tensors: each costs its task a message
+    many = table[table["transport"].str.startswith("ps-") & (table["bytes"] == PS_TENSORS_BYTES)]
+    assert {t: sorted(rows["tensors"]) for t, rows in many.groupby("transport")} == \
+        {"ps-1ps": [1, *PS_TENSORS], "ps-2ps": [1, *PS_TENSORS]}
+    per_message = tensor_costs(table).set_index("transport")["message_us"]
+    assert (per_message > 0).all() and set(per_message.index) == {"ps-1ps", "ps-2ps"}
     collectives = table[table["kind"] == "allreduce"]
     assert set(collectives["transport"]) == {"mpi4py", "horovod-mpi", "horovod-mpi-tuned", "horovod-gloo",
                                              "tf-collective"}

@@ -11,6 +11,7 @@ import pytest
 
 from bench.cli import main
 from bench.metrics import busbw
+from bench.projection.calibrate import concurrent_stretch
 from bench.report.build import write_report
 
 GRADIENT_BYTES = 4_000_000
@@ -60,6 +61,7 @@ def results(tmp_path):
     micro_sweep(tmp_path, alpha=20e-6, bandwidth=1e9)
     # 4 workers on 4 cores at 100 Mbit/s: ring 2(3)/4 x 4 MB at 12.5 MB/s = 0.48 s + compute
     run_folder(tmp_path, "ar-100", "allreduce", 4, 4 * 64 / 0.55, link=100)
+    run_folder(tmp_path, "tf-100", "allreduce-tf", 4, 4 * 64 / 0.6, link=100)
     run_folder(tmp_path, "ps-100", "ps-sync", 4, 4 * 64 / 2.6, link=100, ps=1)
     # the same 4 workers on this machine's loopback: steps twice the 1-worker compute (cores shared)
     run_folder(tmp_path, "ar-local", "allreduce-tf", 4, 4 * 64 / 0.1, p50=2 * STEP_S)
@@ -72,15 +74,22 @@ def test_it_calibrates_from_the_one_machine_runs_and_checks_the_emulated_ones(re
     model = out["calibration"]["models"][0]
     assert model["compute_ms"] == pytest.approx(STEP_S * 1e3, rel=1e-6)  # the single run's measured steps
     assert out["calibration"]["latency_s"]["ring"] == pytest.approx(20e-6, rel=1e-3)
-    assert {r["variant"] for r in out["validation"]} == {"allreduce", "ps-sync R=N"}  # checked, not learnt
-    assert [r["compute_stretch"] for r in out["validation"]] == [pytest.approx(2.0)] * 2  # the loopback run's
-    ring = next(r for r in out["validation"] if r["variant"] == "allreduce")
-    # expected slowest of 4 + the ring at 100 Mbit/s (latency 6 x 20 us)
-    predicted_step = ring["predicted_step_s"]
+    checked = {r["variant"]: r for r in out["validation"]}
+    assert set(checked) == {"allreduce", "allreduce-tf", "ps-sync R=N"}  # checked, not learnt
+    assert [r["compute_stretch_all_at_once"] for r in checked.values()] == [pytest.approx(2.0)] * 3  # the loopback's
+    # a ring's workers compute at the same time; a ps's at points that need not meet (their share of the step)
+    assert checked["allreduce-tf"]["compute_stretch"] == pytest.approx(2.0)
+    ps = checked["ps-sync R=N"]
+    assert ps["compute_stretch"] == pytest.approx(
+        concurrent_stretch(2.0, 4, ps["predicted_compute_s"] / ps["predicted_step_s"]), rel=1e-3)
+    assert 1.0 < ps["compute_stretch"] < 1.2
+    # the slowest of 4 + the ring at 100 Mbit/s (latency 6 x 20 us), over each ring's own wire
+    ring = checked["allreduce-tf"]
     assert ring["predicted_communication_s"] == pytest.approx(6 * 20e-6 + 1.5 * GRADIENT_BYTES / 12.5e6, rel=1e-6)
-    assert ring["predicted_examples_per_s"] == pytest.approx(4 * 64 / predicted_step)
+    assert (ring["wire"], checked["allreduce"]["wire"], ps["wire"]) == ("grpc", "mpi", "grpc")
+    assert ring["predicted_examples_per_s"] == pytest.approx(4 * 64 / ring["predicted_step_s"])
     assert ring["error"] == pytest.approx(ring["predicted_examples_per_s"] / ring["measured_examples_per_s"] - 1)
-    assert out["validation_summary"]["settings"] == 2
+    assert out["validation_summary"]["settings"] == 3
     assert {(r["workers"], r["link_gbit"]) for r in out["winners"]} == {(8, 10), (8, 100), (64, 10), (64, 100)}
     assert (results / "projection.json").is_file()
 
@@ -95,9 +104,10 @@ def test_the_compute_of_the_loopback_runs_split_stretches_the_check_and_each_ter
     out = json.loads(capsys.readouterr().out)
     checked = {r["variant"]: r for r in out["validation"] if r["measured_compute_s"] is not None}
     ps = checked["ps-sync R=N"]
-    assert ps["compute_stretch"] == pytest.approx(3.0)  # the same family's measured compute / 1-worker compute
+    # the same family's measured compute / 1-worker compute, all computing at once
+    assert ps["compute_stretch_all_at_once"] == pytest.approx(3.0)
     assert ps["measured_communication_s"] == pytest.approx(1.3) and ps["measured_waiting_s"] == pytest.approx(1.1)
-    assert ps["predicted_compute_s"] == pytest.approx(3 * STEP_S)
+    assert ps["predicted_compute_s"] == pytest.approx(ps["compute_stretch"] * STEP_S)
     ring = next(r for r in out["validation"] if r["variant"] == "allreduce")
     assert ring["compute_stretch"] == pytest.approx(2.0) and ring["measured_compute_s"] is None  # no split recorded
 

@@ -55,10 +55,15 @@ def test_a_table_is_allgathered_row_by_row_until_the_dense_ring_is_cheaper():
 
 
 def test_ps_async_is_capped_by_the_workers_or_the_ps_links():
-    # the ps link carries B / 2S = 50 updates/s
-    assert costs.ps_async_updates_per_s(4, 1, S, LINK, worker_step_s=0.1) == pytest.approx(40.0)
-    assert costs.ps_async_updates_per_s(4, 1, S, LINK, worker_step_s=0.01) == pytest.approx(50.0)
-    assert costs.ps_async_updates_per_s(4, 2, S, LINK, worker_step_s=0.01) == pytest.approx(100.0)
+    # a ps link carries B / S = 100 pushes/s one way while it carries as many pulls the other way
+    one = costs.ps_async_updates_per_s(1, 1, S, LINK, worker_step_s=0.1)
+    assert one == pytest.approx(10.0)  # alone: its own step
+    assert 35.0 < costs.ps_async_updates_per_s(4, 1, S, LINK, worker_step_s=0.1) < 40.0  # a little queueing
+    assert costs.ps_async_updates_per_s(256, 1, S, LINK, worker_step_s=0.1) == pytest.approx(100.0, rel=0.01)
+    assert costs.ps_async_updates_per_s(512, 2, S, LINK, worker_step_s=0.1) == pytest.approx(200.0, rel=0.01)
+    # nothing but the links (a worker's step is its push and pull): 2 workers, 2 stations of 10 ms each
+    # (mean value analysis by hand: n=1: X 50, queues 0.5 each; n=2: residence 15 ms each, X = 2 / 30 ms)
+    assert costs.ps_async_updates_per_s(2, 1, S, LINK, worker_step_s=0.02) == pytest.approx(2 / 0.03)
 
 
 def test_the_slowest_of_n_matches_sampling():
@@ -128,3 +133,18 @@ def test_step_spread_pools_the_workers_own_variance():
     assert mean == pytest.approx(0.2)
     # each worker's own steps vary by +-0.01; the gap between workers is not noise
     assert sd == pytest.approx(0.01 * math.sqrt(10 / 9), rel=1e-6)
+
+
+def test_the_cost_per_tensor_is_the_slope_over_tensors_of_the_same_bytes_per_message():
+    from bench.projection.fit import tensor_costs
+
+    # 64 KB round trips: 1 ms in one tensor, +0.2 ms per tensor more (0.1 ms per message: push and pull)
+    rows = [{"transport": "ps-1ps", "kind": PS_ROUNDTRIP_OP, "processes": 2, "bytes": 65536, "tensors": t,
+             "median_s": 1e-3 + (t - 1) * 2e-4} for t in (1, 16, 64)]
+    sweep = [{"transport": "ps-1ps", "kind": PS_ROUNDTRIP_OP, "processes": 2, "bytes": 2**22, "tensors": 1,
+              "median_s": 5e-3}]
+    table = pd.DataFrame(rows + sweep)
+    [cost] = tensor_costs(table).to_dict("records")
+    assert cost["message_us"] == pytest.approx(100.0) and cost["tensors"] == [1, 16, 64]
+    # the size fit sees only one tensor per task: 64 KB and 4 MB
+    assert fit_transports(table).iloc[0]["sizes"] == 2

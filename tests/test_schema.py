@@ -46,8 +46,31 @@ def test_a_version_1_hand_run_with_a_fault_gets_purpose_from_its_evaluation_and_
            "summary": {"startup_s": 2.0}, "exchange": {"worker_sent_per_step": 99}}
     new = upgrade(old)
     assert (new["purpose"], new["scenario"]) == ("convergence", "recover")
-    assert new["strategy"] is old["strategy"] and new["exchange"] == {"worker_sent_per_step": 99}
+    assert new["strategy"]["variant"] == "ps-sync" and new["exchange"] == {"worker_sent_per_step": 99}
     assert new["summary"]["startup_s"] == 2.0
+
+
+def test_a_version_2_record_keeps_what_its_strategy_declared_and_gains_what_it_declares_since():
+    old = {"schema_version": 2, "run_id": "z", "status": "ok", "purpose": "throughput", "scenario": "clean",
+           "config": {**CONFIG, "strategy": "allreduce", "options": {"hvd_controller": "gloo"}},
+           "strategy": {"name": "allreduce", "family": "allreduce", "variant": "as it was recorded"}}
+    new = upgrade(old)
+    assert new["strategy"]["variant"] == "as it was recorded"  # what was recorded stays
+    assert new["strategy"]["wire"] == "gloo"
+    assert "wire" not in old["strategy"]
+
+
+def test_strategies_declare_the_wire_they_exchange_over():
+    from bench.config import RunConfig
+    from strategies import registry
+
+    def facts(name: str, **options) -> dict:
+        config = registry.with_defaults(RunConfig(strategy=name, workers=2, ps=1, options=options))
+        return registry.facts(registry.get(name), config)
+
+    assert (facts("allreduce")["wire"], facts("allreduce", hvd_controller="gloo")["wire"]) == ("mpi", "gloo")
+    assert {facts(n)["wire"] for n in ("allreduce-tf", "ps-sync", "ps-async")} == {"grpc"}
+    assert facts("single")["wire"] is None and facts("multi-tower")["wire"] is None
 
 
 def test_the_report_reads_an_old_record_through_upgrade(tmp_path):
@@ -61,3 +84,13 @@ def test_the_report_reads_an_old_record_through_upgrade(tmp_path):
     row = run_row(folder)
     assert (row["purpose"], row["scenario"], row["family"]) == ("throughput", "straggler", "allreduce")
     assert row["startup_s"] == 3.0 and row["bytes_sent_per_worker_per_step"] == 77
+
+
+def test_the_report_reads_a_record_that_is_still_being_opened(tmp_path):
+    folder = tmp_path / "opening"
+    folder.mkdir()
+    (folder / "run.json").write_text(json.dumps({
+        "schema_version": SCHEMA_VERSION, "run_id": "opening", "status": "running", "purpose": "throughput",
+        "scenario": "clean", "config": CONFIG, "strategy": {"name": "ps-sync", "family": "parameter-server"}}))
+    row = run_row(folder)
+    assert row["bytes_sent_per_worker_per_step"] is None and not row["ok"]

@@ -18,9 +18,10 @@ PS_SERVER = "import sys, json; from bench.run.quiet_tf import import_tensorflow_
             "tf.distribute.Server(tf.train.ClusterSpec(c), 'ps', int(sys.argv[2])).join()"
 
 
-def record(benchmark, name: str, kind: str, processes: int, nbytes: int) -> None:
+def record(benchmark, name: str, kind: str, processes: int, nbytes: int, tensors: int = 1) -> None:
+    """`tensors`: how many the bytes were split into, per process (per ps task)."""
     seconds = benchmark.stats.stats.median
-    benchmark.extra_info.update(transport=name, kind=kind, processes=processes, bytes=nbytes,
+    benchmark.extra_info.update(transport=name, kind=kind, processes=processes, bytes=nbytes, tensors=tensors,
                                 algbw_bytes_per_s=algbw(nbytes, seconds),
                                 busbw_bytes_per_s=busbw(kind, nbytes, seconds, processes))
 
@@ -59,20 +60,20 @@ def ps_cluster(request):
         server.wait()
 
 
-@pytest.mark.parametrize("nbytes", settings.sizes(), ids=settings.label)
-def test_ps_push_pull(benchmark, ps_cluster, nbytes):
-    """One round trip: the worker's tensor to the ps tasks (split evenly), then back."""
+def round_trip(benchmark, ps_cluster, nbytes: int, tensors_per_task: int) -> None:
+    """The worker's `nbytes` to the ps tasks (split evenly, each task's share into
+    `tensors_per_task` variables), then back; timed."""
     import tensorflow as tf
 
     tasks, worker = ps_cluster
     graph = tf.Graph()
     with graph.as_default():
-        parts = np.array_split(np.ones(nbytes // 4, np.float32), tasks)
+        parts = np.array_split(np.ones(nbytes // 4, np.float32), tasks * tensors_per_task)
         with tf.device("/job:worker/task:0"):
             local = [tf.compat.v1.Variable(p, name=f"local{i}") for i, p in enumerate(parts)]
         remote = []
         for i, p in enumerate(parts):
-            with tf.device(f"/job:ps/task:{i}"):
+            with tf.device(f"/job:ps/task:{i % tasks}"):
                 remote.append(tf.compat.v1.Variable(np.zeros_like(p), name=f"remote{i}"))
         push = [r.assign(v, read_value=False) for r, v in zip(remote, local, strict=True)]
         with tf.control_dependencies(push), tf.device("/job:worker/task:0"):
@@ -82,6 +83,19 @@ def test_ps_push_pull(benchmark, ps_cluster, nbytes):
         sess.run(init)
         step = sess.make_callable(pull)
         step()
-        benchmark.group = f"ps {settings.label(nbytes)}"
         benchmark.pedantic(step, rounds=settings.rounds(), iterations=1, warmup_rounds=1)
-    record(benchmark, f"ps-{tasks}ps", PS_ROUNDTRIP_OP, tasks + 1, nbytes)
+    record(benchmark, f"ps-{tasks}ps", PS_ROUNDTRIP_OP, tasks + 1, nbytes, tensors_per_task)
+
+
+@pytest.mark.parametrize("nbytes", settings.sizes(), ids=settings.label)
+def test_ps_push_pull(benchmark, ps_cluster, nbytes):
+    """One round trip: the worker's tensor to the ps tasks (split evenly), then back."""
+    benchmark.group = f"ps {settings.label(nbytes)}"
+    round_trip(benchmark, ps_cluster, nbytes, 1)
+
+
+@pytest.mark.parametrize("tensors", settings.PS_TENSORS)
+def test_ps_push_pull_of_many_tensors(benchmark, ps_cluster, tensors):
+    """The same bytes in more variables: a ps task's cost per tensor (each its own message)."""
+    benchmark.group = f"ps {settings.label(settings.PS_TENSORS_BYTES)} in tensors"
+    round_trip(benchmark, ps_cluster, settings.PS_TENSORS_BYTES, tensors)

@@ -22,6 +22,7 @@ from bench.launch.processes import free_ports
 from bench.launch.tools import find_tool
 from bench.micro import COLLECTIVES
 from bench.micro.summary import summarize, write_summary
+from bench.projection.fit import tensor_costs
 from bench.usage import OneLineParser
 from strategies.registry import default_environment
 
@@ -114,6 +115,11 @@ def main(argv: Sequence[str]) -> int:
     table = summarize(out)
     write_summary(table, out)
     print(table.to_string(index=False), file=sys.stderr)
+    costs = tensor_costs(table) if len(table) else table
+    if len(costs):
+        print("\nA ps task's cost per message (a tensor's push or pull), from the same bytes in more tensors:",
+              file=sys.stderr)
+        print(costs.to_string(index=False, float_format=lambda v: f"{v:.1f}"), file=sys.stderr)
     if failed:
         print(f"micro: failed: {', '.join(failed)} (see {log})", file=sys.stderr)
     print(f"micro: {out.resolve()}")

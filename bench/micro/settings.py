@@ -8,6 +8,9 @@ import os
 FAST_SIZES = (64 * 1024, 4 * 2**20)
 FULL_SIZES = tuple(4 * 1024 * 4**k for k in range(8))  # 4 KB ... 64 MB, float32
 FAST_ROUNDS, FULL_ROUNDS = 3, 10
+# a ps round trip of these bytes (a size of both sweeps) split into more variables per task: with
+# the sweep's one-tensor round trip of the same bytes, the cost per tensor
+PS_TENSORS, PS_TENSORS_BYTES = (16, 64), 64 * 1024
 
 
 def fast() -> bool:

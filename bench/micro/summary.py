@@ -21,7 +21,8 @@ def summarize(folder: Path) -> pd.DataFrame:
             if "busbw_bytes_per_s" not in info:
                 continue
             rows.append({"transport": info["transport"], "kind": info["kind"], "processes": info["processes"],
-                         "bytes": info["bytes"], "median_s": bench["stats"]["median"],
+                         "bytes": info["bytes"], "tensors": info.get("tensors", 1),
+                         "median_s": bench["stats"]["median"],
                          "algbw_gb_per_s": info["algbw_bytes_per_s"] / 1e9,
                          "busbw_gb_per_s": info["busbw_bytes_per_s"] / 1e9})
     table = pd.DataFrame(rows)
@@ -40,6 +41,12 @@ def summarize(folder: Path) -> pd.DataFrame:
 
     table["fraction_of_mpi4py"] = table.apply(fraction, axis=1)
     return table.sort_values(["kind", "transport", "processes", "bytes"]).reset_index(drop=True)
+
+
+def one_tensor(table: pd.DataFrame) -> pd.DataFrame:
+    """The measurements of one tensor per process (per ps task), those sizes are swept over; a
+    summary written before tensors were counted holds only those."""
+    return table[table["tensors"] == 1] if "tensors" in table else table
 
 
 def best_fractions(table: pd.DataFrame) -> pd.DataFrame:

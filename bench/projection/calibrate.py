@@ -153,6 +153,16 @@ def shared_cpu_stretch(runs: pd.DataFrame, model: ModelCalibration, workers: int
         f"median compute of {len(measured)} one-machine runs at {workers} workers"
 
 
+def concurrent_stretch(all_at_once: float, workers: int, computing_share: float) -> float:
+    """The stretch of one worker's compute when the others each compute `computing_share` of
+    the time at random points of it (ps workers, which fetch their parameters one after another
+    from a busy ps): from 1, alone, to `all_at_once` (shared_cpu_stretch), every worker
+    computing at the same time, in proportion to how many others compute beside it."""
+    if workers < 2:
+        return 1.0
+    return 1.0 + (all_at_once - 1.0) * min(1.0, max(0.0, computing_share))
+
+
 def calibrate(results: Path, all_runs: pd.DataFrame, models: list[str] | None,
               compute_ms: float | None) -> Calibration:
     """`all_runs`: collect.load of `results` (read once by the caller)."""

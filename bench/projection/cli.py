@@ -19,8 +19,15 @@ import pandas as pd
 
 from bench.errors import UsageError
 from bench.projection import cluster_cli, costs
-from bench.projection.calibrate import Calibration, calibrate, one_machine_runs, shared_cpu_stretch
-from bench.projection.model import EXCHANGE, SCHEMES, predict, scheme_of, schemes_for
+from bench.projection.calibrate import (
+    Calibration,
+    ModelCalibration,
+    calibrate,
+    concurrent_stretch,
+    one_machine_runs,
+    shared_cpu_stretch,
+)
+from bench.projection.model import EXCHANGE, SCHEMES, Prediction, predict, scheme_of, schemes_for
 from bench.report import collect
 from bench.report.projection import PROJECTION_FILE
 from bench.usage import OneLineParser, refuse
@@ -111,22 +118,46 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
         scaled = dataclasses.replace(model, batch_size=int(run["batch_size"]), compute_s=model.compute_s * ratio,
                                      compute_sd_s=model.compute_sd_s * ratio)
         cores = float(run["cpu_count"]) if pd.notna(run.get("cpu_count")) else 1.0
-        stretch, stretch_from = shared_cpu_stretch(local, scaled, int(run["workers"]), cores, run.get("family"))
-        out = predict(scheme, scaled, int(run["workers"]), int(run["ps"] or 1), float(run["link_mbit"]) * 1e6 / 8,
-                      cal.latency_s[EXCHANGE[scheme]], compute_scale=stretch, ring_overhead_s=cal.ring_overhead_s)
+        all_at_once, stretch_from = shared_cpu_stretch(local, scaled, int(run["workers"]), cores, run.get("family"))
+        stretch, out = emulated_prediction(cal, run, scheme, scaled, all_at_once)
         measured = float(run["throughput_examples_per_s"])
-        rows.append({"model": run["model"], "variant": run["variant"], "scheme": scheme,
+        rows.append({"model": run["model"], "variant": run["variant"], "scheme": scheme, "wire": run.get("wire"),
                      "workers": int(run["workers"]), "ps": int(run["ps"] or 0), "link_mbit": float(run["link_mbit"]),
                      "measured_examples_per_s": measured,
                      "predicted_examples_per_s": out.throughput_examples_per_s,
                      "error": out.throughput_examples_per_s / measured - 1,
-                     "predicted_step_s": out.step_s, "compute_stretch": stretch, "compute_stretch_from": stretch_from,
+                     "predicted_step_s": out.step_s, "compute_stretch": stretch,
+                     "compute_stretch_all_at_once": all_at_once, "compute_stretch_from": stretch_from,
                      # term by term, against the run's own split (a typical worker's medians)
                      **{f"{side}_{term}_s": value for term, predicted in (
                          ("compute", out.compute_s), ("communication", out.communication_s),
                          ("waiting", out.waiting_s))
                         for side, value in (("predicted", predicted), ("measured", _known(run.get(f"{term}_p50_s"))))}})
     return pd.DataFrame(rows)
+
+
+def emulated_prediction(cal: Calibration, run: pd.Series, scheme: str, model: ModelCalibration,
+                        all_at_once: float) -> tuple[float, Prediction]:
+    """(compute stretch, prediction) of an emulated run. A ring's workers compute at the same
+    time (they leave each allreduce together): the stretch measured with all of them computing.
+    A ps's fetch their parameters one after another from a busy ps and compute at points of the
+    step that need not meet: the stretch for the share of the step they compute
+    (calibrate.concurrent_stretch), found with the step it gives."""
+    def at(stretch: float) -> Prediction:
+        return predict(scheme, model, int(run["workers"]), int(run["ps"] or 1), float(run["link_mbit"]) * 1e6 / 8,
+                       cal.latency_s[EXCHANGE[scheme]], compute_scale=stretch, ring_overhead_s=cal.ring_overhead_s)
+
+    stretch = all_at_once
+    out = at(stretch)
+    if EXCHANGE[scheme] != "ps":
+        return stretch, out
+    for _ in range(100):
+        settled = concurrent_stretch(all_at_once, int(run["workers"]), out.compute_s / out.step_s)
+        if abs(settled - stretch) < 1e-4:
+            break
+        stretch = (stretch + settled) / 2  # damped: the share falls as the stretch rises
+        out = at(stretch)
+    return stretch, out
 
 
 def _known(value: float | None) -> float | None:

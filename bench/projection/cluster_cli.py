@@ -98,6 +98,8 @@ def constants() -> list[dict]:
         out.append({"name": f"{t.name}.flow_share", "value": t.flow_share, "source": t.source})
         if t.process_bytes_per_s:
             out.append({"name": f"{t.name}.process_bytes_per_s", "value": t.process_bytes_per_s, "source": t.source})
+        if t.message_s:
+            out.append({"name": f"{t.name}.message_s", "value": t.message_s, "source": t.message_source})
     return out
 
 

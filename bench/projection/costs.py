@@ -66,11 +66,28 @@ def ps_sync_exchange_s(workers: int, ps_tasks: int, gradient_bytes: float, link:
     return 2 * ps_phase_s(workers, ps_tasks, gradient_bytes, link)
 
 
+def closed_queue_throughput(customers: int, demands_s: list[float], delay_s: float) -> float:
+    """Cycles per second of `customers` that each, in turn, take `delay_s` on their own and queue
+    for every station of `demands_s` (each serving one at a time, or all at once at a shared
+    rate: the same throughput), by exact mean value analysis (Reiser and Lavenberg, 1980)."""
+    queued = [0.0] * len(demands_s)
+    rate = 0.0
+    for n in range(1, customers + 1):
+        residence = [d * (1 + q) for d, q in zip(demands_s, queued, strict=True)]
+        rate = n / (delay_s + sum(residence))
+        queued = [rate * r for r in residence]
+    return rate
+
+
 def ps_async_updates_per_s(workers: int, ps_tasks: int, gradient_bytes: float, link: Link,
                            worker_step_s: float) -> float:
-    """Updates per second: the workers' own rate, or what the ps links carry, whichever is lower."""
-    links_cap = ps_tasks * link.bandwidth_bytes_per_s / (2 * gradient_bytes)
-    return min(workers / worker_step_s, links_cap)
+    """Updates per second of n workers that each compute, push and pull (`worker_step_s` alone
+    on the links): the pushes queue on the ps links' inbound direction and the pulls on their
+    outbound one, S / (k B) each, the two directions busy at once with different workers.
+    One worker: 1 / worker_step_s; many: the k B / S one direction carries."""
+    direction = gradient_bytes / (ps_tasks * link.bandwidth_bytes_per_s)
+    alone = max(worker_step_s - 2 * direction, 0.0)  # what is left of a worker's cycle off the ps links
+    return closed_queue_throughput(workers, [direction, direction], alone)
 
 
 def expected_order_statistic(n: int, rank: int, mean: float, sd: float) -> float:

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from bench.metrics import ALLREDUCE_OP, COPY_OP, PS_ROUNDTRIP_OP, bus_factor, measured_steps
+from bench.micro.summary import one_tensor
 from bench.projection.costs import Link
 
 
@@ -35,13 +36,30 @@ def fit_link(nbytes: Sequence[float], seconds: Sequence[float], kind: str, proce
 def fit_transports(table: pd.DataFrame) -> pd.DataFrame:
     """One row per (transport, kind, processes) of a micro-benchmark summary (bench.micro.summary)."""
     rows = []
-    for (transport, kind, processes), group in table.groupby(["transport", "kind", "processes"]):
+    for (transport, kind, processes), group in one_tensor(table).groupby(["transport", "kind", "processes"]):
         if group["bytes"].nunique() < 2:
             continue
         link, error = fit_link(group["bytes"], group["median_s"], kind, int(processes))
         rows.append({"transport": transport, "kind": kind, "processes": int(processes), "sizes": len(group),
                      "alpha_us": link.alpha_s * 1e6, "bandwidth_gb_per_s": link.bandwidth_bytes_per_s / 1e9,
                      "fit_rms_relative_error": error})
+    return pd.DataFrame(rows)
+
+
+def tensor_costs(table: pd.DataFrame) -> pd.DataFrame:
+    """The cost of one more tensor in a ps round trip of the same bytes (bench.micro's
+    test_ps_push_pull_of_many_tensors): the least-squares slope of the time over the tensors,
+    per message (a tensor's push and its pull are two), one row per transport and processes."""
+    rows = []
+    if "tensors" not in table:
+        return pd.DataFrame(rows)
+    for (transport, kind, processes, nbytes), group in table.groupby(["transport", "kind", "processes", "bytes"]):
+        if group["tensors"].nunique() < 2:
+            continue
+        slope = float(np.polyfit(group["tensors"].astype(float), group["median_s"], 1)[0])
+        rows.append({"transport": transport, "kind": kind, "processes": int(processes), "bytes": int(nbytes),
+                     "tensors": sorted(int(t) for t in group["tensors"]),
+                     "message_us": slope / messages(kind, int(processes)) * 1e6})
     return pd.DataFrame(rows)
 
 

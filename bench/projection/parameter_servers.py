@@ -73,10 +73,12 @@ class Layout:
         return self.cluster.batch_size * (self.cluster.devices_per_host if self.aggregated else 1)
 
 
-def _stage_s(layout: Layout, task: int, nbytes: int, transport: Transport) -> float:
-    """One variable's push (or pull) at its task: all pushers' copies through the task's process,
-    those from other hosts through its host's link."""
-    process = layout.pushers * nbytes / transport.process_bytes_per_s if transport.process_bytes_per_s else 0.0
+def _stage_s(layout: Layout, task: int, nbytes: int, transport: Transport, tensors: int = 1) -> float:
+    """One variable's push (or pull) at its task (or `tensors` variables' of `nbytes` in all): all
+    pushers' copies through the task's process, a message each, those from other hosts through
+    its host's link."""
+    rate = nbytes / transport.process_bytes_per_s if transport.process_bytes_per_s else 0.0
+    process = layout.pushers * (rate + tensors * transport.message_s)
     link = layout.remote_pushers(task) * nbytes / transport.network_bytes_per_s(layout.cluster.link_gbit)
     return max(process, link)
 
@@ -136,8 +138,10 @@ def asynchronous_rate(tensors: ModelTensors, layout: Layout, placement: str,
     tasks_of = place(tensors, layout.tasks, placement)
     per_task = [sum(t.nbytes for k, t in zip(tasks_of, tensors.tensors, strict=True) if k == task)
                 for task in range(layout.tasks)]
+    count = [tasks_of.count(task) for task in range(layout.tasks)]
     # per update a task takes in and sends out its bytes once (the two directions overlap)
-    cap = min((1.0 / _stage_s(layout, k, b, transport) * layout.pushers) for k, b in enumerate(per_task) if b)
+    cap = min((1.0 / _stage_s(layout, k, b, transport, count[k]) * layout.pushers)
+              for k, b in enumerate(per_task) if b)
     updates = min(layout.pushers / own, cap)
     step_s = layout.pushers / updates
     return updates * layout.examples_per_push, StepTerms.of(step_s, layout.cluster.compute_s)

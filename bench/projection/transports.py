@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-NCCL, MPI, GLOO, GRPC = "nccl", "mpi", "gloo", "grpc"
+from strategies.base import GLOO_CONTROLLER as GLOO
+from strategies.base import GRPC, NCCL
+from strategies.base import MPI_CONTROLLER as MPI
+
+# the transports' names are those strategies declare as their wire (Strategy.wire)
 
 # TCP payload per byte on the wire at MTU 1500 with timestamps: 1448 of 1538 (preamble 8,
 # Ethernet header 14, FCS 4, inter-frame gap 12, IP 20, TCP 32)
@@ -40,7 +44,8 @@ class Transport:
     `flow_share`: the fraction of the link's bit rate one flow of it reaches; `link_share`: what
     all flows together reach; `process_bytes_per_s`: what one process of it moves per second when
     its own CPU work binds (None: no such limit known); `host_copies`: GPU tensors cross PCIe to
-    host memory and back."""
+    host memory and back; `message_s`: what a ps task's process spends on each tensor it takes
+    in or sends out, beyond its bytes (a collective's fixed cost is its hops' latency instead)."""
 
     name: str
     flow_share: float
@@ -48,6 +53,8 @@ class Transport:
     host_copies: bool
     source: str
     link_share: float = TCP_GOODPUT
+    message_s: float = 0.0
+    message_source: str = ""
 
     def network_bytes_per_s(self, link_gbit: float, flows: int = 1) -> float:
         """The rate of a transfer between hosts carried by `flows` flows (processes, or sockets) at once."""
@@ -72,6 +79,10 @@ TRANSPORTS = {
                     "(0.71, 0.92, 0.97), measured here (python -m bench micro --full --transports horovod-gloo)"),
     GRPC: Transport(GRPC, TCP_GOODPUT, 1.32e9, True,
                     "TensorFlow's gRPC, one ps task: push and pull of 64 MB, bytes moved per second, median of 3 "
-                    "runs 1.32 GB/s (0.98, 1.32, 1.43), measured here (python -m bench micro --full --transports ps)"),
+                    "runs 1.32 GB/s (0.98, 1.32, 1.43), measured here (python -m bench micro --full --transports ps)",
+                    message_s=43.4e-6,
+                    message_source="TensorFlow's gRPC, one ps task: a 64 KB push and pull in 1, 16 and 64 tensors, the "
+                                   "slope per message, median of 3 runs 43.4 us (33.7, 43.4, 50.2), measured here "
+                                   "(python -m bench micro --full --processes 2 --transports ps)"),
 }
 ALLREDUCE_TRANSPORTS = (NCCL, MPI, GLOO)

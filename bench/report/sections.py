@@ -17,11 +17,11 @@ def micro_sections(paths) -> list[str]:
     """The communication micro-benchmarks found under `paths` (micro-*/micro-summary.csv)."""
     from pathlib import Path
 
-    from bench.micro.summary import SUMMARY_FILE, best_fractions
+    from bench.micro.summary import SUMMARY_FILE, best_fractions, one_tensor
 
     out = []
     for folder in sorted({p.parent for root in map(Path, paths) for p in Path(root).rglob(SUMMARY_FILE)}):
-        sweep = pd.read_csv(folder / SUMMARY_FILE)
+        sweep = one_tensor(pd.read_csv(folder / SUMMARY_FILE))
         if sweep.empty:
             continue
         best = best_fractions(sweep)

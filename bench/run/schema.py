@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # version 1: no schema_version; purpose parsed out of run_name, scenario out of the config
 # flags; "strategy" a name before the strategy's facts were recorded; "startup_s" at the top
 # level before the summary held it; bytes per step in strategy_info before "exchange".
+# version 2: the strategy's facts without "wire".
 
 THROUGHPUT, CONVERGENCE = "throughput", "convergence"
 PURPOSES = (THROUGHPUT, CONVERGENCE)
@@ -89,6 +90,8 @@ def upgrade(record: dict[str, Any]) -> dict[str, Any]:
     out["scenario"] = scenario_of(config)
     if not isinstance(out.get("strategy"), dict):
         out["strategy"] = _declared(config)
+    else:  # facts declared since the record was written
+        out["strategy"] = {**_declared(config), **out["strategy"]}
     summary = dict(out.get("summary") or {})
     if summary.get("startup_s") is None and out.get("startup_s") is not None:
         summary["startup_s"] = out["startup_s"]
