@@ -8,27 +8,26 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from bench import models
-from tests.conftest import ROOT
-from tests.processes import STARTING
+from tests.processes import start_bench
 
 STRATEGIES = ["single", "multi-tower", "ps-sync", "allreduce"]
 TEST = "tests/test_imagenet_models.py::test_one_short_run_of_each_model_ends_ok_in_each_family"
 TIMEOUT_S = 1800  # at nice 19 a run waits for every other test's CPU
+NICE = ("nice", "-n", "19")
 
 
-def short_run_argv(name: str, strategy: str, results: Path) -> list[str]:
+def short_run_args(name: str, strategy: str, results: Path) -> list[str]:
     # Two towers trace at once (a bug of AutoGraph's showed only so); a ps-sync worker and an
     # allreduce rank build the same graph whatever their number, so one of each (a second worker
     # doubles the run's CPU and proves nothing more; 2-worker exchanges are proven on the small models)
     workers = {"single": [], "multi-tower": ["--workers", "2"]}.get(strategy, ["--workers", "1"])
-    return ["nice", "-n", "19", sys.executable, "-m", "bench", "--strategy", strategy, *workers, "--model", name,
+    return ["--strategy", strategy, *workers, "--model", name,
             "--image-size", str(models.MIN_IMAGE_SIZE[name]), "--data", "synthetic", "--batch-size", "2",
             "--steps", "1", "--warmup-steps", "0", "--eval-every", "0", "--output", str(results)]
 
@@ -43,15 +42,15 @@ class ShortRuns:
         self._ended = False
         self._pool = ThreadPoolExecutor(max_workers=2)
         self.runs: dict[tuple[str, str], tuple[Future, Path]] = {
-            (name, strategy): (self._pool.submit(self._run, short_run_argv(name, strategy, out)), out)
+            (name, strategy): (self._pool.submit(self._run, short_run_args(name, strategy, out)), out)
             for name in models.IMAGENET for strategy in STRATEGIES
             for out in [self.folder / f"{name}-{strategy}"]}
 
-    def _run(self, argv: list[str]) -> subprocess.CompletedProcess:
-        with STARTING, self._lock:
+    def _run(self, args: list[str]) -> subprocess.CompletedProcess:
+        with self._lock:
             if self._ended:
                 raise RuntimeError("the test session ended before this run started")
-            process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            process = start_bench(*args, prefix=NICE)
             self._running.add(process)
         try:
             stdout, stderr = process.communicate(timeout=TIMEOUT_S)
@@ -61,7 +60,7 @@ class ShortRuns:
         finally:
             with self._lock:
                 self._running.discard(process)
-        return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+        return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
     def end(self) -> None:
         """Stop what still runs (an interrupted session) and remove the runs' folders."""

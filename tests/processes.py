@@ -19,11 +19,16 @@ from tests.conftest import ROOT
 STARTING = threading.Lock()
 
 
+def start_bench(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.Popen:
+    """`python -m bench ARGS` started from the repository, its output piped (`prefix`: e.g. nice)."""
+    with STARTING:
+        return subprocess.Popen([*prefix, sys.executable, "-m", "bench", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+
 def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m bench ARGS` as a user would run it (subprocess.run's behaviour, safe from threads)."""
-    with STARTING:
-        process = subprocess.Popen([sys.executable, "-m", "bench", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+    process = start_bench(*args)
     with process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)

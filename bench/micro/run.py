@@ -115,7 +115,7 @@ def main(argv: Sequence[str]) -> int:
     table = summarize(out)
     write_summary(table, out)
     print(table.to_string(index=False), file=sys.stderr)
-    costs = tensor_costs(table) if len(table) else table
+    costs = tensor_costs(table)
     if len(costs):
         print("\nA ps task's cost per message (a tensor's push or pull), from the same bytes in more tensors:",
               file=sys.stderr)

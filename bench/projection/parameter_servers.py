@@ -93,11 +93,18 @@ def _task_end_s(layout: Layout, task: int, variables: list[tuple[float, Tensor]]
     return pulled + 2 * LATENCY_S
 
 
+def _per_task(tensors: ModelTensors, tasks_of: list[int], tasks: int) -> tuple[list[int], list[int]]:
+    """(bytes, tensors) each task holds."""
+    nbytes, count = [0] * tasks, [0] * tasks
+    for task, t in zip(tasks_of, tensors.tensors, strict=True):
+        nbytes[task] += t.nbytes
+        count[task] += 1
+    return nbytes, count
+
+
 def _links_bound_s(layout: Layout, tensors: ModelTensors, tasks_of: list[int], transport: Transport) -> float:
     """The busiest host link's bytes in its busier direction, at the link's rate."""
-    per_task = [0] * layout.tasks
-    for task, t in zip(tasks_of, tensors.tensors, strict=True):
-        per_task[task] += t.nbytes
+    per_task, _ = _per_task(tensors, tasks_of, layout.tasks)
     busiest = 0.0
     for host in range(layout.cluster.hosts):
         mine = {k for k in range(layout.tasks) if layout.host_of(k) == host}
@@ -136,9 +143,7 @@ def asynchronous_rate(tensors: ModelTensors, layout: Layout, placement: str,
     own = synchronous_step(tensors, alone, placement, transport).step_s
     own += _aggregation_s(layout, tensors.nbytes) if layout.aggregated else 0.0
     tasks_of = place(tensors, layout.tasks, placement)
-    per_task = [sum(t.nbytes for k, t in zip(tasks_of, tensors.tensors, strict=True) if k == task)
-                for task in range(layout.tasks)]
-    count = [tasks_of.count(task) for task in range(layout.tasks)]
+    per_task, count = _per_task(tensors, tasks_of, layout.tasks)
     # per update a task takes in and sends out its bytes once (the two directions overlap)
     cap = min((1.0 / _stage_s(layout, k, b, transport, count[k]) * layout.pushers)
               for k, b in enumerate(per_task) if b)

@@ -107,6 +107,7 @@ def _tensorflow_version() -> str:
     return tf.__version__
 
 
+@functools.cache
 def _source_key() -> str:
     """Changes whenever the models' code, this analysis or TensorFlow does."""
     digest = hashlib.sha256(_tensorflow_version().encode())

@@ -54,6 +54,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
     config, summary = record.get("config", {}), record.get("summary") or {}
     env = record.get("environment") or {}
     facts = record["strategy"]
+    exchange = record.get("exchange") or {}  # a record still being opened has none yet
     split = summary.get("breakdown") or {}  # where its step time went (bench.run.breakdown)
     status = record.get("status", "unknown")
     if status == "running" and owner_state(record.get("owner")) == "unknown":
@@ -79,12 +80,11 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "steps_to_target": summary.get("steps_to_target"),
         "startup_s": summary.get("startup_s"),
         "gradient_bytes_per_step": (record.get("model") or {}).get("gradient_bytes_per_step"),
-        # by its formula; a record still being opened has none yet
-        "bytes_sent_per_worker_per_step": (record.get("exchange") or {}).get("worker_sent_per_step"),
+        "bytes_sent_per_worker_per_step": exchange.get("worker_sent_per_step"),  # by its formula
         "sparse_bytes_per_step": (record.get("model") or {}).get("sparse_bytes_per_step"),
         **{key: (record.get("model") or {}).get(key) for key in ("table_bytes", "rows_touched_per_step", "row_bytes")},
         "table_dense": bool(facts.get("table_dense")), "wire": facts.get("wire"),
-        "sparse_exchange": (record.get("exchange") or {}).get("sparse_exchange"),
+        "sparse_exchange": exchange.get("sparse_exchange"),
         "staleness_mean_steps": summary.get("staleness_mean_steps"),
         **{key: summary.get(key) for key in CHECKPOINT_FIGURES},
         **breakdown.typical_worker(split),
