@@ -119,6 +119,9 @@ def test_ps_sync_converges_on_digits(results):
                  "--output", str(results))
     assert done.returncode == 0, done.stderr[-2000:]
     assert run_record(results)["summary"]["best_accuracy"] >= 0.90
+    steps = pd.read_csv(run_dir(results) / "steps.csv")
+    # R = N: every step took one gradient of each worker (each worker takes only its own token)
+    assert (steps["global_step"] == steps["local_step"] + 1).all()
     parts = assert_time_split(run_dir(results))
     assert (parts["waiting_s"] > 0).mean() > 0.5  # a worker waits for its token (the others' gradients)
 
