@@ -70,19 +70,23 @@ TRANSPORTS = {
                     "NCCL's socket transport: all_reduce_perf bus bandwidth tops out at 1.7 GB/s on a 25 Gbit/s "
                     "TCP network, 0.54 of the link, one flow's speed (NVIDIA/nccl-tests issue 83: NCCL's bandwidth "
                     "is the slowest socket's times the sockets); it cannot run here"),
-    MPI: Transport(MPI, TCP_GOODPUT, 0.75e9, True,
+    MPI: Transport(MPI, TCP_GOODPUT, 1.035e9, True,
                    "Horovod over Open MPI 5.0 with TCP alone: allreduce bus bandwidth at 64 MB (the fusion "
-                   "buffer), 2 ranks, median of 3 runs 0.75 GB/s (0.73, 0.75, 0.88; raw mpi4py 0.97-1.15), measured "
-                   "here (OMPI_MCA_btl=tcp,self python -m bench micro --full --transports horovod-mpi,mpi4py)"),
-    GLOO: Transport(GLOO, TCP_GOODPUT, 0.92e9, True,
-                    "Horovod over Gloo: allreduce bus bandwidth at 64 MB, 2 ranks, median of 3 runs 0.92 GB/s "
-                    "(0.71, 0.92, 0.97), measured here (python -m bench micro --full --transports horovod-gloo)"),
-    GRPC: Transport(GRPC, TCP_GOODPUT, 1.32e9, True,
-                    "TensorFlow's gRPC, one ps task: push and pull of 64 MB, bytes moved per second, median of 3 "
-                    "runs 1.32 GB/s (0.98, 1.32, 1.43), measured here (python -m bench micro --full --transports ps)",
-                    message_s=43.4e-6,
+                   "buffer), 2 ranks, median of 12 runs in two sessions 1.035 GB/s (0.73, 0.75, 0.88; 0.94, 0.98, "
+                   "1.02, 1.05, 1.08, 1.08, 1.17, 1.19, 1.20), measured here (OMPI_MCA_btl=tcp,self python -m bench "
+                   "micro --full --processes 2 --transports horovod-mpi)"),
+    GLOO: Transport(GLOO, TCP_GOODPUT, 0.925e9, True,
+                    "Horovod over Gloo: allreduce bus bandwidth at 64 MB, 2 ranks, median of 12 runs in two sessions "
+                    "0.925 GB/s (0.71, 0.92, 0.97; 0.71, 0.73, 0.80, 0.90, 0.93, 0.96, 0.99, 1.03, 1.05), measured "
+                    "here (python -m bench micro --full --processes 2 --transports horovod-gloo)"),
+    GRPC: Transport(GRPC, TCP_GOODPUT, 1.555e9, True,
+                    "TensorFlow's gRPC, one ps task: push and pull of 64 MB, bytes moved per second, median of 12 "
+                    "runs in two sessions 1.555 GB/s (0.98, 1.32, 1.43; 1.39, 1.48, 1.52, 1.59, 1.60, 1.66, 1.80, "
+                    "1.92, 2.00), measured here (python -m bench micro --full --processes 2 --transports ps)",
+                    message_s=37.95e-6,
                     message_source="TensorFlow's gRPC, one ps task: a 64 KB push and pull in 1, 16 and 64 tensors, the "
-                                   "slope per message, median of 3 runs 43.4 us (33.7, 43.4, 50.2), measured here "
+                                   "slope per message, median of 12 runs in two sessions 37.95 us (33.7, 43.4, 50.2; "
+                                   "27.6, 29.8, 29.9, 35.6, 37.1, 38.8, 39.4, 42.8, 44.7), measured here "
                                    "(python -m bench micro --full --processes 2 --transports ps)"),
 }
 ALLREDUCE_TRANSPORTS = (NCCL, MPI, GLOO)
