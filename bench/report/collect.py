@@ -54,7 +54,8 @@ def run_row(run_dir: Path) -> dict[str, Any]:
     config, summary = record.get("config", {}), record.get("summary") or {}
     env = record.get("environment") or {}
     facts = record["strategy"]
-    exchange = record.get("exchange") or {}  # a record still being opened has none yet
+    # a record still being opened has neither yet
+    model, exchange = record.get("model") or {}, record.get("exchange") or {}
     split = summary.get("breakdown") or {}  # where its step time went (bench.run.breakdown)
     status = record.get("status", "unknown")
     if status == "running" and owner_state(record.get("owner")) == "unknown":
@@ -79,10 +80,10 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "target_accuracy": summary.get("target_accuracy"), "time_to_target_s": summary.get("time_to_target_s"),
         "steps_to_target": summary.get("steps_to_target"),
         "startup_s": summary.get("startup_s"),
-        "gradient_bytes_per_step": (record.get("model") or {}).get("gradient_bytes_per_step"),
+        "gradient_bytes_per_step": model.get("gradient_bytes_per_step"),
         "bytes_sent_per_worker_per_step": exchange.get("worker_sent_per_step"),  # by its formula
-        "sparse_bytes_per_step": (record.get("model") or {}).get("sparse_bytes_per_step"),
-        **{key: (record.get("model") or {}).get(key) for key in ("table_bytes", "rows_touched_per_step", "row_bytes")},
+        "sparse_bytes_per_step": model.get("sparse_bytes_per_step"),
+        **{key: model.get(key) for key in ("table_bytes", "rows_touched_per_step", "row_bytes")},
         "table_dense": bool(facts.get("table_dense")), "wire": facts.get("wire"),
         "sparse_exchange": exchange.get("sparse_exchange"),
         "staleness_mean_steps": summary.get("staleness_mean_steps"),

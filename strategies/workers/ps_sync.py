@@ -148,13 +148,12 @@ class PSSyncWorker(ParameterServerWorker):
         fetches = {"loss": loss, "after": after, "next_token": next_token, STAMPS: stamps, **extra}
         return fetches, [hook]
 
-    def _apply(self, grads: list, variables: list) -> tuple[tf.Operation, list[tf.Operation]]:
-        """SyncReplicasOptimizer's apply, and its ops that hand the gradients to the accumulators."""
+    def _apply(self, grads: list, variables: list, own_tokens: bool) -> tuple[tf.Operation, list[tf.Operation]]:
+        """SyncReplicasOptimizer's apply, and its ops that hand the gradients to the accumulators.
+        `own_tokens` (R = N): each step takes one gradient of every worker, so each takes only its
+        own token; otherwise (backup workers, or R > N) whichever worker is free takes the next one."""
         before = graph_ops()
-        n, r = self.context.num_workers, self.strategy.replicas(self.config)
-        # R = N: each step takes one gradient of every worker, so each takes only its own token.
-        # Otherwise (backup workers, or R > N) whichever worker is free takes the next one.
-        with sync_replicas_ops((self.context.rank, n) if r == n else None):
+        with sync_replicas_ops((self.context.rank, self.context.num_workers) if own_tokens else None):
             train = self.sync.apply_gradients(zip(grads, variables), global_step=self.global_step)
         hand_in = [op for op in tf.compat.v1.get_default_graph().get_operations()
                    if op not in before and op.type in HAND_IN_OPS]
@@ -171,7 +170,7 @@ class PSSyncWorker(ParameterServerWorker):
         at_arrival = self.global_step.read_value()
         with tf.control_dependencies([at_arrival]):
             grads = self.to_ps([tf.identity(share_of(g, r)) for g in raw], variables)
-        train, hand_in = self._apply(grads, variables)
+        train, hand_in = self._apply(grads, variables, own_tokens=True)
         return train, hand_in, {"at_arrival": at_arrival}
 
     def _hand_in_in_order(self, raw: list, variables: list, r: int) -> tuple[tf.Operation, list[tf.Operation], dict]:
@@ -199,7 +198,7 @@ class PSSyncWorker(ParameterServerWorker):
         for grad, var in zip(staged, variables, strict=True):
             with tf.device(var.device), tf.control_dependencies([ticket]):
                 grads.append(tf.identity(grad))
-        train, hand_in = self._apply(grads, variables)
+        train, hand_in = self._apply(grads, variables, own_tokens=False)
         with tf.device(self.global_step.device), tf.control_dependencies(hand_in):
             unlocked = tf.raw_ops.ConsumeMutexLock(mutex_lock=lock)
         return tf.group(train, unlocked), [unlocked], {"at_arrival": at_arrival, "ticket": ticket}
