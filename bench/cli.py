@@ -14,7 +14,6 @@ from bench.config import OPTIMIZERS, RunConfig
 from bench.errors import UsageError
 from bench.launch.mpi_environment import under_mpi, world_size
 from bench.launch.recovery import RECOVERY_LIMIT
-from bench.launch.supervisor import STARTUP_LIMIT_S
 from bench.launch.tf_config import topology_from_tf_config
 from bench.run.schema import PURPOSES
 from bench.usage import OneLineParser, refuse
@@ -109,7 +108,10 @@ def run_parser() -> argparse.ArgumentParser:
                         "strategy lets it rejoin (ps-async, ps-sync), else the whole job from its latest checkpoint")
     g.add_argument("--stall-timeout-s", type=float, default=d.stall_timeout_s,
                    help="fail a multi-process run when no step is recorded for this long once stepping "
-                        f"(default: %(default)s; start-up may take up to {STARTUP_LIMIT_S:.0f} s)")
+                        "(default: %(default)s)")
+    g.add_argument("--startup-timeout-s", type=float, default=d.startup_timeout_s,
+                   help="fail a multi-process run when its first step is not recorded within this long "
+                        "(default: %(default)s; a large model on a busy machine may need more)")
     g.add_argument("--config-json", default=None, help=argparse.SUPPRESS)
     g = p.add_argument_group("failure injection")
     g.add_argument("--kill-worker", default=None, metavar="W@S",

@@ -74,6 +74,9 @@ class RunConfig:
     # set by the launcher for a worker restarted into its running job, never typed
     rejoin: bool = False
     stall_timeout_s: float = 120.0
+    # before the first step: process start-up, graph building, joining the cluster (a resnet20 ps
+    # cluster on a busy 2-core machine takes about a minute; ResNet-152 several on a loaded one)
+    startup_timeout_s: float = 300.0
     # failure injection: "W@S" = worker W kills itself with SIGKILL at its local step S
     kill_worker: str | None = None
     # "P@S": the launcher kills ps task P with SIGKILL once the run has reached global step S
@@ -222,6 +225,8 @@ def check_topology(config: RunConfig) -> None:
 def check_injection(config: RunConfig) -> None:
     if config.stall_timeout_s <= 0:
         raise UsageError(f"--stall-timeout-s: must be > 0, got {config.stall_timeout_s}")
+    if config.startup_timeout_s <= 0:
+        raise UsageError(f"--startup-timeout-s: must be > 0, got {config.startup_timeout_s}")
     straggler = parse_straggler(config.straggler)
     if straggler and straggler[0] >= config.workers:
         raise UsageError(f"--straggler: worker {straggler[0]} does not exist with --workers {config.workers}")

@@ -8,7 +8,7 @@ from typing import ClassVar
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.metrics import Gradient, compressed_fraction, ps_server_bytes, ps_worker_bytes
-from bench.options import Option, positive
+from bench.options import Option
 from strategies._compression import FP16, NONE, TOPK, labelled, parse
 from strategies._compression import option as compression_option
 from strategies.base import GRPC, PARAMETER_SERVER, TF_CLUSTER, SparseExchange, Strategy
@@ -19,10 +19,8 @@ PS_PLACEMENT = Option("ps_placement", str, "round-robin",
 PS_PARTITION_MB = Option("ps_partition_mb", float, 0.0,
                          "ps strategies: split variables larger than this (MB) across all ps tasks; 0: never",
                          check=lambda v: None if v >= 0 else "must be >= 0")
-STARTUP_TIMEOUT = Option("startup_timeout_s", float, 120.0,
-                         "ps strategies: how long workers wait for each other at start-up", check=positive)
 COMPRESSION = compression_option((NONE, FP16, TOPK), "ps strategies")
-PS_OPTIONS = (PS_PLACEMENT, PS_PARTITION_MB, STARTUP_TIMEOUT, COMPRESSION)
+PS_OPTIONS = (PS_PLACEMENT, PS_PARTITION_MB, COMPRESSION)
 
 
 class ParameterServerStrategy(Strategy):

@@ -10,7 +10,7 @@ from bench.config import RunConfig
 from bench.metrics import Gradient, ps_server_bytes, ps_worker_bytes
 from strategies._compression import NONE
 from strategies._compression import option as compression_option
-from strategies._ps import PS_PLACEMENT, STARTUP_TIMEOUT, ParameterServerStrategy
+from strategies._ps import PS_PLACEMENT, ParameterServerStrategy
 from strategies.base import PARAMETER_AVERAGING, SparseExchange
 from strategies.local_sgd import SYNC_PERIOD
 
@@ -20,7 +20,7 @@ class LocalSgdPS(ParameterServerStrategy):
     description = "parameter averaging over parameter servers: H local steps, then model deltas pushed and averaged"
     family = PARAMETER_AVERAGING
     worker = "strategies.workers.local_sgd_ps:LocalSgdPSWorker"
-    options = (SYNC_PERIOD, PS_PLACEMENT, STARTUP_TIMEOUT, compression_option((NONE,), "local-sgd-ps"))
+    options = (SYNC_PERIOD, PS_PLACEMENT, compression_option((NONE,), "local-sgd-ps"))
 
     @classmethod
     def variant(cls, config: RunConfig) -> str:

@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -118,13 +119,27 @@ def up(cluster: network.Cluster) -> None:
              state / "log" / "slurmctld.log")
 
 
+def shared_in_tmp() -> list[Path]:
+    """What every node must see but lies in /tmp, which each node has its own of: the checkout
+    its tasks run from and the Python they run (a real cluster's shared file system holds both)."""
+    checkout, python = Path(__file__).resolve().parents[2], Path(sys.prefix).resolve()
+    found = [p for p in (checkout, python) if p.is_relative_to("/tmp")]
+    return [p for p in found if not any(p != q and p.is_relative_to(q) for q in found)]
+
+
 def start_node(name: str, host: network.Host) -> None:
     """The host's slurmd, in its namespace, with its own hostname, /tmp and /dev/shm."""
     state = state_dir(name)
     tmp = state / "nodes" / host.namespace / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     tmp.chmod(0o1777)
-    node_setup = (f'mount --bind "{tmp}" /tmp && mount -t tmpfs none /dev/shm && hostname {host.namespace} '
+    shared = ""
+    for path in shared_in_tmp():  # seen at the same place in the node's own /tmp
+        inside = tmp / path.relative_to("/tmp")
+        inside.mkdir(parents=True, exist_ok=True)
+        shared += f'mount --bind "{path}" "{inside}" && '
+    # --rbind: the node's /tmp carries the shared folders mounted inside it
+    node_setup = (f'{shared}mount --rbind "{tmp}" /tmp && mount -t tmpfs none /dev/shm && hostname {host.namespace} '
                   f'&& exec slurmd -D -N {host.namespace} -f "$0"')
     start_detached(["ip", "netns", "exec", host.namespace, "unshare", "--uts", "sh", "-c", node_setup,
                     str(conf_path(name))], state / "log" / f"slurmd-{host.namespace}.out")

@@ -96,7 +96,8 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
         helpers = [c for group in children.values() for c in group]
         outcome = supervise(workers, helpers, worker_loss == GO_ON, steps_written(folder),
                             config.stall_timeout_s, restarts=restarts,
-                            watch=kill_ps_watch(config, folder, children.get("ps", [])))
+                            watch=kill_ps_watch(config, folder, children.get("ps", [])),
+                            startup_timeout_s=config.startup_timeout_s)
     records = strategy.finalize_records(folder.path, config)
     if rejoined:  # before the run is closed: its summary reads them
         folder.update_run(**{RECOVERIES: [*(folder.read_run().get(RECOVERIES) or []), *rejoined]})

@@ -97,7 +97,8 @@ def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, R
         if scheduled:
             scheduled.note_steps(1)
             folder.update_run(placement=scheduled.describe())
-        outcome = supervise([child], [], False, steps_written(folder), config.stall_timeout_s)
+        outcome = supervise([child], [], False, steps_written(folder), config.stall_timeout_s,
+                            startup_timeout_s=config.startup_timeout_s)
     status = outcome.status
     if status.startswith("failed"):
         status = f"failed: {which_rank_failed(child.log) or status.removeprefix('failed: ')}"

@@ -3,8 +3,8 @@
 The run is ok when every worker has finished (a non-chief worker may be lost if the
 strategy tolerates it, or restarted into the run with --recover); it fails at once when a
 process dies that the run cannot do without, or when no step has been recorded for
-`stall_timeout_s` (counted from the first step, and from a restart: start-up has its own,
-longer limit). On any end, every process is ended before this returns.
+`stall_timeout_s` (counted from the first step, and from a restart), or no first step within
+`startup_timeout_s`. On any end, every process is ended before this returns.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bench.config import RunConfig
 from bench.launch.interrupts import Interrupted, interruptible
 from bench.launch.processes import Child, end_all
 
@@ -21,9 +22,6 @@ POLL_S = 0.1
 # One death brings others down (a ring or a sync barrier breaks): processes that end within this
 # long of the first are weighed together to name the cause.
 CAUSE_GRACE_S = 1.0
-# Before the first step: process start-up, graph building, joining the cluster; a resnet20
-# ps cluster on a busy 2-core machine takes about a minute.
-STARTUP_LIMIT_S = 300.0
 
 
 @dataclass
@@ -67,14 +65,15 @@ class Restarts:
 
 def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
               progress: Callable[[], int], stall_timeout_s: float, restarts: Restarts | None = None,
-              watch: Callable[[], None] | None = None) -> Outcome:
+              watch: Callable[[], None] | None = None,
+              startup_timeout_s: float = RunConfig.startup_timeout_s) -> Outcome:
     """`workers[0]` is the chief; `helpers` (ps tasks) are expected to exit after the workers.
     `watch` is called on every poll (an injected fault watches the run's progress)."""
     everyone = workers + helpers
     exits = ExitLog(everyone)
     lost: list[str] = []
     last_progress, last_change = progress(), time.monotonic()
-    stepping, startup_limit_s = False, max(stall_timeout_s, STARTUP_LIMIT_S)
+    stepping, startup_limit_s = False, max(stall_timeout_s, startup_timeout_s)
     with interruptible():
         try:
             while True:
@@ -99,7 +98,8 @@ def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
                 elif stepping and time.monotonic() - last_change > stall_timeout_s:
                     return _fail(f"no step recorded for {stall_timeout_s:.0f} s (hung)", everyone, lost)
                 elif not stepping and time.monotonic() - last_change > startup_limit_s:
-                    return _fail(f"no step recorded within {startup_limit_s:.0f} s of the start (hung at start-up)",
+                    return _fail(f"no step recorded within {startup_limit_s:.0f} s of the start (hung at start-up, "
+                                 "or a large graph still building on a busy machine: raise --startup-timeout-s)",
                                  everyone, lost)
                 time.sleep(POLL_S)
         except Interrupted as exc:

@@ -84,16 +84,17 @@ def atomic_increment(var: tf.Variable, name: str) -> tf.Tensor:
         return section.execute(increment_and_read)
 
 
-def parameters_arrived(since: set[tf.Operation], worker_device: str) -> tf.Tensor:
-    """A stamp on this worker once every parameter value read from the ps tasks by the ops
-    made after `since` has arrived here. The identities take the values from the Recv the
-    forward pass already has (one Recv per tensor and device), so nothing moves twice. A table's
-    rows are gathered on its ps task: what arrives is the rows the batch touches."""
+def parameters_arrived(since: set[tf.Operation], worker_device: str, start: tf.Tensor) -> tf.Tensor:
+    """A stamp on this worker, after the step's `start` stamp, once every parameter value read
+    from the ps tasks by the ops made after `since` has arrived here. The identities take the
+    values from the Recv the forward pass already has (one Recv per tensor and device), so
+    nothing moves twice. A table's rows are gathered on its ps task: what arrives is the rows
+    the batch touches."""
     reads = [op.outputs[0] for op in tf.compat.v1.get_default_graph().get_operations()
              if op not in since and op.type in ("ReadVariableOp", "ResourceGather")
              and "/job:ps" in op.inputs[0].op.device]
     with tf.device(worker_device):
-        return stamp([tf.identity(value) for value in reads])
+        return stamp([tf.identity(value) for value in reads], start)
 
 
 def graph_ops() -> set[tf.Operation]:
@@ -218,7 +219,7 @@ class ParameterServerWorker(Worker):
             creator = tf.compat.v1.train.ChiefSessionCreator(scaffold=scaffold, master=master, config=cfg,
                                                              checkpoint_filename_with_path=restore)
         else:
-            timeout = int(self.config.option("startup_timeout_s"))
+            timeout = int(self.config.startup_timeout_s)
             creator = _FastWorkerSessionCreator(scaffold=scaffold, master=master, config=cfg,
                                                 max_wait_secs=timeout)
         return tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks,
@@ -232,7 +233,7 @@ class ParameterServerWorker(Worker):
             self.on_ready(raw)
             return
         raw.run(self.arrive)
-        deadline = time.monotonic() + self.config.option("startup_timeout_s")
+        deadline = time.monotonic() + self.config.startup_timeout_s
         while raw.run(self.arrived) < self.context.num_workers:
             if time.monotonic() > deadline:
                 raise RunFailed("start-up timed out: not every worker joined the cluster")

@@ -20,7 +20,7 @@ class PSAsyncWorker(ParameterServerWorker):
         before = graph_ops()
         x, y = feed.batch()
         loss = self.model.loss(x, y)
-        pulled = parameters_arrived(before, self.worker_device)
+        pulled = parameters_arrived(before, self.worker_device, start)
         grads = tf.gradients(loss, variables)
         ready = stamp(grads, pulled)  # after `pulled` too: a late-scheduled stamp never gives compute < 0
         with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
@@ -31,7 +31,8 @@ class PSAsyncWorker(ParameterServerWorker):
         # it waits for the version read, so the difference is never negative)
         with tf.control_dependencies([train, params_version]):
             applied_at = atomic_increment(self.global_step, "global_step")
-        stamps = tf.stack([start, pulled, ready, stamp(applied_at)])
+        # each stamp after the one before (stamps.py): the parts of the split are never below zero
+        stamps = tf.stack([start, pulled, ready, stamp(applied_at, ready)])
         return {"loss": loss, "read_at": params_version, "applied_at": applied_at, STAMPS: stamps}, []
 
     def step(self, stamped: bool = False) -> StepResult:

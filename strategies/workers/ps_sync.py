@@ -115,7 +115,7 @@ class PSSyncWorker(ParameterServerWorker):
         before = graph_ops()
         x, y = feed.batch()
         loss = self.model.loss(x, y)
-        pulled = parameters_arrived(before, self.worker_device)
+        pulled = parameters_arrived(before, self.worker_device, start)
         raw = tf.gradients(loss, variables)
         ready = stamp(raw, pulled)  # after `pulled` too: a late-scheduled stamp never gives compute < 0
         if r == n:
@@ -134,7 +134,8 @@ class PSSyncWorker(ParameterServerWorker):
             # gradient), so it is read here instead of from ps 0 (a round trip every step). With
             # backup workers more updates may have been made meanwhile: ps 0 is asked.
             after = next_token if r == n else self.global_step.read_value()
-        stamps = tf.stack([start, pulled, ready, handed_in, stamp(after, next_token)])
+        # each stamp after the one before (stamps.py): the parts of the split are never below zero
+        stamps = tf.stack([start, pulled, ready, handed_in, stamp(after, next_token, handed_in)])
         with tf.device(self.global_step.device):
             # tokens that let workers still waiting for a step that will never come finish
             self.release = self.sync._sync_token_queue.enqueue_many(
