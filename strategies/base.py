@@ -17,7 +17,6 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -162,9 +161,11 @@ class Strategy:
         return RESTART_JOB
 
     @classmethod
-    def finalize_records(cls, run_dir: Path, config: RunConfig) -> dict[str, Any]:
-        """After all workers are done: derive what needs every worker's rows (in steps.csv)."""
-        return {}
+    def gradients_per_step(cls, config: RunConfig) -> int | None:
+        """A synchronous step that averages the first R gradients computed for it: R (the harness
+        marks which gradients each step applied, bench.run.aggregation); None: every gradient a
+        worker computes is applied, as its StepResult says."""
+        return None
 
 
 def worker_class(strategy: type[Strategy]) -> type[Worker]:

@@ -8,40 +8,14 @@ stale and are dropped.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from bench.config import RunConfig
 from bench.options import Option, positive
-from bench.run.records import STEPS_FILE
 from strategies._compression import labelled
 from strategies._ps import PS_OPTIONS, ParameterServerStrategy
 from strategies.base import GO_ON, REJOIN
 
 REPLICAS_TO_AGGREGATE = Option("replicas_to_aggregate", int, None,
                                "ps-sync: gradients averaged per global step (default: --workers)", check=positive)
-
-
-def mark_aggregated(steps_csv: Path, replicas: int, last_step: int) -> dict:
-    """Fill `applied`: of the gradients computed for a global step, the first `replicas`
-    to arrive were averaged into it, the rest dropped; none of a step never taken. Without
-    arrival orders (R = N: none recorded, every gradient goes into its own step), all of
-    the steps taken."""
-    import pandas as pd
-
-    steps = pd.read_csv(steps_csv)
-    if steps.empty:
-        return {}
-    taken = steps["global_step"] <= last_step
-    if steps["arrival_order"].notna().any():
-        taken &= steps.groupby("global_step")["arrival_order"].rank(method="first") <= replicas
-    steps["applied"] = taken.astype(int)
-    tmp = steps_csv.with_suffix(".tmp")
-    steps.to_csv(tmp, index=False)
-    tmp.replace(steps_csv)
-    per_step = steps[steps["applied"] == 1].groupby("global_step").size()
-    return {"gradients": int(len(steps)), "gradients_applied": int(steps["applied"].sum()),
-            "gradients_dropped": int(len(steps) - steps["applied"].sum()),
-            "aggregated_per_step_min": int(per_step.min()), "aggregated_per_step_max": int(per_step.max())}
 
 
 class PSSync(ParameterServerStrategy):
@@ -66,5 +40,7 @@ class PSSync(ParameterServerStrategy):
         return GO_ON if cls.replicas(config) < config.workers else REJOIN
 
     @classmethod
-    def finalize_records(cls, run_dir: Path, config: RunConfig) -> dict:
-        return mark_aggregated(run_dir / STEPS_FILE, cls.replicas(config), config.steps)
+    def gradients_per_step(cls, config: RunConfig) -> int | None:
+        # the first R gradients computed for a step are averaged into it (with R != N the order
+        # of arrival decides which, and the workers record it)
+        return cls.replicas(config)

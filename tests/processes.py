@@ -13,6 +13,16 @@ import psutil
 
 from tests.conftest import ROOT
 
+# Limits on waiting. Each ends a hung test and never times a working one: it is several times
+# what the awaited thing took on this 2-core machine with a busy process beside the suite
+# (docs/testing.md's protocol). A test that waits names the limit and what it waits for.
+RUN_LIMIT_S = 300  # one run of at most a few hundred steps: 5-35 s here, under 70 s beside a busy process
+PRESET_LIMIT_S = 900  # a preset or micro-benchmark of up to a dozen runs: 15-110 s here, under 4 min loaded
+TRAINING_LIMIT_S = 120  # a started run's first recorded steps: 5-15 s here (process and graph start-up)
+ENDING_LIMIT_S = 60  # a run ending after a kill, a signal or a lost process: promised within seconds
+CLUSTER_LIMIT_S = 120  # the emulated cluster up or down: 2-5 s here (its daemons' own ready limit is 30 s)
+LEFTOVER_GRACE_S = 5  # an ended run's processes: the launcher ended them; one may still be being reaped
+
 # Processes are started one at a time: two threads of this process (tests that make runs side by
 # side) starting children at once failed once with "OSError: [Errno 14] Bad address" (CPython
 # starts them with vfork, whose child shares this process's memory until it execs)
@@ -26,7 +36,7 @@ def start_bench(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.Popen:
                                 stderr=subprocess.PIPE, text=True)
 
 
-def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def bench(*args: str, timeout: float = RUN_LIMIT_S) -> subprocess.CompletedProcess:
     """`python -m bench ARGS` as a user would run it (subprocess.run's behaviour, safe from threads)."""
     process = start_bench(*args)
     with process:
@@ -58,7 +68,7 @@ def run_folder_of(proc: psutil.Process) -> str:
 def leftover_processes(marker: str) -> list[str]:
     """Processes whose command line or run folder mentions `marker` (a results or run folder),
     after a short grace."""
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
     while True:
         found = []
         for proc in psutil.process_iter(["cmdline"]):

@@ -9,7 +9,7 @@ from bench.cli import main
 from bench.launch.tools import find_tool
 from tests.conftest import ROOT
 from tests.equivalence import assert_weights_close, config_for, load_weights, train_in_process
-from tests.processes import bench, leftover_processes, run_record, seconds_from_kill_to_end
+from tests.processes import RUN_LIMIT_S, bench, leftover_processes, run_record, seconds_from_kill_to_end
 from tests.time_split import STAMPED_CNN, assert_time_split
 
 B = 16
@@ -82,7 +82,7 @@ def test_the_mpirun_path_converges_on_digits(results, tmp_path):
     argv = [*mpirun_command(2), sys.executable, "-m", "bench", "--model", "mlp", "--data", "digits",
             "--steps", "100", "--eval-every", "50", "--optimizer", "momentum", "--lr", "0.02", "--save-weights",
             "--output", str(results)]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=RUN_LIMIT_S)  # one 100-step run
     assert done.returncode == 0, done.stderr[-3000:]
     record = run_record(results)
     assert record["config"]["strategy"] == "allreduce" and record["config"]["workers"] == 2
@@ -110,5 +110,6 @@ def test_a_killed_rank_fails_the_run_fast_and_leaves_nothing(results, strategy, 
     assert done.returncode == 1
     record = run_record(results)
     assert record["status"] == status
+    # "within seconds" (docs/running.md): 1-3 s here; 30 s only fails a run that waited for a time limit
     assert seconds_from_kill_to_end(run_dir(results), record, worker=1) < 30
     assert not leftover_processes(str(results))

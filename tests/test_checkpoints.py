@@ -23,7 +23,7 @@ from strategies import registry
 from strategies.base import Worker, worker_class
 from tests.checkpoint_values import assert_holds_the_final_weights, latest
 from tests.conftest import ROOT, only_run
-from tests.processes import bench, run_record
+from tests.processes import RUN_LIMIT_S, bench, run_record
 
 SHORT = ["--model", "mlp", "--data", "digits", "--optimizer", "momentum", "--save-weights", "--eval-every", "0"]
 
@@ -84,7 +84,8 @@ def limit_file_size():
 def test_a_save_that_fails_fails_the_run_and_is_never_the_latest(results):
     launcher = subprocess.run([sys.executable, "-m", "bench", "--strategy", "single", *SHORT, "--steps", "30",
                                "--checkpoint-every-steps", "10", "--output", str(results)], cwd=ROOT,
-                              capture_output=True, text=True, preexec_fn=limit_file_size, timeout=300)
+                              capture_output=True, text=True, preexec_fn=limit_file_size,
+                              timeout=RUN_LIMIT_S)  # one 30-step run
     assert launcher.returncode == 1
     record = run_record(results)
     assert record["status"] == "failed: RunFailed: checkpoint at global step 10 not written: File too large"

@@ -17,7 +17,16 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.equivalence import load_weights
-from tests.processes import bench, leftover_processes, run_record
+from tests.processes import (
+    CLUSTER_LIMIT_S,
+    ENDING_LIMIT_S,
+    PRESET_LIMIT_S,
+    RUN_LIMIT_S,
+    TRAINING_LIMIT_S,
+    bench,
+    leftover_processes,
+    run_record,
+)
 
 pytestmark = pytest.mark.slow
 NAME = "dbtest"  # not the user's default cluster name: tests never touch a cluster of theirs
@@ -47,7 +56,7 @@ def namespaces_allowed():
 
 
 def cluster(*args: str, name: str = NAME) -> subprocess.CompletedProcess:
-    done = bench("cluster", *args, "--name", name, timeout=120)
+    done = bench("cluster", *args, "--name", name, timeout=CLUSTER_LIMIT_S)
     assert done.returncode == 0, done.stderr
     return done
 
@@ -62,7 +71,7 @@ def hosts():
 
 
 def on_cluster(results: Path, *args: str) -> tuple[dict, Path]:
-    done = bench(*args, "--emulated-cluster", NAME, "--output", str(results), timeout=600)
+    done = bench(*args, "--emulated-cluster", NAME, "--output", str(results), timeout=2 * RUN_LIMIT_S)  # capped links
     assert done.returncode == 0, done.stderr[-3000:]
     folder = next(p for p in results.iterdir() if p.is_dir())
     return run_record(results), folder
@@ -237,7 +246,7 @@ def start_long_run(results: Path) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
 
 
-def wait_for_steps(results: Path, worker: int, timeout_s: float = 120) -> None:
+def wait_for_steps(results: Path, worker: int, timeout_s: float = TRAINING_LIMIT_S) -> None:
     """Until `worker` has recorded 5 steps, counted in complete rows of the file being appended to."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -273,7 +282,7 @@ def test_cluster_down_after_a_kill_leaves_nothing(results, victim):
     try:
         wait_for_steps(results, worker=1)
         os.kill(training_pid(f"{DOOMED}-h1") if victim == "worker" else run.pid, signal.SIGKILL)
-        run.wait(timeout=60)
+        run.wait(timeout=ENDING_LIMIT_S)  # the run ends after the kill
     finally:
         if run.poll() is None:
             run.kill()
@@ -307,7 +316,7 @@ def test_what_compression_and_averaging_save_is_measured_on_the_links(hosts, res
 def test_the_tradeoffs_preset_reports_time_to_target_by_link(shared_folder):
     results = shared_folder  # the preset's runs are Slurm jobs: every node must see the folder
     done = bench("tradeoffs", "--links", "100", "--seeds", "1", "--steps", "200", "--workers", "2", "--variants",
-                 "local-sgd-h16,allreduce-topk", "--output", str(results), timeout=900)
+                 "local-sgd-h16,allreduce-topk", "--output", str(results), timeout=PRESET_LIMIT_S)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = pd.read_csv(results / "summary.csv")
     # a run that failed is left out of summary.csv; what it said is in the preset's output

@@ -1,26 +1,57 @@
 """The README's first command on a new machine: a fresh clone, an empty cache, so Horovod is
 built from source; then one short run through it. Every other test has the wheel cached, which
-once hid a setup that failed on every first run. The setup itself starts in the background
-when the session begins (tests/first_run.py); this test runs last and checks it."""
+once hid a setup that failed on every first run. Then a second checkout set up from that cached
+wheel, run alone and as Slurm job steps once the first checkout is gone (the wheel once loaded
+the libmpi of the checkout that built it). The setups start in the background when the session
+begins (tests/first_run.py); these tests run last and check them."""
 
 import os
+import shutil
 import subprocess
+import sys
 
 import pytest
 
 from tests.conftest import ROOT
-from tests.first_run import SKIP_VARIABLE, clean_environment
+from tests.first_run import SKIP_VARIABLE, BackgroundSetup, clean_environment
+from tests.processes import CLUSTER_LIMIT_S, RUN_LIMIT_S, bench
+from tests.test_slurm import WHY_NOT as NO_SLURM
 
 pytestmark = pytest.mark.slow
 SETUP_LINES_AT_MOST = 20
+# What the tests wait for: both setups, at nice 19 in the CPU the other tests leave idle. On a
+# loaded machine that can be none until they are done (20 minutes is the suite's budget); then
+# the build and two installs take 4-5 minutes here. 30 minutes covers both.
+SETUP_LIMIT_S = 1800
+CLUSTER = "dbfirst"
+SMALL_RUN = ("allreduce", "--workers", "2", "--model", "mlp", "--data", "digits", "--steps", "20")
 
 
-def test_setup_and_a_run_in_a_fresh_clone_with_an_empty_cache(background_setup):
+def setups_done(background_setup: BackgroundSetup | None) -> BackgroundSetup:
     if os.environ.get(SKIP_VARIABLE) == "1":
         pytest.skip("this test command's own setup built Horovod from an empty cache minutes ago, and every "
                     "multi-process test runs on that build; a second first run would take the command past 20 min")
     assert background_setup is not None, "the session did not start the first-time setup"
-    code, stdout, stderr = background_setup.wait(timeout_s=1800)
+    code, _, stderr = background_setup.wait(timeout_s=SETUP_LIMIT_S)
+    assert code == 0, stderr[-3000:] + (background_setup.second_log.read_text()[-3000:]
+                                        if background_setup.second_log.exists() else "")
+    return background_setup
+
+
+def run_in_second_checkout(setup: BackgroundSetup, *prefix: str, env: dict | None = None) -> None:
+    """A short Horovod run in the second checkout, once the first checkout (whose venv built the
+    wheel) is gone."""
+    shutil.rmtree(setup.clone, ignore_errors=True)
+    out = setup.folder / "results-second"
+    run = subprocess.run([*prefix, "./run_bench.sh", *SMALL_RUN, "--output", str(out)], cwd=setup.second,
+                         env=env or clean_environment(ROOT, setup.cache), capture_output=True, text=True,
+                         timeout=RUN_LIMIT_S)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert ": ok, " in run.stderr.strip().splitlines()[-1]
+
+
+def test_setup_and_a_run_in_a_fresh_clone_with_an_empty_cache(background_setup):
+    code, stdout, stderr = setups_done(background_setup).wait(timeout_s=SETUP_LIMIT_S)
     assert code == 0, stderr[-3000:]
     lines = stderr.strip().splitlines()
     assert any("building Horovod" in line for line in lines)  # the first-time path was taken
@@ -30,6 +61,33 @@ def test_setup_and_a_run_in_a_fresh_clone_with_an_empty_cache(background_setup):
     env = clean_environment(ROOT, background_setup.cache)
     run = subprocess.run(["./run_bench.sh", "allreduce", "--workers", "2", "--model", "mlp", "--data", "digits",
                           "--steps", "20", "--output", str(background_setup.folder / "results")], cwd=clone,
-                         env=env, capture_output=True, text=True, timeout=600)
+                         env=env, capture_output=True, text=True, timeout=RUN_LIMIT_S)
     assert run.returncode == 0, run.stderr[-3000:]
     assert ": ok, " in run.stderr.strip().splitlines()[-1]
+
+
+def test_a_second_checkout_runs_on_the_cached_wheel_once_the_first_is_gone(background_setup):
+    setup = setups_done(background_setup)
+    log = setup.second_log.read_text()
+    assert "Horovod from the cached wheel" in log and "building Horovod" not in log, log[-3000:]
+    run_in_second_checkout(setup)
+
+
+@pytest.mark.skipif(NO_SLURM is not None, reason=str(NO_SLURM))
+def test_a_second_checkout_runs_horovod_as_slurm_job_steps_once_the_first_is_gone(background_setup):
+    # srun starts the ranks with no mpirun to set LD_LIBRARY_PATH: libmpi is found through the
+    # wheel's RUNPATH alone
+    setup = setups_done(background_setup)
+    up = bench("cluster", "up", "--hosts", "2", "--link-mbit", "1000", "--name", CLUSTER, timeout=CLUSTER_LIMIT_S)
+    assert up.returncode == 0, up.stderr
+    try:
+        env = clean_environment(ROOT, setup.cache)
+        for line in bench("cluster", "env", "--name", CLUSTER).stdout.split():
+            if "=" in line:
+                key, _, value = line.partition("=")
+                env[key] = value
+        run_in_second_checkout(setup, "salloc", "-N", "2", env=env)
+    finally:
+        down = subprocess.run([sys.executable, "-m", "bench", "cluster", "down", "--name", CLUSTER], cwd=ROOT,
+                              capture_output=True, text=True, timeout=CLUSTER_LIMIT_S)
+        assert down.returncode == 0, down.stderr

@@ -8,7 +8,7 @@ from bench.metrics import busbw
 from bench.micro.settings import FAST_SIZES, PS_TENSORS, PS_TENSORS_BYTES
 from bench.micro.summary import one_tensor
 from bench.projection.fit import tensor_costs
-from tests.processes import bench
+from tests.processes import PRESET_LIMIT_S, bench
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,7 @@ def test_nccl_bandwidth_definitions():
 
 
 def test_fast_micro_run_measures_every_transport(tmp_path):
-    done = bench("micro", "--output", str(tmp_path), timeout=900)
+    done = bench("micro", "--output", str(tmp_path), timeout=PRESET_LIMIT_S)  # the fast micro-benchmark
     assert done.returncode == 0, done.stderr[-3000:]
     folder = next(tmp_path.glob("micro-*"))
     result = json.loads((folder / "mpi4py-np2.json").read_text())

@@ -17,6 +17,7 @@ import pytest
 
 from strategies.base import Strategy, Worker
 from tests.conftest import ROOT
+from tests.processes import RUN_LIMIT_S
 
 GUIDE = ROOT / "docs" / "adding-a-strategy.md"
 
@@ -50,7 +51,7 @@ def suite_with(tmp_path, files: dict[str, str]):
 
     def bench(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "bench", *args], cwd=suite, env=env, capture_output=True,
-                              text=True, timeout=300)
+                              text=True, timeout=RUN_LIMIT_S)
 
     return bench
 

@@ -7,7 +7,7 @@ import pytest
 from bench.overhead.pairs import PAIRS, by_strategy
 from bench.overhead.table import ratio, summarize, text
 from strategies import registry
-from tests.processes import bench
+from tests.processes import PRESET_LIMIT_S, bench
 
 
 def test_every_pair_is_a_strategy_with_a_bare_loop_and_the_same_job():
@@ -45,7 +45,7 @@ def test_summary_is_the_median_and_range_of_each_strategys_ratios():
 @pytest.mark.slow
 def test_one_pair_end_to_end_and_in_the_report(tmp_path):
     done = bench("overhead", "--strategies", "single", "--repeats", "2", "--scale", "0.1", "--output", str(tmp_path),
-                 timeout=600)
+                 timeout=PRESET_LIMIT_S)  # two pairs of short runs
     assert done.returncode == 0, done.stderr[-3000:]
     folder = next(tmp_path.glob("overhead-*"))
     pairs = pd.read_csv(folder / "overhead.csv")

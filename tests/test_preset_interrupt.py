@@ -11,12 +11,12 @@ import time
 import pytest
 
 from tests.conftest import ROOT
-from tests.processes import leftover_processes, task_processes
+from tests.processes import ENDING_LIMIT_S, TRAINING_LIMIT_S, leftover_processes, task_processes
 
 pytestmark = pytest.mark.slow
 
 
-def first_run_training(out, process: subprocess.Popen, timeout_s: float = 120):
+def first_run_training(out, process: subprocess.Popen, timeout_s: float = TRAINING_LIMIT_S):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert process.poll() is None, process.communicate()[1][-3000:]
@@ -37,7 +37,7 @@ def test_sigint_to_a_preset_that_ignores_it_ends_the_run_in_progress_and_the_pre
     try:
         run_dir = first_run_training(out, preset)
         preset.send_signal(signal.SIGINT)
-        _, stderr = preset.communicate(timeout=60)
+        _, stderr = preset.communicate(timeout=ENDING_LIMIT_S)  # the preset ends after SIGINT
     finally:
         if preset.poll() is None:
             preset.kill()

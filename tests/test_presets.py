@@ -16,10 +16,12 @@ import psutil
 import pytest
 
 from tests.conftest import ROOT
-from tests.processes import leftover_processes, task_processes
+from tests.processes import PRESET_LIMIT_S, RUN_LIMIT_S, TRAINING_LIMIT_S, leftover_processes, task_processes
 
 pytestmark = pytest.mark.slow
-REPEATS, TIMEOUT_S = 2, 20  # a clean run here takes ~7 s (only single runs end clean)
+# TIMEOUT_S, each run's limit in the comparison: the hung ps-sync run is ended at it; a clean single run
+# takes ~7 s here (5 of them start-up) and ~14 s beside a busy process, so it ends well inside
+REPEATS, TIMEOUT_S = 2, 20
 # Long enough that ps-sync is still training after a few of its 0.5 s writes of steps.csv
 # (step_log.FLUSH_S): at 60 steps the rows appeared only as the worker ended.
 STEPS = 1000
@@ -36,7 +38,7 @@ def ps_worker_1(seen: set[str]) -> tuple[psutil.Process, Path] | None:
     return None
 
 
-def next_worker_1(seen: set[str], process: subprocess.Popen, timeout_s: float = 300):
+def next_worker_1(seen: set[str], process: subprocess.Popen, timeout_s: float = RUN_LIMIT_S):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert process.poll() is None, "the comparison ended early"
@@ -62,7 +64,7 @@ def comparison(tmp_path_factory):
         worker, hung = next_worker_1(seen, run)
         worker.suspend()  # a deadlock: no exit, no step; the run's stall limit (120 s) is past the preset's
         stopped_at = time.monotonic()
-        stdout, stderr = run.communicate(timeout=600)
+        stdout, stderr = run.communicate(timeout=PRESET_LIMIT_S)
     finally:
         if run.poll() is None:
             run.kill()
@@ -125,7 +127,7 @@ def test_the_report_is_rewritten_between_runs_and_says_how_many_are_in(tmp_path,
 
     args = ["--strategy", "single", "--model", "mlp", "--data", "digits", "--steps", "20", "--eval-every", "0"]
     code = runner.run_all("compare", [(f"run {i}", [*args, "--run-name", f"r{i}"]) for i in range(3)], tmp_path,
-                          timeout_s=120, before=before)
+                          timeout_s=TRAINING_LIMIT_S, before=before)
     assert code == 0
     assert seen[0] is None
     for done, page in enumerate(seen[1:], 1):

@@ -8,12 +8,15 @@ import tensorflow as tf
 
 from strategies.workers.ps_sync import TokensPerWorker
 
-WAIT_MS = 200
+# A token already in its queue is taken at once: the limit only ends a test that would hang.
+PRESENT_MS = 10_000
+# A token that must not come: nothing is being enqueued, so any wait shows it is not there.
+ABSENT_MS = 200
 
 
-def take(session: tf.compat.v1.Session, queue: TokensPerWorker) -> int:
-    """A token from `queue`, waiting at most WAIT_MS for one."""
-    return int(session.run(queue.dequeue(), options=tf.compat.v1.RunOptions(timeout_in_ms=WAIT_MS)))
+def take(session: tf.compat.v1.Session, queue: TokensPerWorker, wait_ms: int = PRESENT_MS) -> int:
+    """A token from `queue`, waiting at most `wait_ms` for one."""
+    return int(session.run(queue.dequeue(), options=tf.compat.v1.RunOptions(timeout_in_ms=wait_ms)))
 
 
 def test_a_step_gives_each_worker_one_token_that_no_other_worker_can_take():
@@ -25,7 +28,7 @@ def test_a_step_gives_each_worker_one_token_that_no_other_worker_can_take():
             assert take(session, second) == 7
             # with TensorFlow's one shared queue this would be the first worker's token
             with pytest.raises(tf.errors.DeadlineExceededError):
-                take(session, second)
+                take(session, second, ABSENT_MS)
             assert take(session, first) == 7
 
 

@@ -11,6 +11,7 @@ import pytest
 from bench.cli import main
 from bench.report.build import write_report
 from tests.conftest import ROOT
+from tests.processes import RUN_LIMIT_S
 
 SECTIONS = ["headline", "throughput", "scaling", "runs", "convergence", "time-to-accuracy", "step-times",
             "breakdown", "staleness", "failed", "environment"]
@@ -169,7 +170,7 @@ def test_baseline_adds_ratios(report_dir, tmp_path):
     baseline, out = tmp_path / "baseline", tmp_path / "out"
     slowed_copy(report_dir, baseline, 0.5, leave_out="throughput-mirrored")
     done = subprocess.run([sys.executable, "-m", "bench", "report", str(report_dir), "--baseline", str(baseline),
-                           "--output", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                           "--output", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=RUN_LIMIT_S)
     assert done.returncode == 0, done.stderr
     summary = pd.read_csv(out / "summary.csv").set_index("run_id")
     ratio = summary["throughput_vs_baseline"]
@@ -197,11 +198,12 @@ def test_a_real_browser_renders_the_report_offline(report_dir, tmp_path):
              # networking off: every host resolves to nothing and every proxy is a dead port
              "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--virtual-time-budget=5000"]
     url = (report_dir / "report.html").resolve().as_uri()
-    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    # Chromium loading a local file: 2-5 s here
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=RUN_LIMIT_S).stdout
     assert dom.count("<table") >= 5 and dom.count("<svg") >= 5
     shot = tmp_path / "report.png"
     subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1200,2400", url], capture_output=True,
-                   timeout=120)
+                   timeout=RUN_LIMIT_S)
     from matplotlib.image import imread
 
     pixels = imread(shot)[..., :3]

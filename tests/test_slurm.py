@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.processes import bench
+from tests.processes import (
+    CLUSTER_LIMIT_S,
+    ENDING_LIMIT_S,
+    LEFTOVER_GRACE_S,
+    PRESET_LIMIT_S,
+    RUN_LIMIT_S,
+    TRAINING_LIMIT_S,
+    bench,
+)
 
 pytestmark = pytest.mark.slow
 NAME = "dbslurm"  # not the user's default cluster: tests never touch a cluster of theirs
@@ -41,7 +49,7 @@ if WHY_NOT:
 @pytest.fixture(scope="module")
 def slurm_env():
     """The cluster up with its Slurm; the environment after `eval "$(./run_bench.sh cluster env)"`."""
-    up = bench("cluster", "up", "--hosts", str(HOSTS), "--link-mbit", "1000", "--name", NAME, timeout=120)
+    up = bench("cluster", "up", "--hosts", str(HOSTS), "--link-mbit", "1000", "--name", NAME, timeout=CLUSTER_LIMIT_S)
     assert up.returncode == 0, up.stderr
     lines = bench("cluster", "env", "--name", NAME).stdout.split()
     env = dict(os.environ)
@@ -50,7 +58,7 @@ def slurm_env():
             key, _, value = line.partition("=")
             env[key] = value
     yield env
-    down = bench("cluster", "down", "--name", NAME, timeout=120)
+    down = bench("cluster", "down", "--name", NAME, timeout=CLUSTER_LIMIT_S)
     assert down.returncode == 0, down.stderr
 
 
@@ -59,7 +67,7 @@ def shared(shared_folder):
     return shared_folder
 
 
-def salloc(env: dict, nodes: int, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def salloc(env: dict, nodes: int, *args: str, timeout: float = RUN_LIMIT_S) -> subprocess.CompletedProcess:
     return subprocess.run(["salloc", "-N", str(nodes), sys.executable, "-m", "bench", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -72,7 +80,7 @@ def node_processes(*names: str) -> list[str]:
     """What runs on the hosts besides their slurmd (nothing, once a run has ended)."""
     from bench.emulated import network
 
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
     while True:
         left = [f"{ns}: {Path(f'/proc/{pid}/cmdline').read_text(errors='replace')[:80]}"
                 for ns in names for pid in network.processes_in(ns) if Path(f"/proc/{pid}").exists()]
@@ -147,7 +155,7 @@ def test_a_preset_whose_runs_do_not_fit_the_allocation_is_refused_before_any_run
 
 def test_a_narrowed_preset_runs_inside_an_allocation_and_writes_its_report(slurm_env, shared):
     done = salloc(slurm_env, HOSTS, "all", "--strategies", "ps-sync,allreduce", "--workers", "2,4", "--models",
-                  "mlp", "--steps", "20", "--convergence-steps", "0", "--output", str(shared), timeout=600)
+                  "mlp", "--steps", "20", "--convergence-steps", "0", "--output", str(shared), timeout=PRESET_LIMIT_S)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "--workers 4 left out" in done.stderr
     [compare] = [p for p in shared.iterdir() if p.is_dir()]
@@ -161,7 +169,7 @@ def test_the_sbatch_example_runs_the_comparison_on_the_nodes(slurm_env, shared):
     done = subprocess.run(["sbatch", "--wait", "-N", str(HOSTS), "-o", str(out), "examples/slurm/compare.sbatch",
                            "--strategies", "ps-async", "--workers", "2", "--models", "mlp", "--steps", "20",
                            "--convergence-steps", "0", "--output", str(shared / "results")],
-                          cwd=ROOT, env=slurm_env, capture_output=True, text=True, timeout=600)
+                          cwd=ROOT, env=slurm_env, capture_output=True, text=True, timeout=PRESET_LIMIT_S)
     assert done.returncode == 0, (done.stderr, out.read_text() if out.exists() else "")
     assert (shared / "results" / "report.html").exists()
     [run] = records(next(p for p in (shared / "results").iterdir() if p.is_dir()))
@@ -175,7 +183,7 @@ def start_long_run(env: dict, shared: Path, *flags: str) -> subprocess.Popen:
 
 
 def wait_for_steps(shared: Path, launcher: subprocess.Popen) -> dict:
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + TRAINING_LIMIT_S
     while time.monotonic() < deadline:
         assert launcher.poll() is None, launcher.stderr.read()[-2000:]
         for run in shared.glob("*/steps.csv"):
@@ -190,7 +198,7 @@ def test_scancel_ends_the_run_as_interrupted_with_nothing_left_on_any_node(slurm
     launcher = start_long_run(slurm_env, shared)
     record = wait_for_steps(shared, launcher)
     subprocess.run(["scancel", record["placement"]["job_id"]], env=slurm_env, check=True)
-    launcher.wait(timeout=60)
+    launcher.wait(timeout=ENDING_LIMIT_S)
     [record] = records(shared)
     assert record["status"].startswith("interrupted: Slurm job") and "cancelled" in record["status"]
     assert record["summary"]["total_steps"] > 0  # what was recorded before is kept
@@ -204,7 +212,7 @@ def test_a_task_that_dies_fails_the_run_and_ends_every_other_step(slurm_env, sha
     [record] = records(shared)
     assert record["status"].startswith("failed: worker 1"), record["status"]
     assert "SIGKILL" in record["status"] or "status 137" in record["status"], record["status"]
-    assert record["ended_after_failure_s"] < 10
+    assert record["ended_after_failure_s"] < 10  # "within seconds": srun ends its other steps in 1-2 s here
     assert not node_processes(*HOST_NAMES)
 
 
@@ -229,24 +237,24 @@ def test_a_lost_node_fails_the_run_with_that_reason_and_nothing_is_left_elsewher
                 if Path(f"/proc/{p}/comm").read_text().strip() == "slurmd"]
     os.kill(slurmd, signal.SIGKILL)
     try:
-        launcher.wait(timeout=120)
+        launcher.wait(timeout=2 * ENDING_LIMIT_S)  # a lost node is declared down after 18 s
         [record] = records(shared)
         assert record["status"].startswith(f"failed: node {lost} of Slurm job"), record["status"]
         assert not node_processes(*(h for h in HOST_NAMES if h != lost))
     finally:  # the emulated node's tasks outlive its slurmd (a real lost node takes them with it)
         network.end_processes([lost])
         slurm.start_node(NAME, network.get(NAME).hosts[1])
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + CLUSTER_LIMIT_S  # the restarted slurmd back to idle
         while slurm.idle_nodes(NAME) < HOSTS and time.monotonic() < deadline:
             time.sleep(0.5)
 
 
 def test_cluster_down_leaves_no_daemon_and_no_namespace(tmp_path):
     name = "dbslurm2"
-    up = bench("cluster", "up", "--hosts", "2", "--link-mbit", "1000", "--name", name, timeout=120)
+    up = bench("cluster", "up", "--hosts", "2", "--link-mbit", "1000", "--name", name, timeout=CLUSTER_LIMIT_S)
     assert up.returncode == 0, up.stderr
     assert "2 nodes idle" in up.stdout
-    down = bench("cluster", "down", "--name", name, timeout=120)
+    down = bench("cluster", "down", "--name", name, timeout=CLUSTER_LIMIT_S)
     assert down.returncode == 0, down.stderr
     from bench.emulated import network, slurm
 

@@ -5,11 +5,12 @@ import subprocess
 import sys
 
 from tests.conftest import ROOT
+from tests.processes import RUN_LIMIT_S
 
 
 def in_fresh_interpreter(code: str, *args: str) -> None:
     done = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=RUN_LIMIT_S)  # an interpreter importing the suite's modules
     assert done.returncode == 0, done.stderr[-2000:]
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bench.presets.stragglers import plan
-from tests.processes import bench, leftover_processes
+from tests.processes import PRESET_LIMIT_S, bench, leftover_processes
 
 pytestmark = pytest.mark.slow
 WORKERS, STEPS = 2, 60
@@ -19,7 +19,8 @@ VARIANTS = ("ps-sync R=N", "ps-sync R=N-1")  # ps-async: its killed worker in te
 def preset(tmp_path_factory):
     out = tmp_path_factory.mktemp("stragglers")
     done = bench("stragglers", "--workers", str(WORKERS), "--model", "mlp", "--steps", str(STEPS),
-                 "--variants", ",".join(VARIANTS), "--convergence-steps", "0", "--output", str(out), timeout=900)
+                 "--variants", ",".join(VARIANTS), "--convergence-steps", "0", "--output", str(out),
+                 timeout=PRESET_LIMIT_S)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (out / "report.html").is_file() and (out / "summary.csv").is_file()
     folder = next(out.glob("stragglers-*"))

@@ -34,6 +34,7 @@ def test_a_killed_ps_is_named_while_workers_train(tmp_path):
     started = time.monotonic()
     outcome = supervise(workers, ps, False, lambda: 0, 60)
     assert outcome.status == "failed: ps 0 was killed by SIGKILL while workers were still training"
+    # the ps dies at 0.2 s and the others are ended at once (under 1 s here); 10 s fails only a wait for a limit
     assert time.monotonic() - started < 10 and all(c.exited for c in workers + ps)
 
 
@@ -42,7 +43,9 @@ def test_the_stall_clock_starts_at_the_first_step_and_start_up_has_its_own_limit
     started = time.monotonic()
     outcome = supervise([child(tmp_path, "worker 0", "sleep 30")], [], False, lambda: next(steps, 2), 0.3)
     assert outcome.status == "failed: no step recorded for 0 s (hung)"
-    assert 0.6 < time.monotonic() - started < 1.5  # not at 0.3 s: the stall clock waited for the first step
+    # not at 0.3 s: the stall clock waited for the first step (~0.6 s), then 0.3 s; the upper bound is
+    # loose (a loaded machine slows the 0.1 s polls), it only catches a stall clock that never ran
+    assert 0.6 < time.monotonic() - started < 5
     stuck = supervise([child(tmp_path, "worker 0", "sleep 30")], [], False, lambda: 0, 0.3, startup_timeout_s=1.5)
     assert stuck.status.startswith("failed: no step recorded within 2 s of the start (hung at start-up")
     assert "--startup-timeout-s" in stuck.status  # what a user whose large graph needs longer does

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT, only_run
+from tests.processes import RUN_LIMIT_S
 
 # rank 0's training raises; every other rank trains as usual (and is ended by mpirun)
 FAILING_RANK_0 = """
@@ -32,7 +33,7 @@ def test_a_failing_rank_0_under_the_users_mpirun_says_why_in_run_json(results):
 
     argv = [*mpirun_command(2), sys.executable, "-c", FAILING_RANK_0, "--model", "mlp", "--data", "digits",
             "--steps", "20", "--output", str(results)]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=RUN_LIMIT_S)
     assert done.returncode != 0
     record = json.loads((only_run(results) / "run.json").read_text())
     assert record["status"] == "failed: rank 0: RuntimeError: injected failure of rank 0", record["status"]

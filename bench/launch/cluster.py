@@ -23,6 +23,7 @@ from bench.launch.processes import Child, free_ports, port_in_use, start
 from bench.launch.recovery import WORKER_RESTARTED, recoveries_left, recovering, recovery, rejoin_config
 from bench.launch.supervisor import Restarts, supervise
 from bench.launch.tf_config import tf_config
+from bench.run.aggregation import mark_aggregated
 from bench.run.lifecycle import join_environment, joined_run, open_run, start_run
 from bench.run.records import RECOVERIES, RUN_FILE, STEPS_FILE, RunFolder
 from strategies.base import GO_ON, RESTART_JOB, Strategy
@@ -98,7 +99,8 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
                             config.stall_timeout_s, restarts=restarts,
                             watch=kill_ps_watch(config, folder, children.get("ps", [])),
                             startup_timeout_s=config.startup_timeout_s)
-    records = strategy.finalize_records(folder.path, config)
+    replicas = strategy.gradients_per_step(config)
+    records = mark_aggregated(folder.path / STEPS_FILE, replicas, config.steps) if replicas else {}
     if rejoined:  # before the run is closed: its summary reads them
         folder.update_run(**{RECOVERIES: [*(folder.read_run().get(RECOVERIES) or []), *rejoined]})
     code = finish_run(folder, config, outcome.status, run_start, outcome, placement, scheduled,
