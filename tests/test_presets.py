@@ -19,9 +19,10 @@ from tests.conftest import ROOT
 from tests.processes import PRESET_LIMIT_S, RUN_LIMIT_S, TRAINING_LIMIT_S, leftover_processes, task_processes
 
 pytestmark = pytest.mark.slow
-# TIMEOUT_S, each run's limit in the comparison: the hung ps-sync run is ended at it; a clean single run
-# takes ~7 s here (5 of them start-up) and ~14 s beside a busy process, so it ends well inside
-REPEATS, TIMEOUT_S = 2, 20
+# TIMEOUT_S, each run's limit in the comparison: the hung ps-sync run is ended at it, and a clean single
+# run and a ps-sync run's first steps must come well inside it: ~7 s here (5 of them start-up), ~14 s
+# beside a busy process
+REPEATS, TIMEOUT_S = 2, 30
 # Long enough that ps-sync is still training after a few of its 0.5 s writes of steps.csv
 # (step_log.FLUSH_S): at 60 steps the rows appeared only as the worker ended.
 STEPS = 1000
