@@ -5,6 +5,7 @@ wheel, run alone and as Slurm job steps once the first checkout is gone (the whe
 the libmpi of the checkout that built it). The setups start in the background when the session
 begins (tests/first_run.py); these tests run last and check them."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -38,16 +39,18 @@ def setups_done(background_setup: BackgroundSetup | None) -> BackgroundSetup:
     return background_setup
 
 
-def run_in_second_checkout(setup: BackgroundSetup, *prefix: str, env: dict | None = None) -> None:
+def run_in_second_checkout(setup: BackgroundSetup, name: str, *prefix: str, env: dict | None = None) -> dict:
     """A short Horovod run in the second checkout, once the first checkout (whose venv built the
-    wheel) is gone."""
+    wheel) is gone: its run.json."""
     shutil.rmtree(setup.clone, ignore_errors=True)
-    out = setup.folder / "results-second"
+    out = setup.folder / name
     run = subprocess.run([*prefix, "./run_bench.sh", *SMALL_RUN, "--output", str(out)], cwd=setup.second,
                          env=env or clean_environment(ROOT, setup.cache), capture_output=True, text=True,
                          timeout=RUN_LIMIT_S)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert ": ok, " in run.stderr.strip().splitlines()[-1]
+    [record] = [json.loads(path.read_text()) for path in out.glob("*/run.json")]
+    assert record["status"] == "ok", record["status"]
+    return record
 
 
 def test_setup_and_a_run_in_a_fresh_clone_with_an_empty_cache(background_setup):
@@ -70,7 +73,7 @@ def test_a_second_checkout_runs_on_the_cached_wheel_once_the_first_is_gone(backg
     setup = setups_done(background_setup)
     log = setup.second_log.read_text()
     assert "Horovod from the cached wheel" in log and "building Horovod" not in log, log[-3000:]
-    run_in_second_checkout(setup)
+    run_in_second_checkout(setup, "results-alone")
 
 
 @pytest.mark.skipif(NO_SLURM is not None, reason=str(NO_SLURM))
@@ -86,7 +89,9 @@ def test_a_second_checkout_runs_horovod_as_slurm_job_steps_once_the_first_is_gon
             if "=" in line:
                 key, _, value = line.partition("=")
                 env[key] = value
-        run_in_second_checkout(setup, "salloc", "-N", "2", env=env)
+        record = run_in_second_checkout(setup, "results-srun", "salloc", "-N", "2", env=env)
+        placement = record["placement"]
+        assert placement["scheduler"] == "slurm" and len({h["node"] for h in placement["hosts"].values()}) == 2
     finally:
         down = subprocess.run([sys.executable, "-m", "bench", "cluster", "down", "--name", CLUSTER], cwd=ROOT,
                               capture_output=True, text=True, timeout=CLUSTER_LIMIT_S)
