@@ -9,14 +9,15 @@ import json
 import os
 import shutil
 import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
 from tests.first_run import SKIP_VARIABLE, BackgroundSetup, clean_environment
-from tests.processes import CLUSTER_LIMIT_S, RUN_LIMIT_S, bench
-from tests.test_slurm import WHY_NOT as NO_SLURM
+from tests.processes import RUN_LIMIT_S
+from tests.slurm_cluster import WHY_NOT as NO_SLURM
+from tests.slurm_cluster import slurm_cluster
 
 pytestmark = pytest.mark.slow
 SETUP_LINES_AT_MOST = 20
@@ -39,33 +40,34 @@ def setups_done(background_setup: BackgroundSetup | None) -> BackgroundSetup:
     return background_setup
 
 
-def run_in_second_checkout(setup: BackgroundSetup, name: str, *prefix: str, env: dict | None = None) -> dict:
-    """A short Horovod run in the second checkout, once the first checkout (whose venv built the
-    wheel) is gone: its run.json."""
-    shutil.rmtree(setup.clone, ignore_errors=True)
-    out = setup.folder / name
-    run = subprocess.run([*prefix, "./run_bench.sh", *SMALL_RUN, "--output", str(out)], cwd=setup.second,
+def short_run(setup: BackgroundSetup, checkout: Path, name: str, *prefix: str,
+              env: dict | None = None) -> subprocess.CompletedProcess:
+    """A short Horovod run through `./run_bench.sh` in `checkout`, its results in `name`."""
+    run = subprocess.run([*prefix, "./run_bench.sh", *SMALL_RUN, "--output", str(setup.folder / name)], cwd=checkout,
                          env=env or clean_environment(ROOT, setup.cache), capture_output=True, text=True,
                          timeout=RUN_LIMIT_S)
     assert run.returncode == 0, run.stderr[-3000:]
-    [record] = [json.loads(path.read_text()) for path in out.glob("*/run.json")]
+    return run
+
+
+def run_in_second_checkout(setup: BackgroundSetup, name: str, *prefix: str, env: dict | None = None) -> dict:
+    """A short run in the second checkout, once the first checkout (whose venv built the wheel)
+    is gone: its run.json."""
+    shutil.rmtree(setup.clone, ignore_errors=True)
+    short_run(setup, setup.second, name, *prefix, env=env)
+    [record] = [json.loads(path.read_text()) for path in (setup.folder / name).glob("*/run.json")]
     assert record["status"] == "ok", record["status"]
     return record
 
 
 def test_setup_and_a_run_in_a_fresh_clone_with_an_empty_cache(background_setup):
-    code, stdout, stderr = setups_done(background_setup).wait(timeout_s=SETUP_LIMIT_S)
-    assert code == 0, stderr[-3000:]
+    setup = setups_done(background_setup)
+    stdout, stderr = setup.stdout.read_text(), setup.stderr.read_text()
     lines = stderr.strip().splitlines()
     assert any("building Horovod" in line for line in lines)  # the first-time path was taken
     assert len(lines) <= SETUP_LINES_AT_MOST and not stdout.strip(), stderr
-    clone = background_setup.clone
-    assert (clone / ".venv" / "setup.log").stat().st_size > 0
-    env = clean_environment(ROOT, background_setup.cache)
-    run = subprocess.run(["./run_bench.sh", "allreduce", "--workers", "2", "--model", "mlp", "--data", "digits",
-                          "--steps", "20", "--output", str(background_setup.folder / "results")], cwd=clone,
-                         env=env, capture_output=True, text=True, timeout=RUN_LIMIT_S)
-    assert run.returncode == 0, run.stderr[-3000:]
+    assert (setup.clone / ".venv" / "setup.log").stat().st_size > 0
+    run = short_run(setup, setup.clone, "results")
     assert ": ok, " in run.stderr.strip().splitlines()[-1]
 
 
@@ -81,18 +83,7 @@ def test_a_second_checkout_runs_horovod_as_slurm_job_steps_once_the_first_is_gon
     # srun starts the ranks with no mpirun to set LD_LIBRARY_PATH: libmpi is found through the
     # wheel's RUNPATH alone
     setup = setups_done(background_setup)
-    up = bench("cluster", "up", "--hosts", "2", "--link-mbit", "1000", "--name", CLUSTER, timeout=CLUSTER_LIMIT_S)
-    assert up.returncode == 0, up.stderr
-    try:
-        env = clean_environment(ROOT, setup.cache)
-        for line in bench("cluster", "env", "--name", CLUSTER).stdout.split():
-            if "=" in line:
-                key, _, value = line.partition("=")
-                env[key] = value
+    with slurm_cluster(CLUSTER, 2, clean_environment(ROOT, setup.cache)) as env:
         record = run_in_second_checkout(setup, "results-srun", "salloc", "-N", "2", env=env)
-        placement = record["placement"]
-        assert placement["scheduler"] == "slurm" and len({h["node"] for h in placement["hosts"].values()}) == 2
-    finally:
-        down = subprocess.run([sys.executable, "-m", "bench", "cluster", "down", "--name", CLUSTER], cwd=ROOT,
-                              capture_output=True, text=True, timeout=CLUSTER_LIMIT_S)
-        assert down.returncode == 0, down.stderr
+    placement = record["placement"]
+    assert placement["scheduler"] == "slurm" and len({h["node"] for h in placement["hosts"].values()}) == 2

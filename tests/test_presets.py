@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from tests.conftest import ROOT
-from tests.processes import PRESET_LIMIT_S, RUN_LIMIT_S, TRAINING_LIMIT_S, leftover_processes, task_processes
+from tests.processes import PRESET_LIMIT_S, RUN_LIMIT_S, leftover_processes, task_processes
 
 pytestmark = pytest.mark.slow
 # TIMEOUT_S, each run's limit in the comparison: the hung ps-sync run is ended at it, and a clean single
@@ -128,7 +128,7 @@ def test_the_report_is_rewritten_between_runs_and_says_how_many_are_in(tmp_path,
 
     args = ["--strategy", "single", "--model", "mlp", "--data", "digits", "--steps", "20", "--eval-every", "0"]
     code = runner.run_all("compare", [(f"run {i}", [*args, "--run-name", f"r{i}"]) for i in range(3)], tmp_path,
-                          timeout_s=TRAINING_LIMIT_S, before=before)
+                          timeout_s=RUN_LIMIT_S, before=before)
     assert code == 0
     assert seen[0] is None
     for done, page in enumerate(seen[1:], 1):

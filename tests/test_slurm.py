@@ -25,6 +25,7 @@ from tests.processes import (
     TRAINING_LIMIT_S,
     bench,
 )
+from tests.slurm_cluster import WHY_NOT, slurm_cluster
 
 pytestmark = pytest.mark.slow
 NAME = "dbslurm"  # not the user's default cluster: tests never touch a cluster of theirs
@@ -32,16 +33,6 @@ HOSTS = 3
 SMALL = ("--model", "mlp", "--data", "digits", "--batch-size", "32")
 
 
-def _why_not() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, Slurm's daemons)"
-    for tool in ("ip", "tc", "unshare", "slurmctld", "slurmd", "munged", "salloc"):
-        if shutil.which(tool) is None:
-            return f"needs {tool} (./run_bench.sh test installs slurm-wlm and munge as root)"
-    return None
-
-
-WHY_NOT = _why_not()
 if WHY_NOT:
     pytestmark = [pytest.mark.slow, pytest.mark.skip(reason=WHY_NOT)]
 
@@ -49,17 +40,8 @@ if WHY_NOT:
 @pytest.fixture(scope="module")
 def slurm_env():
     """The cluster up with its Slurm; the environment after `eval "$(./run_bench.sh cluster env)"`."""
-    up = bench("cluster", "up", "--hosts", str(HOSTS), "--link-mbit", "1000", "--name", NAME, timeout=CLUSTER_LIMIT_S)
-    assert up.returncode == 0, up.stderr
-    lines = bench("cluster", "env", "--name", NAME).stdout.split()
-    env = dict(os.environ)
-    for line in lines:
-        if "=" in line:
-            key, _, value = line.partition("=")
-            env[key] = value
-    yield env
-    down = bench("cluster", "down", "--name", NAME, timeout=CLUSTER_LIMIT_S)
-    assert down.returncode == 0, down.stderr
+    with slurm_cluster(NAME, HOSTS, dict(os.environ)) as env:
+        yield env
 
 
 @pytest.fixture

@@ -73,7 +73,7 @@ def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
     exits = ExitLog(everyone)
     lost: list[str] = []
     last_progress, last_change = progress(), time.monotonic()
-    stepping, startup_limit_s = False, max(stall_timeout_s, startup_timeout_s)
+    stepping = False
     with interruptible():
         try:
             while True:
@@ -97,8 +97,8 @@ def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
                     last_progress, last_change, stepping = current, time.monotonic(), True
                 elif stepping and time.monotonic() - last_change > stall_timeout_s:
                     return _fail(f"no step recorded for {stall_timeout_s:.0f} s (hung)", everyone, lost)
-                elif not stepping and time.monotonic() - last_change > startup_limit_s:
-                    return _fail(f"no step recorded within {startup_limit_s:.0f} s of the start (hung at start-up, "
+                elif not stepping and time.monotonic() - last_change > startup_timeout_s:
+                    return _fail(f"no step recorded within {startup_timeout_s:.0f} s of the start (hung at start-up, "
                                  "or a large graph still building on a busy machine: raise --startup-timeout-s)",
                                  everyone, lost)
                 time.sleep(POLL_S)

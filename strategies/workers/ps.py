@@ -26,7 +26,7 @@ from bench.run.checkpoints import CHECKPOINT_NAME
 from bench.run.training import evaluate_in_chunks, feed_for, make_optimizer
 from strategies.base import StepResult, Worker
 from strategies.workers.compression import Compressor
-from strategies.workers.stamps import stamp
+from strategies.workers.stamps import Stamps
 
 SESSION_POLL_S = 0.25  # instead of the 30 s default wait of a non-chief for the chief's init
 BARRIER_POLL_S = 0.01
@@ -84,17 +84,16 @@ def atomic_increment(var: tf.Variable, name: str) -> tf.Tensor:
         return section.execute(increment_and_read)
 
 
-def parameters_arrived(since: set[tf.Operation], worker_device: str, start: tf.Tensor) -> tf.Tensor:
-    """A stamp on this worker, after the step's `start` stamp, once every parameter value read
-    from the ps tasks by the ops made after `since` has arrived here. The identities take the
-    values from the Recv the forward pass already has (one Recv per tensor and device), so
-    nothing moves twice. A table's rows are gathered on its ps task: what arrives is the rows
-    the batch touches."""
+def parameters_arrived(since: set[tf.Operation], worker_device: str, stamps: Stamps) -> None:
+    """Take a stamp on this worker once every parameter value read from the ps tasks by the ops
+    made after `since` has arrived here. The identities take the values from the Recv the
+    forward pass already has (one Recv per tensor and device), so nothing moves twice. A table's
+    rows are gathered on its ps task: what arrives is the rows the batch touches."""
     reads = [op.outputs[0] for op in tf.compat.v1.get_default_graph().get_operations()
              if op not in since and op.type in ("ReadVariableOp", "ResourceGather")
              and "/job:ps" in op.inputs[0].op.device]
     with tf.device(worker_device):
-        return stamp([tf.identity(value) for value in reads], start)
+        stamps.take([tf.identity(value) for value in reads])
 
 
 def graph_ops() -> set[tf.Operation]:

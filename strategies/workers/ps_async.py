@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from strategies.base import StepResult, StepTimes
 from strategies.workers.ps import STAMPS, ParameterServerWorker, atomic_increment, graph_ops, parameters_arrived
-from strategies.workers.stamps import stamp
+from strategies.workers.stamps import Stamps
 
 
 class PSAsyncWorker(ParameterServerWorker):
@@ -15,14 +15,15 @@ class PSAsyncWorker(ParameterServerWorker):
         # the global step when this worker reads the parameters: read on the ps alongside them,
         # not before them (a control dependency made the pull wait a round trip for this read:
         # 0.7 ms of a 5 ms mlp step, 6% of ps-async's throughput) ...
-        start = stamp()
+        stamps = Stamps(True)  # built always, fetched on the steps the harness stamps
+        stamps.take()
         params_version = self.global_step.read_value()
         before = graph_ops()
         x, y = feed.batch()
         loss = self.model.loss(x, y)
-        pulled = parameters_arrived(before, self.worker_device, start)
+        parameters_arrived(before, self.worker_device, stamps)
         grads = tf.gradients(loss, variables)
-        ready = stamp(grads, pulled)  # after `pulled` too: a late-scheduled stamp never gives compute < 0
+        stamps.take(grads)
         with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
             # ps-async: applied on the ps tasks at once, whatever the other workers are doing
             train = optimizer.apply_gradients(zip(self.to_ps(grads, variables), variables))
@@ -31,9 +32,8 @@ class PSAsyncWorker(ParameterServerWorker):
         # it waits for the version read, so the difference is never negative)
         with tf.control_dependencies([train, params_version]):
             applied_at = atomic_increment(self.global_step, "global_step")
-        # each stamp after the one before (stamps.py): the parts of the split are never below zero
-        stamps = tf.stack([start, pulled, ready, stamp(applied_at, ready)])
-        return {"loss": loss, "read_at": params_version, "applied_at": applied_at, STAMPS: stamps}, []
+        stamps.take(applied_at)  # [start, pulled, ready, end]
+        return {"loss": loss, "read_at": params_version, "applied_at": applied_at, STAMPS: tf.stack(stamps.taken)}, []
 
     def step(self, stamped: bool = False) -> StepResult:
         out = self.run_step(stamped)

@@ -12,7 +12,7 @@ from tensorflow.python.training import sync_replicas_optimizer  # finds its accu
 
 from strategies.base import StepResult, StepTimes
 from strategies.workers.ps import STAMPS, ParameterServerWorker, graph_ops, parameters_arrived
-from strategies.workers.stamps import stamp
+from strategies.workers.stamps import Stamps
 
 
 @contextmanager
@@ -111,18 +111,19 @@ class PSSyncWorker(ParameterServerWorker):
         self.sync = tf.compat.v1.train.SyncReplicasOptimizer(optimizer, replicas_to_aggregate=r,
                                                              total_num_replicas=n)
         variables = self.model.trainables
-        start = stamp()
+        stamps = Stamps(True)  # built always, fetched on the steps the harness stamps
+        stamps.take()
         before = graph_ops()
         x, y = feed.batch()
         loss = self.model.loss(x, y)
-        pulled = parameters_arrived(before, self.worker_device, start)
+        parameters_arrived(before, self.worker_device, stamps)
         raw = tf.gradients(loss, variables)
-        ready = stamp(raw, pulled)  # after `pulled` too: a late-scheduled stamp never gives compute < 0
+        stamps.take(raw)
         if r == n:
             train, hand_in, extra = self._hand_in(raw, variables, r)
         else:
             train, hand_in, extra = self._hand_in_in_order(raw, variables, r)
-        handed_in = stamp(hand_in, ready)  # after `ready` too, for the same reason
+        stamps.take(hand_in)
         # Batch-norm moving averages go with this worker's step, not around apply_gradients: there
         # they would also gate the chief's queue runner, which then re-ran the forward pass (and
         # read every parameter again) once per step, as the link counters showed on resnet20.
@@ -134,8 +135,7 @@ class PSSyncWorker(ParameterServerWorker):
             # gradient), so it is read here instead of from ps 0 (a round trip every step). With
             # backup workers more updates may have been made meanwhile: ps 0 is asked.
             after = next_token if r == n else self.global_step.read_value()
-        # each stamp after the one before (stamps.py): the parts of the split are never below zero
-        stamps = tf.stack([start, pulled, ready, handed_in, stamp(after, next_token, handed_in)])
+        stamps.take(after, next_token)  # [start, pulled, ready, handed_in, end]
         with tf.device(self.global_step.device):
             # tokens that let workers still waiting for a step that will never come finish
             self.release = self.sync._sync_token_queue.enqueue_many(
@@ -146,7 +146,7 @@ class PSSyncWorker(ParameterServerWorker):
         # them all leaves the first step short of gradients and every worker waiting.
         # ps-sync: the chief's queue runner hands out the tokens that let workers start a step
         hook = self.sync.make_session_run_hook(self.context.is_chief, num_tokens=0 if r <= n else r)
-        fetches = {"loss": loss, "after": after, "next_token": next_token, STAMPS: stamps, **extra}
+        fetches = {"loss": loss, "after": after, "next_token": next_token, STAMPS: tf.stack(stamps.taken), **extra}
         return fetches, [hook]
 
     def _apply(self, grads: list, variables: list, own_tokens: bool) -> tuple[tf.Operation, list[tf.Operation]]:
