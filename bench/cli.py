@@ -9,10 +9,14 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from bench.config import OPTIMIZERS, RunConfig
 from bench.errors import UsageError
 from bench.launch.mpi_environment import under_mpi, world_size
+
+if TYPE_CHECKING:
+    from strategies.base import Strategy
 from bench.launch.recovery import RECOVERY_LIMIT
 from bench.launch.tf_config import topology_from_tf_config
 from bench.run.schema import PURPOSES
@@ -170,14 +174,22 @@ def resumed(parsed: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
 
 def config_from_args(argv: Sequence[str]) -> RunConfig:
     """Parse and validate; raises UsageError (or exits 2 on a malformed flag)."""
+    return run_from_args(argv)[0]
+
+
+def run_from_args(argv: Sequence[str]) -> tuple[RunConfig, type[Strategy]]:
+    """The run's config, parsed and validated, and its strategy: looked up here, once in this
+    process, and handed down the run's path. Raises UsageError (or exits 2 on a malformed flag)."""
     from strategies import registry
     from strategies.base import default_workers
 
     parsed = run_parser().parse_args(argv)
-    if parsed.config_json:  # a rank started by our own mpirun: the launcher's config, as is
-        return RunConfig.from_dict(json.loads(parsed.config_json))
+    if parsed.config_json:  # a task or rank started by a launcher: the launcher's config, as is
+        config = RunConfig.from_dict(json.loads(parsed.config_json))
+        return config, registry.get(config.strategy)
     if parsed.resume is not None:
-        return resumed(parsed, argv)
+        config = resumed(parsed, argv)
+        return config, registry.get(config.strategy)
     args = vars(parsed)
     if not args["worker_hosts"] and os.environ.get("TF_CONFIG"):
         args.update(topology_from_tf_config(os.environ["TF_CONFIG"]))
@@ -205,7 +217,7 @@ def config_from_args(argv: Sequence[str]) -> RunConfig:
             raise UsageError(f"--{flag.replace('_', '-')}: only for --data teacher, not {args['data']}")
     if args["target_accuracy"] is None:
         args["target_accuracy"] = models.default_target(args["model"], args["data"])
-    return validate(RunConfig.from_dict(args))
+    return validate(RunConfig.from_dict(args), strategy_cls), strategy_cls
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -215,13 +227,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv and argv[0] in SUBCOMMANDS:
             return _subcommand(argv[0], argv[1:])
-        config = config_from_args(argv)
+        config, strategy = run_from_args(argv)
     except UsageError as exc:
         return refuse(exc)
     from bench.launch.launcher import launch
 
     try:
-        return launch(config)
+        return launch(config, strategy)
     except UsageError as exc:
         return refuse(exc)
 

@@ -13,10 +13,10 @@ from strategies.base import IN_PROCESS, Strategy
 TABLE_COPIES = 3  # the table, its gradient (when dense) and an optimizer slot or an input copy
 
 
-def validate(config: RunConfig) -> RunConfig:
-    """Raise UsageError naming the first problem found; else the config, options complete."""
-    strategy_cls = registry.get(config.strategy)
-    if config.emulated_cluster is not None and strategy_cls.launch == IN_PROCESS:
+def validate(config: RunConfig, strategy_cls: type[Strategy]) -> RunConfig:
+    """Raise UsageError naming the first problem found; else the config, options complete.
+    `strategy_cls` is the run's, as its process resolved it (bench.cli.run_from_args)."""
+    if config.emulated_cluster is not None and strategy_cls.launch.kind == IN_PROCESS:
         raise UsageError(f"--emulated-cluster: {config.strategy} runs in one process; use a ps or allreduce strategy")
     models.check(config.model)
     models.check_image_size(config.model, config.image_size)
@@ -29,7 +29,7 @@ def validate(config: RunConfig) -> RunConfig:
     check_topology(config)
     check_injection(config)
     check_recovery(config, strategy_cls)
-    config = registry.with_defaults(config)
+    config = registry.with_defaults(config, strategy_cls)
     for opt in strategy_cls.options:
         opt.validate(config.options[opt.name])
     strategy_cls.validate(config)
@@ -52,7 +52,7 @@ def check_recovery(config: RunConfig, strategy_cls: type[Strategy]) -> None:
             raise UsageError(f"--kill-ps: global step {kill[1]} is not inside the run (--steps {config.steps})")
     if not config.recover:
         return
-    if strategy_cls.launch == IN_PROCESS:
+    if strategy_cls.launch.kind == IN_PROCESS:
         raise UsageError(f"--recover: {config.strategy} runs in this one process, so nothing outlives a failure "
                          "to restart it; --resume the failed run instead")
     if config.multi_host:

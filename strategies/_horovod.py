@@ -11,7 +11,7 @@ from typing import ClassVar
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.options import Option, non_negative
-from strategies.base import GLOO_CONTROLLER, MPI, MPI_CONTROLLER, Strategy
+from strategies.base import GLOO_CONTROLLER, MPI_CONTROLLER, MpiRanks, Strategy
 
 CONTROLLER = Option("hvd_controller", str, MPI_CONTROLLER,
                     "allreduce: Horovod controller, mpi (mpirun) or gloo (horovodrun)",
@@ -47,26 +47,12 @@ def horovod_missing() -> str | None:
 HOROVOD_OPTIONS = (CONTROLLER, FUSION_MB, CYCLE_MS)
 
 
-class HorovodStrategy(Strategy):
-    """A strategy whose ranks meet through Horovod. Subclasses set name, family, worker and
-    options (HOROVOD_OPTIONS and their own)."""
-
-    launch = MPI
-    options: ClassVar[tuple[Option, ...]] = HOROVOD_OPTIONS
-
-    @classmethod
-    def validate(cls, config: RunConfig) -> None:
-        problem = horovod_missing()
-        if problem:
-            raise UsageError(problem)
+class HorovodRanks(MpiRanks):
+    """Ranks that meet through Horovod's controller, with its settings in their environment."""
 
     @classmethod
     def rank_controller(cls, config: RunConfig) -> str:
         return config.option("hvd_controller") or MPI_CONTROLLER
-
-    @classmethod
-    def wire(cls, config: RunConfig) -> str | None:
-        return cls.rank_controller(config)  # Horovod's collectives go over its controller's transport
 
     @classmethod
     def environment(cls, config: RunConfig, run_dir: str | None) -> dict[str, str]:
@@ -77,3 +63,21 @@ class HorovodStrategy(Strategy):
         if config.option("hvd_cycle_time_ms") is not None:
             env["HOROVOD_CYCLE_TIME"] = str(config.option("hvd_cycle_time_ms"))
         return env
+
+
+class HorovodStrategy(Strategy):
+    """A strategy whose ranks meet through Horovod. Subclasses set name, family, worker and
+    options (HOROVOD_OPTIONS and their own)."""
+
+    launch = HorovodRanks
+    options: ClassVar[tuple[Option, ...]] = HOROVOD_OPTIONS
+
+    @classmethod
+    def validate(cls, config: RunConfig) -> None:
+        problem = horovod_missing()
+        if problem:
+            raise UsageError(problem)
+
+    @classmethod
+    def wire(cls, config: RunConfig) -> str | None:
+        return cls.launch.rank_controller(config)  # Horovod's collectives go over its controller's transport

@@ -11,7 +11,7 @@ from bench.metrics import Gradient, compressed_fraction, ps_server_bytes, ps_wor
 from bench.options import Option
 from strategies._compression import FP16, NONE, TOPK, labelled, parse
 from strategies._compression import option as compression_option
-from strategies.base import GRPC, PARAMETER_SERVER, TF_CLUSTER, SparseExchange, Strategy
+from strategies.base import GRPC, PARAMETER_SERVER, SparseExchange, Strategy, TfCluster
 
 PS_PLACEMENT = Option("ps_placement", str, "round-robin",
                       "ps strategies: how variables go to ps tasks (round-robin | balanced by bytes)",
@@ -26,7 +26,7 @@ PS_OPTIONS = (PS_PLACEMENT, PS_PARTITION_MB, COMPRESSION)
 class ParameterServerStrategy(Strategy):
     family = PARAMETER_SERVER
     checkpoints = True
-    launch = TF_CLUSTER
+    launch = TfCluster
     options: ClassVar[tuple[Option, ...]] = PS_OPTIONS
 
     @classmethod

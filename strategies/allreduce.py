@@ -21,7 +21,7 @@ from bench.metrics import (
 from bench.options import Option, flag_bool
 from strategies._compression import FP16, NONE, TOPK, parse
 from strategies._compression import option as compression_option
-from strategies._horovod import HOROVOD_OPTIONS, HorovodStrategy
+from strategies._horovod import HOROVOD_OPTIONS, HorovodRanks, HorovodStrategy
 from strategies.base import ALLREDUCE, SparseExchange
 
 COMPRESSION = compression_option((NONE, FP16, TOPK), "allreduce")
@@ -31,12 +31,22 @@ SPARSE_AS_DENSE = Option("sparse_as_dense", flag_bool, False,
 TIMELINE = Option("timeline", flag_bool, False, "allreduce: write Horovod's Chrome-trace timeline into the run folder")
 
 
+class AllreduceRanks(HorovodRanks):
+    @classmethod
+    def environment(cls, config: RunConfig, run_dir: str | None) -> dict[str, str]:
+        env = super().environment(config, run_dir)
+        if config.option("timeline") and run_dir:
+            env["HOROVOD_TIMELINE"] = os.path.join(run_dir, "horovod_timeline.json")
+        return env
+
+
 class Allreduce(HorovodStrategy):
     name = "allreduce"
     description = "Horovod ring allreduce (hvd.allreduce of each gradient), one process per rank"
     family = ALLREDUCE
     checkpoints = True
     worker = "strategies.workers.allreduce:AllreduceWorker"
+    launch = AllreduceRanks
     options = (*HOROVOD_OPTIONS, COMPRESSION, SPARSE_AS_DENSE, TIMELINE)
 
     @classmethod
@@ -67,10 +77,3 @@ class Allreduce(HorovodStrategy):
         else:
             sent = sparse_allreduce_bytes(gradient, config.workers, compressed_fraction(kind))
         return {"worker": (sent, sent)}
-
-    @classmethod
-    def environment(cls, config: RunConfig, run_dir: str | None) -> dict[str, str]:
-        env = super().environment(config, run_dir)
-        if config.option("timeline") and run_dir:
-            env["HOROVOD_TIMELINE"] = os.path.join(run_dir, "horovod_timeline.json")
-        return env

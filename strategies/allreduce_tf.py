@@ -7,7 +7,7 @@ from __future__ import annotations
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.metrics import Gradient, sparse_allreduce_bytes
-from strategies.base import ALLREDUCE, GRPC, TF_CLUSTER, SparseExchange, Strategy
+from strategies.base import ALLREDUCE, GRPC, SparseExchange, Strategy, TfCluster
 
 
 class AllreduceTF(Strategy):
@@ -16,7 +16,7 @@ class AllreduceTF(Strategy):
     worker = "strategies.workers.allreduce_tf:AllreduceTFWorker"
     family = ALLREDUCE
     checkpoints = True
-    launch = TF_CLUSTER
+    launch = TfCluster
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:

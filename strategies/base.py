@@ -41,7 +41,7 @@ PARAMETER_SERVER = "parameter-server"  # variables on ps tasks, workers push gra
 ALLREDUCE = "allreduce"  # every worker holds all weights; gradients averaged by a collective
 PARAMETER_AVERAGING = "parameter-averaging"  # workers train alone; their weights are averaged every H steps
 
-# what a lost non-chief worker means to a run (Strategy.worker_loss)
+# what a lost non-chief worker means to a run (TfCluster.worker_loss)
 RESTART_JOB = "restart-job"  # the run fails; --recover starts the whole job again from its latest checkpoint
 REJOIN = "rejoin"  # the run fails; --recover starts the worker again and it rejoins the running job
 GO_ON = "go-on"  # the others finish the run; --recover starts the worker again and it rejoins
@@ -95,6 +95,57 @@ class StepResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class Launch:
+    """How a strategy's processes start, with the members that only its launcher reads. A
+    strategy declares its kind as `Strategy.launch` and sets a member by subclassing the kind:
+    what it may set follows from how it runs (an in-process strategy has no environment to set)."""
+
+    kind: ClassVar[str]
+
+
+class InProcess(Launch):
+    """One process runs the whole job: the CLI's own (under Slurm, one job step)."""
+
+    kind = IN_PROCESS
+
+
+class TfCluster(Launch):
+    """ps and worker processes of a tf.distribute.Server cluster, each its own process,
+    started and watched by the TF-cluster launcher (bench/launch/cluster.py)."""
+
+    kind = TF_CLUSTER
+
+    @classmethod
+    def worker_loss(cls, config: RunConfig) -> str:
+        """What a lost non-chief worker does to the run: RESTART_JOB, REJOIN or GO_ON."""
+        return RESTART_JOB
+
+    @classmethod
+    def gradients_per_step(cls, config: RunConfig) -> int | None:
+        """A synchronous step that averages the first R gradients computed for it: R (the launcher
+        marks which gradients each step applied, bench.run.aggregation); None: every gradient a
+        worker computes is applied, as its StepResult says."""
+        return None
+
+
+class MpiRanks(Launch):
+    """One process per rank under mpirun, horovodrun or srun (bench/launch/mpi.py)."""
+
+    kind = MPI
+
+    @classmethod
+    def environment(cls, config: RunConfig, run_dir: str | None) -> dict[str, str]:
+        """Environment variables every rank starts with (and a rank of the user's own mpirun sets
+        for itself)."""
+        return {}
+
+    @classmethod
+    def rank_controller(cls, config: RunConfig) -> str:
+        """How the ranks meet, "mpi" (mpirun, srun --mpi=pmix) or "gloo" (Horovod's rendezvous
+        server: horovodrun --gloo, or srun steps under Slurm)."""
+        return MPI_CONTROLLER
+
+
 class Strategy:
     """What a strategy is. Subclasses set the class attributes and override what differs."""
 
@@ -102,7 +153,7 @@ class Strategy:
     description: ClassVar[str] = ""
     family: ClassVar[str]  # IN_GRAPH, PARAMETER_SERVER, ALLREDUCE, PARAMETER_AVERAGING
     worker: ClassVar[str]  # "module:Class" of its Worker
-    launch: ClassVar[str] = IN_PROCESS
+    launch: ClassVar[type[Launch]] = InProcess  # how its processes start, with what only that launcher reads
     options: ClassVar[tuple[Option, ...]] = ()
     worker_range: ClassVar[tuple[int, int | None]] = (1, None)  # worker counts it runs with (None: no limit)
     asynchronous: ClassVar[bool] = False  # workers update without waiting for each other (staleness recorded)
@@ -118,20 +169,9 @@ class Strategy:
         return {"worker": config.workers}
 
     @classmethod
-    def environment(cls, config: RunConfig, run_dir: str | None) -> dict[str, str]:
-        """Environment variables every process of the run starts with."""
-        return {}
-
-    @classmethod
     def variant(cls, config: RunConfig) -> str:
         """The strategy with what distinguishes its flavours, as the report labels its runs."""
         return cls.name
-
-    @classmethod
-    def rank_controller(cls, config: RunConfig) -> str:
-        """MPI launch: how the ranks meet, "mpi" (mpirun, srun --mpi=pmix) or "gloo" (Horovod's
-        rendezvous server: horovodrun --gloo, or srun steps under Slurm)."""
-        return MPI_CONTROLLER
 
     @classmethod
     def wire(cls, config: RunConfig) -> str | None:
@@ -154,18 +194,6 @@ class Strategy:
     def worker_batch(cls, config: RunConfig) -> int:
         """Examples one worker process feeds per step (all its towers together)."""
         return config.batch_size
-
-    @classmethod
-    def worker_loss(cls, config: RunConfig) -> str:
-        """What a lost non-chief worker does to the run: RESTART_JOB, REJOIN or GO_ON."""
-        return RESTART_JOB
-
-    @classmethod
-    def gradients_per_step(cls, config: RunConfig) -> int | None:
-        """A synchronous step that averages the first R gradients computed for it: R (the harness
-        marks which gradients each step applied, bench.run.aggregation); None: every gradient a
-        worker computes is applied, as its StepResult says."""
-        return None
 
 
 def worker_class(strategy: type[Strategy]) -> type[Worker]:

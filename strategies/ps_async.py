@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from bench.config import RunConfig
 from strategies._ps import ParameterServerStrategy
-from strategies.base import GO_ON
+from strategies.base import GO_ON, TfCluster
+
+
+class PSAsyncCluster(TfCluster):
+    @classmethod
+    def worker_loss(cls, config: RunConfig) -> str:
+        # the parameters live on the ps tasks: a new worker reads them and goes on, and no
+        # other worker waits for it meanwhile
+        return GO_ON
 
 
 class PSAsync(ParameterServerStrategy):
     name = "ps-async"
     description = "parameter servers, asynchronous updates (between-graph replication)"
     worker = "strategies.workers.ps_async:PSAsyncWorker"
+    launch = PSAsyncCluster
     asynchronous = True
-
-    @classmethod
-    def worker_loss(cls, config: RunConfig) -> str:
-        # the parameters live on the ps tasks: a new worker reads them and goes on, and no
-        # other worker waits for it meanwhile
-        return GO_ON

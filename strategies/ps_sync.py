@@ -12,10 +12,28 @@ from bench.config import RunConfig
 from bench.options import Option, positive
 from strategies._compression import labelled
 from strategies._ps import PS_OPTIONS, ParameterServerStrategy
-from strategies.base import GO_ON, REJOIN
+from strategies.base import GO_ON, REJOIN, TfCluster
 
 REPLICAS_TO_AGGREGATE = Option("replicas_to_aggregate", int, None,
                                "ps-sync: gradients averaged per global step (default: --workers)", check=positive)
+
+
+def replicas(config: RunConfig) -> int:
+    return config.option("replicas_to_aggregate") or config.workers
+
+
+class PSSyncCluster(TfCluster):
+    @classmethod
+    def worker_loss(cls, config: RunConfig) -> str:
+        # the parameters live on the ps tasks, so a new worker reads them and goes on; meanwhile a
+        # step waits for its gradient, unless backup workers still supply R gradients per step
+        return GO_ON if replicas(config) < config.workers else REJOIN
+
+    @classmethod
+    def gradients_per_step(cls, config: RunConfig) -> int | None:
+        # the first R gradients computed for a step are averaged into it (with R != N the order
+        # of arrival decides which, and the workers record it)
+        return replicas(config)
 
 
 class PSSync(ParameterServerStrategy):
@@ -24,23 +42,14 @@ class PSSync(ParameterServerStrategy):
     worker = "strategies.workers.ps_sync:PSSyncWorker"
     options = (*PS_OPTIONS, REPLICAS_TO_AGGREGATE)
 
+    launch = PSSyncCluster
+
     @classmethod
     def replicas(cls, config: RunConfig) -> int:
-        return config.option("replicas_to_aggregate") or config.workers
+        return replicas(config)
 
     @classmethod
     def variant(cls, config: RunConfig) -> str:
         extra = cls.replicas(config) - config.workers
         return labelled(f"{cls.name} R=N{extra:+d}" if extra else f"{cls.name} R=N", config.option("compression"))
 
-    @classmethod
-    def worker_loss(cls, config: RunConfig) -> str:
-        # the parameters live on the ps tasks, so a new worker reads them and goes on; meanwhile a
-        # step waits for its gradient, unless backup workers still supply R gradients per step
-        return GO_ON if cls.replicas(config) < config.workers else REJOIN
-
-    @classmethod
-    def gradients_per_step(cls, config: RunConfig) -> int | None:
-        # the first R gradients computed for a step are averaged into it (with R != N the order
-        # of arrival decides which, and the workers record it)
-        return cls.replicas(config)

@@ -15,11 +15,13 @@ import strategies
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.options import Option
-from strategies.base import Strategy
+from strategies.base import Launch, MpiRanks, Strategy, TfCluster
 
 _NOT_STRATEGIES = {"base", "registry"}
 BASELINE = "single"  # its 1-worker throughput is what scaling efficiency divides by
 UNDER_MPIRUN = "allreduce"  # what `mpirun ... python -m bench` runs without --strategy
+# what only one launcher reads: set on a strategy itself, no launcher would ever see it
+LAUNCH_MEMBERS = {n for kind in (TfCluster, MpiRanks) for n in vars(kind) if not n.startswith("_")} - {"kind"}
 
 
 @cache
@@ -36,8 +38,25 @@ def all_strategies() -> dict[str, type[Strategy]]:
         for obj in vars(module).values():
             if (isinstance(obj, type) and issubclass(obj, Strategy) and obj is not Strategy
                     and getattr(obj, "name", None) and obj.__module__ == module.__name__):
+                problem = misdeclared(obj)
+                if problem:
+                    warnings.warn(f"strategy {obj.name} skipped: {problem}", stacklevel=1)
+                    continue
                 found[obj.name] = obj
     return found
+
+
+def misdeclared(cls: type[Strategy]) -> str | None:
+    """Why `cls` cannot run as declared: a launch that is not a kind, or a member of a launch
+    kind set on the strategy, where no launcher reads it."""
+    if not (isinstance(cls.launch, type) and issubclass(cls.launch, Launch)):
+        return f"launch = {cls.launch!r} is not a launch kind (strategies.base.Launch)"
+    misplaced = sorted({n for klass in cls.__mro__ if issubclass(klass, Strategy) and klass is not Strategy
+                        for n in vars(klass) if n in LAUNCH_MEMBERS})
+    if misplaced:
+        return (f"{', '.join(misplaced)} belong(s) to a launch kind, not to the strategy: set it on a subclass "
+                f"of its launch ({cls.launch.__name__})")
+    return None
 
 
 def get(name: str) -> type[Strategy]:
@@ -47,15 +66,20 @@ def get(name: str) -> type[Strategy]:
     return known[name]
 
 
-def with_defaults(config: RunConfig) -> RunConfig:
-    """The config with its strategy's options complete: each one not given takes its default."""
+def with_defaults(config: RunConfig, strategy: type[Strategy] | None = None) -> RunConfig:
+    """The config with its strategy's options complete: each one not given takes its default
+    (`strategy`: the config's, where the caller holds it)."""
     return config.replace(options={opt.name: config.options.get(opt.name, opt.default)
-                                   for opt in get(config.strategy).options})
+                                   for opt in (strategy or get(config.strategy)).options})
 
 
 def default_environment(name: str, workers: int = 1) -> dict[str, str]:
-    """The environment a run of strategy `name` starts its processes with when told no options."""
-    return get(name).environment(with_defaults(RunConfig(strategy=name, workers=workers)), None)
+    """The environment the ranks of a run of strategy `name` start with when told no options (none
+    but the inherited one for a strategy whose processes are not MPI ranks)."""
+    launch = get(name).launch
+    if not issubclass(launch, MpiRanks):
+        return {}
+    return launch.environment(with_defaults(RunConfig(strategy=name, workers=workers)), None)
 
 
 def default(under_mpi: bool) -> str:
@@ -67,7 +91,8 @@ def facts(strategy: type[Strategy], config: RunConfig) -> dict[str, Any]:
     """run.json's "strategy": what the report, presets and launchers read instead of its name."""
     sparse = strategy.sparse_exchange(config)
     return {"name": strategy.name, "family": strategy.family, "variant": strategy.variant(config),
-            "launch": strategy.launch, "baseline": strategy.name == BASELINE, "asynchronous": strategy.asynchronous,
+            "launch": strategy.launch.kind, "baseline": strategy.name == BASELINE,
+            "asynchronous": strategy.asynchronous,
             "checkpoints": strategy.checkpoints, "parameter_servers": strategy.processes(config).get("ps", 0),
             "sparse_exchange": sparse.how, "table_dense": sparse.table_dense, "wire": strategy.wire(config)}
 

@@ -17,7 +17,7 @@ BASE = dict(model="mlp", data="digits", optimizer="sgd", lr=0.1, steps=5, warmup
 
 def config_for(strategy: str, **changes) -> RunConfig:
     """A validated config: the strategy's options not given take their defaults."""
-    return validate(RunConfig(strategy=strategy, **{**BASE, **changes}))
+    return validate(RunConfig(strategy=strategy, **{**BASE, **changes}), registry.get(strategy))
 
 
 def train_in_process(config: RunConfig, steps: int) -> list[np.ndarray]:

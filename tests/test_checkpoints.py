@@ -73,7 +73,7 @@ def test_a_strategy_says_whether_it_can_save(name):
 def test_a_strategy_that_cannot_save_refuses_before_work_starts(monkeypatch, tmp_path):
     monkeypatch.setattr(registry.get("single"), "checkpoints", False)
     with pytest.raises(UsageError, match="single cannot save checkpoints"):
-        validate(RunConfig(checkpoint_every_steps=10, output=str(tmp_path)))
+        validate(RunConfig(checkpoint_every_steps=10, output=str(tmp_path)), registry.get("single"))
 
 
 def limit_file_size():

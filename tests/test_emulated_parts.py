@@ -74,9 +74,10 @@ def test_the_ssh_stand_in_enters_the_namespace_of_the_address(tmp_path, argv):
 
 def test_each_strategy_declares_its_formula_per_role():
     def traffic(strategy: str, **options) -> dict:
+        declared = registry.get(strategy)
         config = validate(RunConfig(strategy=strategy, workers=4 if strategy != "single" else 1, ps=2,
-                                    data="synthetic", options=options))
-        return registry.get(strategy).traffic(config, Gradient(dense_bytes=1000))
+                                    data="synthetic", options=options), declared)
+        return declared.traffic(config, Gradient(dense_bytes=1000))
 
     assert traffic("ps-sync") == traffic("ps-async") == {"worker": (1000, 1000), "ps": (500, 500)}
     assert traffic("allreduce") == traffic("allreduce-tf") == {"worker": (1500, 1500)}

@@ -15,7 +15,8 @@ import sys
 import pandas as pd
 import pytest
 
-from strategies.base import Strategy, Worker
+from strategies.base import IN_PROCESS, MPI, TF_CLUSTER, InProcess, MpiRanks, Strategy, TfCluster, Worker
+from strategies.registry import all_strategies, misdeclared
 from tests.conftest import ROOT
 from tests.processes import RUN_LIMIT_S
 
@@ -65,7 +66,7 @@ def guide_files() -> dict[str, str]:
 def documented_members(heading: str) -> dict[str, str]:
     """{member: kind} of the guide's table under `### `heading``."""
     section = GUIDE.read_text().split(f"### `{heading}`", 1)[1].split("\n### ", 1)[0]
-    return {m: kind for m, kind in re.findall(r"^\| `(\w+)[^`]*` \| ([\w ]+) \|", section, re.M)}
+    return {m: kind.strip("`") for m, kind in re.findall(r"^\| `(\w+)[^`]*` \| ([`\w ]+) \|", section, re.M)}
 
 
 def public(names) -> set[str]:
@@ -77,10 +78,29 @@ def test_the_guide_lists_every_member_of_the_contract():
     assert set(strategy) == public(vars(Strategy)) | public(Strategy.__annotations__)
     assert {m for m, kind in strategy.items() if kind == "required"} == {"name", "family", "worker"} | {
         m for m in Strategy.__annotations__ if not hasattr(Strategy, m)}
+    launch = documented_members("Launch")
+    kinds = (TfCluster, MpiRanks)
+    assert launch == {"kind": "every kind"} | {m: kind.__name__ for kind in kinds for m in public(vars(kind))
+                                               if m != "kind"}
+    assert {kind.kind for kind in (InProcess, *kinds)} == {IN_PROCESS, TF_CLUSTER, MPI}
     worker = documented_members("Worker")
     given = set(Worker.__init__.__code__.co_varnames[1:Worker.__init__.__code__.co_argcount])
     assert set(worker) == public(vars(Worker)) | public(Worker.__annotations__) | given
     assert {m for m, kind in worker.items() if kind == "required"} == set(Worker.__abstractmethods__)
+
+
+def test_a_launch_member_set_on_the_strategy_itself_is_refused_and_says_where_it_belongs():
+    class Stray(Strategy):
+        name, family, worker, launch = "stray", "in-graph", "strategies.workers.single:SingleWorker", TfCluster
+
+        @classmethod
+        def worker_loss(cls, config):
+            return "go-on"
+
+    assert misdeclared(Stray) == ("worker_loss belong(s) to a launch kind, not to the strategy: set it on a "
+                                  "subclass of its launch (TfCluster)")
+    assert "is not a launch kind" in misdeclared(type("Named", (Strategy,), {"launch": "mpi"}))
+    assert not [name for name, cls in all_strategies().items() if misdeclared(cls)]
 
 
 def test_the_template_is_two_files_in_strategies():

@@ -38,9 +38,10 @@ def test_every_strategy_is_covered():
     assert set(DETERMINISTIC) | {"ps-async"} == set(registry.all_strategies())
 
 
-def killed_then_resumed(results, strategy: str, extra: list[str]):
-    """Run with a checkpoint at step 50 and the chief killed at about step 70, then resume."""
-    kill_at = local_steps(strategy, workers(extra), KILL_AT)
+def killed_then_resumed(results, strategy: str, extra: list[str], kill_at: int | None = None):
+    """Run with a checkpoint at step 50 and the chief killed at about step 70 (or at its own
+    step `kill_at`), then resume."""
+    kill_at = kill_at or local_steps(strategy, workers(extra), KILL_AT)
     killed = bench("--strategy", strategy, *COMMON, *extra, "--kill-worker", f"0@{kill_at}",
                    "--output", str(results))
     assert killed.returncode != 0, killed.stderr[-2000:]
@@ -101,8 +102,15 @@ def test_a_killed_run_resumed_ends_with_the_weights_of_an_uninterrupted_one(tmp_
 
 @pytest.mark.slow
 def test_an_asynchronous_run_resumed_goes_on_from_its_loss(tmp_path):
-    # plain SGD: with momentum, stale gradients make its early losses too noisy to compare
-    run_dir = killed_then_resumed(tmp_path, "ps-async", ["--workers", "2", "--optimizer", "sgd"])
+    # plain SGD: with momentum, stale gradients make its early losses too noisy to compare.
+    # Asynchronous workers split the steps as the CPU falls: beside a busy process a starved
+    # chief once did 9 steps while the other worker took the run to its 100th, and was never
+    # killed. So the other worker sleeps 4 step-times after each step (leaving the CPU to the
+    # chief) and the chief is killed at its own step 52: the global step is then at least 52,
+    # past the save at 50 whatever the split, and the other worker would need 48 of its
+    # 5x-long steps to end the run first.
+    slowed = ["--workers", "2", "--optimizer", "sgd", "--straggler", "1:5"]
+    run_dir = killed_then_resumed(tmp_path, "ps-async", slowed, kill_at=SAVE_EVERY + 2)
     assert_attempts_recorded(run_dir)
     steps = pd.read_csv(run_dir / "steps.csv").sort_values("t_start_s")
     [attempt] = json.loads((run_dir / "run.json").read_text())["resumed_at"]

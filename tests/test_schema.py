@@ -13,11 +13,11 @@ CONFIG = {"strategy": "ps-sync", "model": "mlp", "data": "digits", "workers": 2,
 
 
 def test_a_new_run_records_its_version_purpose_and_scenario_and_only_declared_fields(results):
-    from bench.cli import config_from_args
+    from bench.cli import run_from_args
     from bench.launch.launcher import launch
 
-    code = launch(config_from_args(["--model", "mlp", "--data", "digits", "--steps", "12", "--eval-every", "0",
-                                    "--output", str(results)]))
+    code = launch(*run_from_args(["--model", "mlp", "--data", "digits", "--steps", "12", "--eval-every", "0",
+                                  "--output", str(results)]))
     assert code == 0
     [folder] = [p for p in results.iterdir() if p.is_dir()]
     record = json.loads((folder / "run.json").read_text())

@@ -74,8 +74,18 @@ def test_ps_sync_r_n_waits_for_the_straggler_and_a_backup_worker_does_not(preset
     kept = {variant: float(table[variant]["fraction"]) for variant in VARIANTS}
     # every step of R = N waits for the straggler's gradient
     assert kept["ps-sync R=N"] < 0.75, kept
-    # R = N-1 takes the first two gradients of a step, so it keeps more
-    assert kept["ps-sync R=N-1"] > kept["ps-sync R=N"], kept
+    # R = N-1 (here 1 of 2) applies the first gradient of a step, so the other worker never
+    # waits for the straggler: its steps take its own time, about a third of R = N's, where each
+    # waits for the straggler's 3x step. (Not R = N-1's kept fraction against R = N's: clean,
+    # R = 1 of 2 advances on either worker's gradient, so on 2 workers that fraction is a ratio
+    # of two effects of about the same size; it came out below R = N's once, 0.62 against 0.69.)
+    def worker_0_step_s(variant: str) -> float:
+        steps = pd.read_csv(run_dir(preset, "straggler", variant) / "steps.csv")
+        steps = steps[(steps["worker"] == 0) & (steps["local_step"] >= 2)]
+        return float((steps["t_end_s"] - steps["t_start_s"]).median())
+
+    waits, goes_on = worker_0_step_s("ps-sync R=N"), worker_0_step_s("ps-sync R=N-1")
+    assert waits > 2 * goes_on, (waits, goes_on)
     steps = pd.read_csv(run_dir(preset, "straggler", "ps-sync R=N-1") / "steps.csv")
     taken = steps[steps["global_step"] <= STEPS]
     with_straggler = taken[(taken["worker"] == 1) & (taken["applied"] == 1)]["global_step"].nunique()

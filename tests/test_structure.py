@@ -170,8 +170,16 @@ def registry_lookups(path: Path) -> list[int]:
 
 
 def test_a_runs_path_looks_its_strategy_up_once_and_hands_it_down():
-    found = {str(path.relative_to(ROOT)): lines for package in ("bench/launch", "bench/run")
+    # bench.cli.run_from_args looks it up, once on each of its three ways to a config (a child's
+    # --config-json, --resume, flags); the launchers, validation and the emulated cluster's
+    # record are handed it
+    found = {str(path.relative_to(ROOT)): lines for package in ("bench/launch", "bench/run", "bench/emulated")
              for path in sorted((ROOT / package).rglob("*.py")) if (lines := registry_lookups(path))}
+    found.update({name: lines for name in ("bench/cli.py", "bench/validation.py")
+                  if (lines := registry_lookups(ROOT / name))})
     # bench/run/schema.py reads records of runs long over (upgrade), not a run's path
     found.pop("bench/run/schema.py", None)
-    assert list(found) == ["bench/launch/launcher.py"] and len(found["bench/launch/launcher.py"]) == 1, found
+    assert list(found) == ["bench/cli.py"] and len(found["bench/cli.py"]) == 3, found
+    source = (ROOT / "bench/cli.py").read_text()
+    lookups = source[source.index("def run_from_args"):].split("\ndef ", 1)[0]
+    assert lookups.count("registry.get(") == 3

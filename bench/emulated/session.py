@@ -15,7 +15,7 @@ from bench.errors import UsageError
 from bench.launch.slurm import SlurmPlacement
 from bench.metrics import Gradient
 from bench.run.records import RunFolder
-from strategies import registry
+from strategies.base import Strategy
 
 
 def place(config: RunConfig, processes: dict[str, int], scheduled: SlurmPlacement | None = None) -> Placement:
@@ -62,14 +62,14 @@ def metered(placement: Placement | None, run_dir: Path, run_start: float) -> Ite
         network.end_processes(namespaces)
 
 
-def network_record(placement: Placement, folder: RunFolder, config: RunConfig) -> dict:
+def network_record(placement: Placement, folder: RunFolder, config: RunConfig, strategy: type[Strategy]) -> dict:
     """run.json's "network": the hosts, the link cap, and bytes per step against the formulas."""
     model = folder.read_run()["model"]
     gradient_bytes = model.get("gradient_bytes_per_step")
     if gradient_bytes is None:  # the chief never built its model
         return {**placement.describe(), "per_host": {"error": "the run ended before its model was built"}}
     run_dir = folder.path
-    predicted = registry.get(config.strategy).traffic(config, Gradient.from_facts(model))
+    predicted = strategy.traffic(config, Gradient.from_facts(model))
     try:
         per_host = bytes_per_step(run_dir, placement.labels(), config.warmup_steps, placement.cluster.link_mbit,
                                   predicted)

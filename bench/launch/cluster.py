@@ -85,7 +85,7 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
               file=sys.stderr, flush=True)
         return start_task(task, "worker", rank)
 
-    worker_loss = strategy.worker_loss(config)
+    worker_loss = strategy.launch.worker_loss(config)
     restarts = (Restarts(restart_worker, recoveries_left(folder))
                 if config.recover and worker_loss != RESTART_JOB else None)
     with session.metered(placement, folder.path, run_start), slurm.steps_ended(scheduled):
@@ -99,11 +99,11 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
                             config.stall_timeout_s, restarts=restarts,
                             watch=kill_ps_watch(config, folder, children.get("ps", [])),
                             startup_timeout_s=config.startup_timeout_s)
-    replicas = strategy.gradients_per_step(config)
+    replicas = strategy.launch.gradients_per_step(config)
     records = mark_aggregated(folder.path / STEPS_FILE, replicas, config.steps) if replicas else {}
     if rejoined:  # before the run is closed: its summary reads them
         folder.update_run(**{RECOVERIES: [*(folder.read_run().get(RECOVERIES) or []), *rejoined]})
-    code = finish_run(folder, config, outcome.status, run_start, outcome, placement, scheduled,
+    code = finish_run(folder, config, strategy, outcome.status, run_start, outcome, placement, scheduled,
                       lost_workers=outcome.lost_workers, records=records,
                       failure_consequences=outcome.consequences, workers=folder.task_reports())
     return code, folder
@@ -155,7 +155,8 @@ def run_task(config: RunConfig, strategy: type[Strategy]) -> int:
                                    exit_process=False)
     if is_chief:
         report = folder.task_reports().get(0, {})
-        finish_run(folder, config, "ok" if code == 0 else f"failed: {report.get('error', 'chief failed')}", run_start)
+        status = "ok" if code == 0 else f"failed: {report.get('error', 'chief failed')}"
+        finish_run(folder, config, strategy, status, run_start)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # a TF server cannot be shut down; leaving the interpreter normally may hang on it

@@ -12,17 +12,18 @@ from bench.launch.slurm import SlurmPlacement
 from bench.launch.supervisor import Outcome
 from bench.run.lifecycle import close_run, exit_status
 from bench.run.records import RunFolder
+from strategies.base import Strategy
 
 
-def finish_run(folder: RunFolder, config: RunConfig, status: str, run_start: float, outcome: Outcome | None = None,
-               placement: Placement | None = None, scheduled: SlurmPlacement | None = None,
-               **fields: Any) -> int:
+def finish_run(folder: RunFolder, config: RunConfig, strategy: type[Strategy], status: str, run_start: float,
+               outcome: Outcome | None = None, placement: Placement | None = None,
+               scheduled: SlurmPlacement | None = None, **fields: Any) -> int:
     """Close the run's record; the launcher's exit status for it."""
     status = scheduled.explain(status) if scheduled else status
     chief = folder.task_reports().get(0, {})
     extra: dict[str, Any] = {}
     if placement:
-        extra["network"] = session.network_record(placement, folder, config)
+        extra["network"] = session.network_record(placement, folder, config, strategy)
     if scheduled:
         extra["placement"] = scheduled.describe()
     if outcome is not None:

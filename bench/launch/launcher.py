@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import traceback
 from pathlib import Path
 
 from bench.config import RunConfig
 from bench.launch import slurm
 from bench.launch.interrupts import Interrupted, interruptible
-from bench.run.harness import run_worker
 from bench.run.lifecycle import close_run, start_run
-from bench.run.process import failure_reason, prepare_process
+from bench.run.process import prepare_process, train
 from bench.usage import refuse
-from strategies import registry
 from strategies.base import IN_PROCESS, MPI, TF_CLUSTER, Strategy, WorkerContext
 
 
@@ -22,26 +19,25 @@ def run_in_process(config: RunConfig, strategy: type[Strategy]) -> int:
     where = slurm.step_record()
     if where:
         folder.update_run(placement=where)
+    context = WorkerContext(run_start=run_start, run_dir=str(folder.path))
     try:
         with interruptible():  # as the multi-process launchers' supervisor is
-            outcome = run_worker(config, strategy, WorkerContext(run_start=run_start, run_dir=str(folder.path)), folder)
+            report = train(config, strategy, context, folder, runtime)
     except Interrupted as exc:
         close_run(folder, config, f"interrupted ({exc})")
         return 130
-    except Exception as exc:  # noqa: BLE001 - any failure is recorded, then reported
-        traceback.print_exc()
-        close_run(folder, config, f"failed: {failure_reason(exc)}")
+    if "error" in report:
+        close_run(folder, config, f"failed: {report['error']}")
         return 1
-    close_run(folder, config, "ok", startup_s=outcome.startup_s, runtime=runtime,
-              strategy_info=outcome.strategy_info)
+    close_run(folder, config, "ok", startup_s=report["startup_s"], runtime=runtime,
+              strategy_info=report["strategy_info"])
     return 0
 
 
-def launch(config: RunConfig) -> int:
-    """Run `config` in this process, or start and watch its processes. The strategy is looked up
-    here, once per process, and handed down the run's path."""
-    strategy = registry.get(config.strategy)
-    kind = strategy.launch
+def launch(config: RunConfig, strategy: type[Strategy]) -> int:
+    """Run `config` in this process, or start and watch its processes. `strategy` is the run's,
+    looked up once where the process parsed its config (bench.cli.run_from_args)."""
+    kind = strategy.launch.kind
     if kind == IN_PROCESS:
         if slurm.in_allocation():
             return slurm.run_as_step(config.to_json(), Path(config.output).resolve())

@@ -78,14 +78,14 @@ def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, R
     processes = strategy_cls.processes(config)
     scheduled = slurm.place(processes, slurm.run_tag()) if slurm.in_allocation() else None
     placement = session.place(config, processes, scheduled) if config.emulated_cluster else None
-    gloo = strategy_cls.rank_controller(config) == GLOO_CONTROLLER
+    gloo = strategy_cls.launch.rank_controller(config) == GLOO_CONTROLLER
     if scheduled:
         slurm.check_shared(scheduled, Path(config.output).resolve())
         launcher = scheduled.srun_ranks([], mpi=not gloo)
     else:
         launcher = (horovodrun_command if gloo else mpirun_command)(config.workers, placement)
     folder, run_start = start_run(config, strategy_cls)
-    env = {**join_environment(folder, run_start), **strategy_cls.environment(config, str(folder.path))}
+    env = {**join_environment(folder, run_start), **strategy_cls.launch.environment(config, str(folder.path))}
     argv = [*launcher, sys.executable, "-m", "bench", *config_argv(config.replace(emulated_cluster=None))]
     if placement and not scheduled:
         env.update(agent_environment(placement, folder.path / "bin"))
@@ -102,7 +102,7 @@ def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, R
     status = outcome.status
     if status.startswith("failed"):
         status = f"failed: {which_rank_failed(child.log) or status.removeprefix('failed: ')}"
-    return finish_run(folder, config, status, run_start, outcome, placement, scheduled), folder
+    return finish_run(folder, config, strategy_cls, status, run_start, outcome, placement, scheduled), folder
 
 
 def which_rank_failed(log: Path) -> str | None:
@@ -134,12 +134,11 @@ def run_rank(config: RunConfig, strategy: type[Strategy]) -> int:
     import_horovod_without_keras()  # TensorFlow quietly, before Horovod imports it
     import horovod.tensorflow as hvd
 
-    from bench.run.harness import run_worker
-    from bench.run.process import failure_reason, prepare_process
+    from bench.run.process import prepare_process, train
 
     runtime = prepare_process(config, strategy)
     # started by the user's mpirun, the ranks get the strategy's settings here (ours come with them)
-    for name, value in strategy.environment(config, None).items():
+    for name, value in strategy.launch.environment(config, None).items():
         os.environ.setdefault(name, value)
     hvd.init()
     joined = joined_run()
@@ -152,18 +151,14 @@ def run_rank(config: RunConfig, strategy: type[Strategy]) -> int:
         folder, run_start = joined
     context = WorkerContext(rank=hvd.rank(), num_workers=hvd.size(), is_chief=hvd.rank() == 0,
                             run_start=run_start, run_dir=str(folder.path))
-    report: dict = {"runtime": runtime}
-    try:
-        outcome = run_worker(config, strategy, context, folder, show_progress=hvd.rank() == 0)
-        report.update(startup_s=outcome.startup_s, local_steps=outcome.local_steps,
-                      strategy_info=outcome.strategy_info)
-    except Exception as exc:  # the other ranks learn of it through mpirun, which ends them
-        report["error"] = failure_reason(exc)
+    report = train(config, strategy, context, folder, runtime, show_progress=hvd.rank() == 0)
+    folder.write_task_report(hvd.rank(), report)
+    if "error" in report:  # the other ranks learn of it through mpirun, which ends them
         if owner and hvd.rank() == 0:  # under the user's mpirun no launcher is left to say why
             close_run(folder, config, f"failed: rank 0: {report['error']}", runtime=runtime)
-        raise
-    finally:
-        folder.write_task_report(hvd.rank(), report)
+        # out through the interpreter's exit (Horovod's atexit shutdown), not bench.__main__'s
+        # os._exit after hvd.shutdown(), which is for ranks that finished
+        raise SystemExit(1)
     hvd.join()  # every rank has written its rows
     if owner and hvd.rank() == 0:
         close_run(folder, config, "ok", startup_s=report.get("startup_s"), runtime=runtime,

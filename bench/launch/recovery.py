@@ -1,10 +1,11 @@
 """--recover: what a multi-process run does when a process dies.
 
-A dead non-chief worker of a strategy that lets one rejoin (Strategy.worker_loss) is restarted
-into the running job by the supervisor, and the others go on meanwhile. Any other failure
-(the chief, a ps task, an allreduce rank) ends the attempt; the whole job then starts again
-from its latest checkpoint, in its own folder (bench.run.resume). Each recovery is an entry of
-run.json's `recoveries`; what it cost is derived from the step records (bench.metrics).
+A dead non-chief worker of a strategy that lets one rejoin (its launch kind's
+TfCluster.worker_loss) is restarted into the running job by the supervisor, and the others
+go on meanwhile. Any other failure (the chief, a ps task, an allreduce rank) ends the
+attempt; the whole job then starts again from its latest checkpoint, in its own folder
+(bench.run.resume). Each recovery is an entry of run.json's `recoveries`; what it cost is
+derived from the step records (bench.metrics).
 """
 
 from __future__ import annotations

@@ -15,8 +15,7 @@ from strategies.base import Strategy, WorkerContext, worker_class
 def run_role(config: RunConfig, strategy_cls: type[Strategy], folder: RunFolder, role: str, index: int,
              cluster: dict[str, list[str]], run_start: float, exit_process: bool = True) -> int:
     """Run this task; a worker writes workers/worker<i>.json with what it reports."""
-    from bench.run.harness import run_worker
-    from bench.run.process import failure_reason, prepare_process
+    from bench.run.process import failure_reason, prepare_process, train
     from bench.run.quiet_tf import import_tensorflow_quietly
 
     import_tensorflow_quietly()  # a ps task imports it too (a worker's prepare_process would)
@@ -30,18 +29,16 @@ def run_role(config: RunConfig, strategy_cls: type[Strategy], folder: RunFolder,
             traceback.print_exc()
             code = 1
     else:
-        report: dict = {}
+        context = WorkerContext(rank=index, num_workers=len(cluster["worker"]), is_chief=index == 0,
+                                run_start=run_start, cluster=cluster, run_dir=str(folder.path))
         try:
-            report["runtime"] = prepare_process(config, strategy_cls)
-            context = WorkerContext(rank=index, num_workers=len(cluster["worker"]), is_chief=index == 0,
-                                    run_start=run_start, cluster=cluster, run_dir=str(folder.path))
-            outcome = run_worker(config, strategy_cls, context, folder, show_progress=index == 0)
-            report.update(startup_s=outcome.startup_s, local_steps=outcome.local_steps,
-                          strategy_info=outcome.strategy_info)
+            runtime = prepare_process(config, strategy_cls)
         except Exception as exc:  # noqa: BLE001 - reported to the launcher through the file and the exit code
             traceback.print_exc()
-            report["error"] = failure_reason(exc)
-            code = 1
+            report = {"error": failure_reason(exc)}
+        else:
+            report = train(config, strategy_cls, context, folder, runtime, show_progress=index == 0)
+        code = 1 if "error" in report else 0
         folder.write_task_report(index, report)
     sys.stdout.flush()
     sys.stderr.flush()

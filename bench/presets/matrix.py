@@ -85,7 +85,7 @@ def worker_counts(strategy: str, wanted: Sequence[int], one_process_runs: bool =
     declared = registry.get(strategy)
     low, high = declared.worker_range
     counts = [n for n in wanted if low <= n and (high is None or n <= high)] or [low]
-    if not one_process_runs and declared.launch != IN_PROCESS and len(counts) > 1:
+    if not one_process_runs and declared.launch.kind != IN_PROCESS and len(counts) > 1:
         counts = [n for n in counts if n > 1]
     return counts
 
