@@ -19,7 +19,7 @@ from strategies._compression import FP16, TOPK
 from strategies.base import StepResult
 from strategies.workers.compression import Compressor, Encoded
 from strategies.workers.eager import EagerWorker
-from strategies.workers.stamps import Stamps
+from strategies.workers.gradient_step import train_step
 
 
 class AllreduceWorker(EagerWorker):
@@ -59,28 +59,22 @@ class AllreduceWorker(EagerWorker):
                 return compressor.decode(gathered, var) / hvd.size()
             return hvd.allreduce(grad, op=hvd.Average, compression=compression)
 
-        @tf.function
-        def train_step(stamped: bool):
-            stamps = Stamps(stamped)
-            x, y = stamps.start(*feed.batch())
-            with tf.GradientTape() as tape:
-                loss = model.loss(x, y)
-            grads = tape.gradient(loss, variables)
-            stamps.take(grads)
+        def exchange(grads):
             # allreduce: the gradients come back averaged over all ranks (ring allreduce); one
             # hvd.allreduce per gradient, as DistributedGradientTape does, so that the stamps
             # can tell the local gradients from the averaged ones
-            averaged = [average(g, v) for g, v in zip(grads, variables, strict=True)]
-            stamps.take(averaged)
-            stamps.take(optimizer.apply_gradients(zip(averaged, variables)))
-            return stamps.output(loss)
+            return [average(g, v) for g, v in zip(grads, variables, strict=True)]
+
+        @tf.function
+        def step(stamped: bool):
+            return train_step(stamped, feed.batch, model, variables, optimizer, exchange)
 
         if self.config.option("timeline") and "HOROVOD_TIMELINE" not in os.environ and self.context.run_dir:
             # started by the user's mpirun (our launcher sets HOROVOD_TIMELINE for its ranks)
             hvd.start_timeline(os.path.join(self.context.run_dir, "horovod_timeline.json"))
         # allreduce: every rank starts from rank 0's weights (they are seeded alike; this makes it so)
         hvd.broadcast_variables(model.weights, root_rank=0)
-        self.use(model, optimizer, train_step, collective=True)
+        self.use(model, optimizer, step, collective=True)
 
     def step(self, stamped: bool = False) -> StepResult:
         result = super().step(stamped)

@@ -11,7 +11,7 @@ from bench.config import RunConfig
 from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
 from strategies.workers.eager import EagerWorker
-from strategies.workers.stamps import Stamps
+from strategies.workers.gradient_step import IN_THE_UPDATE, train_step
 
 
 class AllreduceTFWorker(EagerWorker):
@@ -37,24 +37,16 @@ class AllreduceTFWorker(EagerWorker):
         variables = model.trainables
 
         def replica_step(stamped: bool):
-            stamps = Stamps(stamped)
-            x, y = stamps.start(*feed.batch())
-            with tf.GradientTape() as tape:
-                loss = model.loss(x, y)
-                # allreduce-tf: the optimizer sums the replicas' gradients (the allreduce); 1/n: the mean
-                scaled = loss / strategy.num_replicas_in_sync
-            grads = tape.gradient(scaled, variables)
-            stamps.take(grads)
-            # the allreduce and the update are one call here: the update counts as exchange
-            stamps.take(optimizer.apply_gradients(list(zip(grads, variables))))
-            stamps.again()
-            return stamps.output(loss)
+            # allreduce-tf: the optimizer sums the replicas' gradients (the allreduce), each of
+            # loss / replicas: the mean; the allreduce and the update are one call
+            return train_step(stamped, feed.batch, model, variables, optimizer, IN_THE_UPDATE,
+                              replicas=strategy.num_replicas_in_sync)
 
         @tf.function
-        def train_step(stamped: bool):
+        def step(stamped: bool):
             return strategy.experimental_local_results(strategy.run(lambda: replica_step(stamped)))[0]
 
-        self.use(model, optimizer, train_step, collective=True)
+        self.use(model, optimizer, step, collective=True)
 
     def info(self) -> dict[str, Any]:
         return {"workers": self.context.num_workers, "communication": "RING"}

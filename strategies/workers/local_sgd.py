@@ -10,7 +10,8 @@ import tensorflow as tf
 from bench.data import Dataset
 from strategies._compression import FP16, parse
 from strategies.base import StepResult
-from strategies.local_sgd import LOCAL, SYNC, step_kind
+from strategies.local_sgd import AVERAGE, LOCAL, SYNC, step_kind
+from strategies.workers import gradient_step
 from strategies.workers.allreduce import AllreduceWorker
 from strategies.workers.eager import StampedOutput
 from strategies.workers.stamps import Stamps
@@ -39,30 +40,25 @@ class LocalSgdWorker(AllreduceWorker):
                 done += [v.assign(new, read_value=False), anchor.assign(new, read_value=False)]
             return done
 
+        def allreduce(grads):  # post-local SGD's first phase: the allreduce strategy's exchange
+            return [hvd.allreduce(g, op=hvd.Average, compression=compression) for g in grads]
+
         def train_step(kind: str, stamped: bool):
+            if kind != AVERAGE:  # a local step exchanges nothing
+                return gradient_step.train_step(stamped, feed.batch, model, variables, optimizer,
+                                                allreduce if kind == SYNC else None)
+            # AVERAGE: the local update is compute; the average that follows is the exchange
             stamps = Stamps(stamped)
             x, y = stamps.start(*feed.batch())
-            with tf.GradientTape() as tape:
-                loss = model.loss(x, y)
-            grads = tape.gradient(loss, variables)
-            if kind == SYNC:  # post-local SGD's first phase: the allreduce strategy's step
-                stamps.take(grads)
-                grads = [hvd.allreduce(g, op=hvd.Average, compression=compression) for g in grads]
-                stamps.take(grads)
-                stamps.take(optimizer.apply_gradients(zip(grads, variables)))
-            elif kind == LOCAL:
-                stamps.take(grads)
-                stamps.again()  # nothing exchanged
-                stamps.take(optimizer.apply_gradients(zip(grads, variables)))
-            else:  # AVERAGE: the local update is compute; the average that follows is the exchange
-                update = optimizer.apply_gradients(zip(grads, variables))
-                stamps.take(update)
-                with tf.control_dependencies([update]):
-                    averaged = average_state()
-                stamps.take(averaged)
-                stamps.again()
-                with tf.control_dependencies(averaged):
-                    loss = tf.identity(loss)
+            loss, grads = gradient_step.gradients(model, variables, x, y)
+            update = optimizer.apply_gradients(zip(grads, variables))
+            stamps.take(update)
+            with tf.control_dependencies([update]):
+                averaged = average_state()
+            stamps.take(averaged)
+            stamps.again()
+            with tf.control_dependencies(averaged):
+                loss = tf.identity(loss)
             return stamps.output(loss)
 
         def traced(kind: str, stamped: bool):

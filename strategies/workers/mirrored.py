@@ -10,6 +10,7 @@ from bench import models
 from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
 from strategies.workers import towers as _towers
+from strategies.workers.gradient_step import IN_THE_UPDATE, exchange_and_update, gradients
 from strategies.workers.stamps import Stamps
 
 
@@ -29,15 +30,12 @@ class MirroredWorker(_towers.TowerWorker):
 
         def replica_step(x, y, stamped: bool):
             i = tf.distribute.get_replica_context().replica_id_in_sync_group
-            with tf.GradientTape() as tape:
-                loss = model.loss(_towers.tower_slice(x, i, b), _towers.tower_slice(y, i, b))
-                # mirrored: the optimizer sums the replicas' gradients; scaling by 1/n makes that the mean
-                scaled = loss / n
-            grads = tape.gradient(scaled, variables)
+            # mirrored: the optimizer sums the replicas' gradients (of loss / n: the mean)
+            loss, grads = gradients(model, variables, _towers.tower_slice(x, i, b), _towers.tower_slice(y, i, b),
+                                    replicas=n)
             stamps = Stamps(stamped)
-            stamps.take(grads)
-            stamps.take(optimizer.apply_gradients(list(zip(grads, variables))))
-            return loss, stamps.taken
+            exchange_and_update(stamps, grads, variables, optimizer, IN_THE_UPDATE)
+            return loss, stamps.taken[:2]  # ready, end (the third stamp repeats the end)
 
         @tf.function
         def train_step(stamped: bool):

@@ -10,6 +10,7 @@ from bench import models
 from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
 from strategies.workers import towers as _towers
+from strategies.workers.gradient_step import gradients
 from strategies.workers.stamps import Stamps
 
 
@@ -24,9 +25,7 @@ class MultiTowerWorker(_towers.TowerWorker):
 
         def tower_gradients(x, y, i):
             with tf.device(self.towers[i]):  # multi-tower: tower i's slice of the global batch
-                with tf.GradientTape() as tape:
-                    loss = model.loss(_towers.tower_slice(x, i, b), _towers.tower_slice(y, i, b))
-                return loss, tape.gradient(loss, variables)
+                return gradients(model, variables, _towers.tower_slice(x, i, b), _towers.tower_slice(y, i, b))
 
         @tf.function
         def train_step(stamped: bool):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -249,6 +250,22 @@ class ParameterServerWorker(Worker):
 
     def build_train_op(self, feed, optimizer) -> tuple[dict[str, tf.Tensor], list]:
         raise NotImplementedError
+
+    def local_gradients(self, feed, read_first: Callable[[], Any] = lambda: None) -> tuple[Stamps, Any, Any, list]:
+        """The opening of every ps step: the start stamp, what `read_first` reads (before the
+        forward pass, so that parameters_arrived does not count it), the loss of this worker's
+        batch with the parameters' arrival stamped, and the gradients, stamped ready. Returns
+        (stamps, what was read, loss, gradients)."""
+        stamps = Stamps(True)  # built always, fetched on the steps the harness stamps
+        stamps.take()
+        first = read_first()
+        before = graph_ops()
+        x, y = feed.batch()
+        loss = self.model.loss(x, y)
+        parameters_arrived(before, self.worker_device, stamps)
+        grads = tf.gradients(loss, self.model.trainables)
+        stamps.take(grads)
+        return stamps, first, loss, grads
 
     def to_ps(self, grads: list, variables: list) -> list:
         """The gradients as they reach their variables' ps tasks: compressed here (--compression),

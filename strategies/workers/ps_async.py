@@ -5,8 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from strategies.base import StepResult, StepTimes
-from strategies.workers.ps import STAMPS, ParameterServerWorker, atomic_increment, graph_ops, parameters_arrived
-from strategies.workers.stamps import Stamps
+from strategies.workers.ps import STAMPS, ParameterServerWorker, atomic_increment
 
 
 class PSAsyncWorker(ParameterServerWorker):
@@ -15,15 +14,7 @@ class PSAsyncWorker(ParameterServerWorker):
         # the global step when this worker reads the parameters: read on the ps alongside them,
         # not before them (a control dependency made the pull wait a round trip for this read:
         # 0.7 ms of a 5 ms mlp step, 6% of ps-async's throughput) ...
-        stamps = Stamps(True)  # built always, fetched on the steps the harness stamps
-        stamps.take()
-        params_version = self.global_step.read_value()
-        before = graph_ops()
-        x, y = feed.batch()
-        loss = self.model.loss(x, y)
-        parameters_arrived(before, self.worker_device, stamps)
-        grads = tf.gradients(loss, variables)
-        stamps.take(grads)
+        stamps, params_version, loss, grads = self.local_gradients(feed, self.global_step.read_value)
         with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
             # ps-async: applied on the ps tasks at once, whatever the other workers are doing
             train = optimizer.apply_gradients(zip(self.to_ps(grads, variables), variables))

@@ -11,8 +11,7 @@ from tensorflow.python.ops import data_flow_ops
 from tensorflow.python.training import sync_replicas_optimizer  # finds its accumulators in data_flow_ops
 
 from strategies.base import StepResult, StepTimes
-from strategies.workers.ps import STAMPS, ParameterServerWorker, graph_ops, parameters_arrived
-from strategies.workers.stamps import Stamps
+from strategies.workers.ps import STAMPS, ParameterServerWorker, graph_ops
 
 
 @contextmanager
@@ -111,14 +110,7 @@ class PSSyncWorker(ParameterServerWorker):
         self.sync = tf.compat.v1.train.SyncReplicasOptimizer(optimizer, replicas_to_aggregate=r,
                                                              total_num_replicas=n)
         variables = self.model.trainables
-        stamps = Stamps(True)  # built always, fetched on the steps the harness stamps
-        stamps.take()
-        before = graph_ops()
-        x, y = feed.batch()
-        loss = self.model.loss(x, y)
-        parameters_arrived(before, self.worker_device, stamps)
-        raw = tf.gradients(loss, variables)
-        stamps.take(raw)
+        stamps, _, loss, raw = self.local_gradients(feed)
         if r == n:
             train, hand_in, extra = self._hand_in(raw, variables, r)
         else:

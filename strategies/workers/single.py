@@ -8,7 +8,7 @@ from bench import models
 from bench.data import Dataset
 from bench.run.training import feed_for, make_optimizer
 from strategies.workers.eager import EagerWorker
-from strategies.workers.stamps import Stamps
+from strategies.workers.gradient_step import train_step
 
 
 class SingleWorker(EagerWorker):
@@ -19,18 +19,10 @@ class SingleWorker(EagerWorker):
         feed = feed_for(self.config, data, 0, 1)
 
         @tf.function
-        def train_step(stamped: bool):
-            stamps = Stamps(stamped)
-            x, y = stamps.start(*feed.batch())
-            with tf.GradientTape() as tape:
-                loss = model.loss(x, y)
-            grads = tape.gradient(loss, variables)
-            stamps.take(grads)
-            stamps.again()  # single: nothing to exchange, so ready = exchanged
-            stamps.take(optimizer.apply_gradients(zip(grads, variables)))
-            return stamps.output(loss)
+        def step(stamped: bool):  # single: nothing to exchange, so ready = exchanged
+            return train_step(stamped, feed.batch, model, variables, optimizer)
 
-        self.use(model, optimizer, train_step)
+        self.use(model, optimizer, step)
 
     def info(self) -> dict:
         return {"devices": ["/cpu:0" if not tf.config.list_physical_devices("GPU") else "/gpu:0"]}
