@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 from bench.config import OPTIMIZERS, RunConfig
 from bench.errors import UsageError
 from bench.launch.mpi_environment import under_mpi, world_size
-
-if TYPE_CHECKING:
-    from strategies.base import Strategy
 from bench.launch.recovery import RECOVERY_LIMIT
 from bench.launch.tf_config import topology_from_tf_config
 from bench.run.schema import PURPOSES
 from bench.usage import OneLineParser, refuse
 from bench.validation import validate
+
+if TYPE_CHECKING:
+    from strategies.base import Strategy
 
 # subcommand -> "module:function" taking its arguments, imported only when called (as bench.models does)
 SUBCOMMANDS = {"report": "bench.report.cli:main", "all": "bench.presets.matrix:main",

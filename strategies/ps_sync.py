@@ -19,6 +19,7 @@ REPLICAS_TO_AGGREGATE = Option("replicas_to_aggregate", int, None,
 
 
 def replicas(config: RunConfig) -> int:
+    """R: the gradients each global step averages."""
     return config.option("replicas_to_aggregate") or config.workers
 
 
@@ -45,11 +46,7 @@ class PSSync(ParameterServerStrategy):
     launch = PSSyncCluster
 
     @classmethod
-    def replicas(cls, config: RunConfig) -> int:
-        return replicas(config)
-
-    @classmethod
     def variant(cls, config: RunConfig) -> str:
-        extra = cls.replicas(config) - config.workers
+        extra = replicas(config) - config.workers
         return labelled(f"{cls.name} R=N{extra:+d}" if extra else f"{cls.name} R=N", config.option("compression"))
 

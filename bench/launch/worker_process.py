@@ -15,7 +15,7 @@ from strategies.base import Strategy, WorkerContext, worker_class
 def run_role(config: RunConfig, strategy_cls: type[Strategy], folder: RunFolder, role: str, index: int,
              cluster: dict[str, list[str]], run_start: float, exit_process: bool = True) -> int:
     """Run this task; a worker writes workers/worker<i>.json with what it reports."""
-    from bench.run.process import failure_reason, prepare_process, train
+    from bench.run.process import failure_report, prepare_process, train
     from bench.run.quiet_tf import import_tensorflow_quietly
 
     import_tensorflow_quietly()  # a ps task imports it too (a worker's prepare_process would)
@@ -34,8 +34,7 @@ def run_role(config: RunConfig, strategy_cls: type[Strategy], folder: RunFolder,
         try:
             runtime = prepare_process(config, strategy_cls)
         except Exception as exc:  # noqa: BLE001 - reported to the launcher through the file and the exit code
-            traceback.print_exc()
-            report = {"error": failure_reason(exc)}
+            report = failure_report(exc)
         else:
             report = train(config, strategy_cls, context, folder, runtime, show_progress=index == 0)
         code = 1 if "error" in report else 0

@@ -3,7 +3,8 @@
 A strategy whose global step averages the first R gradients computed for it (ps-sync's
 `SyncReplicasOptimizer`) declares R in its launch kind (`TfCluster.gradients_per_step`); its
 workers record, for each gradient, the step it was computed for and, where arrival decides
-(R != N), its order of arrival. The `applied` column of steps.csv is filled here from those rows, after the run.
+(R != N), its order of arrival. The `applied` column of steps.csv is filled here from those
+rows, after the run.
 """
 
 from __future__ import annotations

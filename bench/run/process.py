@@ -20,6 +20,12 @@ def failure_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def failure_report(exc: BaseException) -> dict[str, str]:
+    """A process's report of a failure: its traceback to stderr, its one line under `error`."""
+    traceback.print_exc()
+    return {"error": failure_reason(exc)}
+
+
 def prepare_process(config: RunConfig, strategy: type[Strategy]) -> dict:
     """Import TensorFlow and configure it for the strategy, then start its runtime (quietly)."""
     import_tensorflow_quietly()
@@ -34,12 +40,9 @@ def train(config: RunConfig, strategy: type[Strategy], context: WorkerContext, f
     prepare_process did), `startup_s`, `local_steps` and `strategy_info`; or, when training
     raised, `error` (the failure's one line; its traceback went to stderr). An interruption
     (a KeyboardInterrupt) is not a failure of training and goes up to the caller."""
-    report: dict[str, Any] = {"runtime": runtime}
     try:
         outcome = run_worker(config, strategy, context, folder, show_progress=show_progress)
     except Exception as exc:  # noqa: BLE001 - any failure is recorded by the caller, from the report
-        traceback.print_exc()
-        report["error"] = failure_reason(exc)
-        return report
-    report.update(startup_s=outcome.startup_s, local_steps=outcome.local_steps, strategy_info=outcome.strategy_info)
-    return report
+        return {"runtime": runtime, **failure_report(exc)}
+    return {"runtime": runtime, "startup_s": outcome.startup_s, "local_steps": outcome.local_steps,
+            "strategy_info": outcome.strategy_info}

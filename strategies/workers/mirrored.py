@@ -35,7 +35,7 @@ class MirroredWorker(_towers.TowerWorker):
                                     replicas=n)
             stamps = Stamps(stamped)
             exchange_and_update(stamps, grads, variables, optimizer, IN_THE_UPDATE)
-            return loss, stamps.taken[:2]  # ready, end (the third stamp repeats the end)
+            return loss, stamps.taken  # ready, end, end
 
         @tf.function
         def train_step(stamped: bool):
@@ -45,7 +45,7 @@ class MirroredWorker(_towers.TowerWorker):
             losses, replica_stamps = strategy.run(lambda: replica_step(x, y, stamped))
             loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
             if stamped:
-                ready, ends = (strategy.experimental_local_results(s) for s in replica_stamps)
+                ready, ends, _ = (strategy.experimental_local_results(s) for s in replica_stamps)
                 stamps.taken += ready
                 # the reduction and the update are one call here: the update counts as exchange
                 stamps.taken += [tf.reduce_max(tf.stack(ends))] * 2

@@ -11,6 +11,7 @@ from tensorflow.python.ops import data_flow_ops
 from tensorflow.python.training import sync_replicas_optimizer  # finds its accumulators in data_flow_ops
 
 from strategies.base import StepResult, StepTimes
+from strategies.ps_sync import replicas
 from strategies.workers.ps import STAMPS, ParameterServerWorker, graph_ops
 
 
@@ -105,7 +106,7 @@ HAND_IN_OPS = ("ResourceAccumulatorApplyGradient", "SparseAccumulatorApplyGradie
 
 class PSSyncWorker(ParameterServerWorker):
     def build_train_op(self, feed, optimizer):
-        n, r = self.context.num_workers, self.strategy.replicas(self.config)
+        n, r = self.context.num_workers, replicas(self.config)
         # ps-sync: each global step averages the first r gradients computed for it
         self.sync = tf.compat.v1.train.SyncReplicasOptimizer(optimizer, replicas_to_aggregate=r,
                                                              total_num_replicas=n)
@@ -221,5 +222,5 @@ class PSSyncWorker(ParameterServerWorker):
             session.run(self.release)
 
     def info(self) -> dict:
-        return {**super().info(), "replicas_to_aggregate": self.strategy.replicas(self.config),
+        return {**super().info(), "replicas_to_aggregate": replicas(self.config),
                 "total_num_replicas": self.context.num_workers}
