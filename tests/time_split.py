@@ -49,7 +49,7 @@ STAMPED_CNN = 0.8
 def assert_time_split(run_dir: Path, exchanges: bool = True, accounted: float = 0.25) -> pd.DataFrame:
     """Every worker's steps that breakdown.stamped names, and only those, are split into PARTS that add up to
     the step, none below zero, the three stamped parts account for at least `accounted` of each
-    worker's median step after the warm-up, and a strategy that `exchanges` nothing spends no
+    worker's undisturbed step after the warm-up, and a strategy that `exchanges` nothing spends no
     time communicating or waiting."""
     steps = pd.read_csv(run_dir / "steps.csv")
     parts = pd.read_csv(run_dir / BREAKDOWN_FILE)
@@ -68,9 +68,12 @@ def assert_time_split(run_dir: Path, exchanges: bool = True, accounted: float = 
     assert ((total - parts["step_s"]).abs() < 1e-9).all()
     measured = parts[parts["local_step"] >= json.loads((run_dir / "run.json").read_text())["config"]["warmup_steps"]]
     assert len(measured)
-    stamped_parts = measured[list(STAMPED_PARTS)].sum(axis=1)
-    share = (stamped_parts / measured["step_s"]).groupby(measured["worker"]).median()
-    assert (share >= accounted).all(), share
+    # Load (other tests' processes) only adds time to a step, to its host part as to its graph's, so
+    # each worker's least host time and least step time are its undisturbed ones (timeit's argument for
+    # the minimum); the median share once read 0.67 on cnn beside a busy process
+    per_worker = measured.groupby("worker")
+    share = 1 - per_worker["other_s"].min() / per_worker["step_s"].min()
+    assert (share >= accounted).all(), (share, per_worker[["other_s", "step_s"]].describe())
     if not exchanges:
         assert (parts["communication_s"] == 0).all() and (parts["waiting_s"] == 0).all()
     summary = json.loads((run_dir / "run.json").read_text())["summary"]["breakdown"]

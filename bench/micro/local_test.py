@@ -83,7 +83,7 @@ def round_trip(benchmark, ps_cluster, nbytes: int, tensors_per_task: int) -> Non
         sess.run(init)
         step = sess.make_callable(pull)
         step()
-        benchmark.pedantic(step, rounds=settings.rounds(), iterations=1, warmup_rounds=1)
+        benchmark.pedantic(step, rounds=settings.rounds() * settings.PS_ROUNDS_FACTOR, iterations=1, warmup_rounds=1)
     record(benchmark, f"ps-{tasks}ps", PS_ROUNDTRIP_OP, tasks + 1, nbytes, tensors_per_task)
 
 

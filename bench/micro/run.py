@@ -74,7 +74,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--transports", default=",".join(COLLECTIVES) + ",ps,copy")
     p.add_argument("--output", default="results")
     p.add_argument("--timeout-s", type=float, default=900)
-    p.add_argument("--rounds", type=int, default=None, help="timed rounds per size (default: 3; --full: 10)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="timed rounds per size (default: 3; --full: 10; a ps round trip 5x, a memory copy 3x)")
     p.add_argument("--horovod-sweep", action="store_true",
                    help=f"also horovod-mpi at cycle times {SWEEP_CYCLE_MS} ms x fusion thresholds {SWEEP_FUSION_MB} MB")
     return p

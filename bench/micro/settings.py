@@ -8,6 +8,11 @@ import os
 FAST_SIZES = (64 * 1024, 4 * 2**20)
 FULL_SIZES = tuple(4 * 1024 * 4**k for k in range(8))  # 4 KB ... 64 MB, float32
 FAST_ROUNDS, FULL_ROUNDS = 3, 10
+# A ps round trip of the per-tensor fit's bytes lasts 1-15 ms, about one time slice of the kernel's
+# scheduler: beside a busy process a preempted round reads several ms long, and 2 preempted rounds of 3
+# moved a median enough to give the fit's cost per message a negative sign (-27 us, where 57-104 us is
+# measured beside the same busy process). ps round trips take this many times the rounds.
+PS_ROUNDS_FACTOR = 5
 # a ps round trip of these bytes (a size of both sweeps) split into more variables per task: with
 # the sweep's one-tensor round trip of the same bytes, the cost per tensor
 PS_TENSORS, PS_TENSORS_BYTES = (16, 64), 64 * 1024
