@@ -52,13 +52,17 @@ def run_parser() -> argparse.ArgumentParser:
     g.add_argument("--strategy", default=None,
                    help=f"one of {', '.join(names)} (default: {registry.BASELINE}; "
                         f"{registry.default(under_mpi=True)} under mpirun)")
-    g.add_argument("--model", default=d.model, help=f"{', '.join(MODELS)} (default: %(default)s)")
+    g.add_argument("--model", default=d.model,
+                   help=f"{', '.join(MODELS)}, or your own: pkg.module:build or path/to/file.py:build, a "
+                        "bench.models.base.Model or a compiled Keras 3 model "
+                        "(docs/your-model.md; default: %(default)s)")
     g.add_argument("--image-size", type=int, default=None,
                    help="ImageNet models: a smaller square input for CPU runs; parameters do not change "
                         "(default: 224, inception3 299)")
     g.add_argument("--data", default=None,
                    help="images: synthetic, digits, teacher, mnist or cifar10 (default: digits); "
-                        "for --model embedding: synthetic-ids or criteo (default: synthetic-ids)")
+                        "for --model embedding: synthetic-ids or criteo (default: synthetic-ids); "
+                        "your own model: synthetic (default); any model: your arrays as file.npz of x and y")
     g.add_argument("--data-dir", default=None,
                    help="folder with mnist.npz / IDX files, cifar-10-batches-py, or Criteo's train.txt / *.tsv")
     g.add_argument("--batch-size", type=int, default=d.batch_size, help="per worker (default: %(default)s)")
@@ -162,6 +166,7 @@ RESUME_CHECKS = ("--strategy", "--model")  # flags --resume takes, to check the 
 
 def resumed(parsed: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     """--resume RUN_DIR: the run's own config, set to go on from its latest checkpoint."""
+    from bench import models
     from bench.run.resume import resume_config
 
     typed = {a.split("=", 1)[0] for a in argv if a.startswith("--")} - {"--resume"}
@@ -169,7 +174,7 @@ def resumed(parsed: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     if others:
         raise UsageError(f"--resume goes on with the run's own config; drop {', '.join(others)}")
     return resume_config(parsed.resume, {"strategy": parsed.strategy,
-                                         "model": parsed.model if "--model" in typed else None})
+                                         "model": models.resolve(parsed.model) if "--model" in typed else None})
 
 
 def config_from_args(argv: Sequence[str]) -> RunConfig:
@@ -204,14 +209,17 @@ def run_from_args(argv: Sequence[str]) -> tuple[RunConfig, type[Strategy]]:
     if args["workers"] is None:
         args["workers"] = default_workers(strategy_cls)
     args["options"] = strategy_options(strategy_cls, args)
+    from bench import data as data_sources
     from bench import models
     from bench.data import IDS
 
     for flag in ("embedding_rows", "embedding_width", "id_features", "zipf_exponent"):
         if flag in args and models.reads(args["model"]) != IDS:
             raise UsageError(f"--{flag.replace('_', '-')}: only for --model embedding, not {args['model']}")
+    args["model"] = models.resolve(args["model"])
     if args["data"] is None:
         args["data"] = models.default_data(args["model"])
+    args["data"] = data_sources.resolve(args["data"])
     for flag in ("teacher_factors", "teacher_examples"):
         if flag in args and args["data"] != "teacher":
             raise UsageError(f"--{flag.replace('_', '-')}: only for --data teacher, not {args['data']}")

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from bench import data, models
 from bench.config import OPTIMIZERS, RunConfig, check_injection, check_numbers, check_output, check_topology
+from bench.data import npz
 from bench.errors import UsageError
+from bench.models import user
 from strategies import registry
 from strategies.base import IN_PROCESS, Strategy
 
@@ -18,13 +20,15 @@ def validate(config: RunConfig, strategy_cls: type[Strategy]) -> RunConfig:
     `strategy_cls` is the run's, as its process resolved it (bench.cli.run_from_args)."""
     if config.emulated_cluster is not None and strategy_cls.launch.kind == IN_PROCESS:
         raise UsageError(f"--emulated-cluster: {config.strategy} runs in one process; use a ps or allreduce strategy")
-    models.check(config.model)
-    models.check_image_size(config.model, config.image_size)
+    check_model(config, strategy_cls)
     check_numbers(config)
     check_workers(config, strategy_cls)
     if config.optimizer not in OPTIMIZERS:
         raise UsageError(f"--optimizer: {config.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
     data.check(config.data, config.data_dir, models.reads(config.model))
+    if npz.is_file_name(config.data):  # the user's arrays against the model's input (imports TensorFlow)
+        npz.check(config.data, models.input_shape(config.model, config.image_size),
+                  models.signature(config.model).num_classes)
     check_memory(config, strategy_cls)
     check_topology(config)
     check_injection(config)
@@ -37,6 +41,24 @@ def validate(config: RunConfig, strategy_cls: type[Strategy]) -> RunConfig:
         raise UsageError(f"--checkpoint-every-*: {config.strategy} cannot save checkpoints")
     check_output(config.output)
     return config
+
+
+def check_model(config: RunConfig, strategy_cls: type[Strategy]) -> None:
+    """The model is registered or imports; a user's Keras 3 model goes only to a strategy that can build it."""
+    models.check(config.model)
+    models.check_image_size(config.model, config.image_size)
+    refusal = model_refusal(config.model, strategy_cls)
+    if refusal:
+        raise UsageError(f"--model {models.label(config.model)}: {refusal}")
+
+
+def model_refusal(model: str, strategy_cls: type[Strategy]) -> str | None:
+    """Why `strategy_cls` cannot train `model` (a checked model name), or None."""
+    if strategy_cls.v1_graph and user.is_spec(model) and user.kind(model) == user.KERAS:
+        able = [name for name, cls in registry.all_strategies().items() if not cls.v1_graph]
+        return (f"a Keras 3 model cannot be built in the TensorFlow 1 graph {strategy_cls.name} trains in; "
+                f"run it with {', '.join(able)}")
+    return None
 
 
 def check_recovery(config: RunConfig, strategy_cls: type[Strategy]) -> None:

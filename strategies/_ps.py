@@ -26,6 +26,7 @@ PS_OPTIONS = (PS_PLACEMENT, PS_PARTITION_MB, COMPRESSION)
 class ParameterServerStrategy(Strategy):
     family = PARAMETER_SERVER
     checkpoints = True
+    v1_graph = True  # between-graph replication: replica_device_setter, SyncReplicasOptimizer, a v1 Session
     launch = TfCluster
     options: ClassVar[tuple[Option, ...]] = PS_OPTIONS
 

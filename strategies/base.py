@@ -158,6 +158,7 @@ class Strategy:
     worker_range: ClassVar[tuple[int, int | None]] = (1, None)  # worker counts it runs with (None: no limit)
     asynchronous: ClassVar[bool] = False  # workers update without waiting for each other (staleness recorded)
     checkpoints: ClassVar[bool] = False  # its Worker implements save_checkpoint (--checkpoint-every-*)
+    v1_graph: ClassVar[bool] = False  # its Worker builds a TensorFlow 1 graph (tf.compat.v1): no Keras 3 model there
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:

@@ -86,7 +86,8 @@ def test_help_and_real_exit_status():
     assert bad.returncode == 2
     assert [line for line in bad.stderr.splitlines() if line.startswith("bench:")] == [
         "bench: error: --model: unknown model 'vgg'; choose from mlp, cnn, resnet20, embedding, resnet50, "
-        "resnet101, resnet152, inception3, vgg16"]
+        "resnet101, resnet152, inception3, vgg16, or name your own as pkg.module:build or path/to/file.py:build "
+        "(docs/your-model.md)"]
 
 
 def test_a_port_in_use_is_one_line_and_exit_2(capsys, results):

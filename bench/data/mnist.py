@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.data import npz
 from bench.data.arrays import Dataset, Split
 from bench.errors import UsageError
 
@@ -68,17 +69,7 @@ def read_idx(path: Path) -> np.ndarray:
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            missing = [k for k in IDX_FILES if k not in f.files]
-            if missing:
-                raise UsageError(f"{path}: no array(s) {', '.join(missing)} (expected Keras' mnist.npz layout)")
-            return {k: f[k] for k in IDX_FILES}
-    except UsageError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - numpy raises several kinds for a file that is not an npz
-        raise UsageError(f"{path}: not a readable .npz of arrays ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+    return npz.read(path, tuple(IDX_FILES), "Keras' mnist.npz layout")
 
 
 def _check_arrays(arrays: dict[str, np.ndarray], where: Path | str) -> None:

@@ -1,4 +1,6 @@
-"""Random images and labels, made once: the standard input for throughput runs."""
+"""Random inputs and labels, made once: the standard input for throughput runs."""
+
+from __future__ import annotations
 
 import numpy as np
 
@@ -9,4 +11,19 @@ def load(shape: tuple[int, int, int], batch_size: int, seed: int) -> Dataset:
     rng = np.random.default_rng(seed)
     x = rng.random((batch_size, *shape), dtype=np.float32)
     y = rng.integers(0, 10, size=batch_size).astype(np.int32)
+    return Dataset("synthetic", Split(x, y), None)
+
+
+def for_signature(shape: tuple[int, ...], dtype: np.dtype, classes: int, high: int | None, batch_size: int,
+                  seed: int) -> Dataset:
+    """One batch of what a model's input signature says: floats in [0, 1), or integer ids below
+    `high`; labels of its `classes`."""
+    rng = np.random.default_rng(seed)
+    if np.issubdtype(dtype, np.integer):
+        if high is None:
+            raise ValueError("integer inputs need the model's input_high (ids below it) to be made at random")
+        x = rng.integers(0, high, size=(batch_size, *shape)).astype(dtype)
+    else:
+        x = rng.random((batch_size, *shape)).astype(dtype)
+    y = rng.integers(0, classes, size=batch_size).astype(np.int32)
     return Dataset("synthetic", Split(x, y), None)

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench import models
 from bench.config import RunConfig
 from bench.emulated import session
 from bench.emulated.placement import enter
@@ -117,7 +118,7 @@ def hand_started_folder(config: RunConfig) -> RunFolder:
     """The run folder of a task started by hand: every task of one run on one file system shares
     `--output/--run-name`; a folder that already holds this task (or, for the chief, a run) is an
     earlier run's, and is refused rather than appended to."""
-    path = Path(config.output) / (config.run_name or f"{config.strategy}-{config.model}-cluster")
+    path = Path(config.output) / (config.run_name or f"{config.strategy}-{models.label(config.model)}-cluster")
     taken = UsageError(f"{path} already holds {config.job_name} {config.task_index} of an earlier run: "
                        "choose another --run-name (or --output)")
     if is_chief_task(config) and (path / RUN_FILE).exists():

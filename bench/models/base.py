@@ -33,6 +33,7 @@ class Model(tf.Module):
     input_shape: ClassVar[tuple[int | None, ...]]
     input_dtype: ClassVar[tf.DType] = tf.float32
     num_classes: ClassVar[int] = NUM_CLASSES
+    input_high: ClassVar[int | None] = None  # integer inputs: ids below this (synthetic data draws them so)
 
     def __init__(self, seed: int = 0, partition: tuple[int, int] | None = None, **sizes: int) -> None:
         """`partition` = (shards, min_bytes): variables of at least min_bytes are split

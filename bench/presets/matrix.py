@@ -21,8 +21,9 @@ from bench.config import default_warmup
 from bench.data import SYNTHETIC
 from bench.errors import UsageError
 from bench.launch import slurm
-from bench.presets.runner import run_all
+from bench.presets.runner import refused_cells, run_all
 from bench.usage import OneLineParser, refuse
+from bench.validation import model_refusal
 from strategies import registry
 from strategies.base import IN_PROCESS
 
@@ -48,7 +49,7 @@ class Planned:
     seed: int | None = None  # a convergence repeat's seed (None: the run's default)
 
     def argv(self, batch_size: int, extra: Sequence[str]) -> list[str]:
-        name = f"{self.purpose}-{self.strategy}-{self.model}-w{self.workers}"
+        name = f"{self.purpose}-{self.strategy}-{known_models.label(self.model)}-w{self.workers}"
         args = ["--strategy", self.strategy, "--model", self.model, "--data", self.data,
                 "--workers", str(self.workers), "--steps", str(self.steps),
                 "--warmup-steps", str(default_warmup(self.steps)),
@@ -93,11 +94,14 @@ def worker_counts(strategy: str, wanted: Sequence[int], one_process_runs: bool =
 def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int], steps: int | None,
          convergence_steps: int, repeats: int, convergence_workers: int = CONVERGENCE["workers"],
          per_model: dict[str, int] = DEFAULT_STEPS, one_process_runs: bool = True) -> list[Planned]:
-    """Throughput runs, `repeats` of each; convergence runs, one per seed 0..repeats-1."""
+    """Throughput runs, `repeats` of each; convergence runs, one per seed 0..repeats-1. A strategy
+    that cannot train a model (bench.validation.model_refusal) has no runs of it (runner.refused_cells)."""
     runs = []
     for _ in range(repeats):
         for model in models:
             for strategy in strategies:
+                if model_refusal(model, registry.get(strategy)):
+                    continue
                 counts = worker_counts(strategy, workers, one_process_runs)
                 n_steps = steps or per_model.get(model, 100)
                 data = SYNTHETIC[known_models.reads(model)]
@@ -148,6 +152,7 @@ def validate(args: argparse.Namespace) -> None:
     args.strategies = args.strategies or sorted(known)
     for name in args.strategies:
         registry.get(name)
+    args.models = [known_models.resolve(name) for name in args.models]
     for name in args.models:
         known_models.check(name)
     args.one_process_runs = args.full or args.workers is not None
@@ -173,5 +178,7 @@ def main(argv: Sequence[str]) -> int:
         return refuse(exc)
     runs = plan(args.strategies, args.models, args.workers, args.steps, args.convergence_steps, args.repeats,
                 args.convergence_workers, FULL_STEPS if args.full else DEFAULT_STEPS, args.one_process_runs)
-    return run_all("compare", [(f"{run.purpose}: {run.strategy} {run.model} x{run.workers}",
-                                run.argv(args.batch_size, extra)) for run in runs], Path(args.output), args.timeout_s)
+    left_out = refused_cells((strategy, model) for model in args.models for strategy in args.strategies)
+    return run_all("compare", [(f"{run.purpose}: {run.strategy} {known_models.label(run.model)} x{run.workers}",
+                                run.argv(args.batch_size, extra)) for run in runs], Path(args.output), args.timeout_s,
+                   skipped=left_out)

@@ -25,7 +25,7 @@ from bench.emulated.claim import claim, release
 from bench.errors import UsageError
 from bench.launch.slurm import nodes_not_seeing
 from bench.presets.matrix import FULL_STEPS
-from bench.presets.runner import run_all
+from bench.presets.runner import refused_cells, run_all
 from bench.usage import OneLineParser, refuse
 
 CLUSTER = "benchnet"  # its own name: the preset never takes over a cluster the user brought up
@@ -54,6 +54,7 @@ def plan(workers: int, links: Sequence[float], models: Sequence[str], steps: int
          batch_size: int, variants: Sequence[str] | None = None) -> list[tuple[float, str, list[str]]]:
     from bench import models as known_models
     from bench.data import IDS, SYNTHETIC
+    from bench.validation import model_refusal
     from strategies import registry
 
     runs = []
@@ -68,9 +69,11 @@ def plan(workers: int, links: Sequence[float], models: Sequence[str], steps: int
                 # them, so that each worker takes (and leaves out as warm-up) as many steps as in a
                 # synchronous run
                 strategy = registry.get(args[args.index("--strategy") + 1])
+                if model_refusal(model, strategy):  # left out, and said (runner.refused_cells)
+                    continue
                 steps_here = n_steps * workers if strategy.asynchronous else n_steps
-                name = f"network-{link:g}mbit-{model}-{label}"
-                runs.append((link, f"{link:g} Mbit/s {model} {label}", [
+                name = f"network-{link:g}mbit-{known_models.label(model)}-{label}"
+                runs.append((link, f"{link:g} Mbit/s {known_models.label(model)} {label}", [
                     *args, "--model", model, "--data", SYNTHETIC[kind], "--workers", str(workers), "--steps",
                     str(steps_here), "--warmup-steps", str(default_warmup(n_steps)), "--batch-size", str(batch_size),
                     "--eval-every", "0", "--run-name", name, "--emulated-cluster", CLUSTER]))
@@ -103,6 +106,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         from bench import models
 
+        args.models = [models.resolve(model) for model in args.models]
         for model in args.models:
             models.check(model)
         unknown = set(args.variants or ()) - {label for label, _ in VARIANTS}
@@ -114,7 +118,10 @@ def main(argv: Sequence[str]) -> int:
     except UsageError as exc:
         return refuse(exc)
     runs = plan(args.workers, args.links, args.models, args.steps, args.batch_size, args.variants)
-    return run_on_links("network", runs, args.workers + MAX_PS, extra, Path(args.output), args.timeout_s)
+    left_out = refused_cells((variant[1][variant[1].index("--strategy") + 1], model) for model in args.models
+                             for variant in VARIANTS if not args.variants or variant[0] in args.variants)
+    return run_on_links("network", runs, args.workers + MAX_PS, extra, Path(args.output), args.timeout_s,
+                        skipped=left_out)
 
 
 def salloc_command(hosts: int, preset: str) -> list[str]:
@@ -123,7 +130,7 @@ def salloc_command(hosts: int, preset: str) -> list[str]:
 
 
 def run_on_links(preset: str, runs: list[tuple[float, str, list[str]]], hosts: int, extra: Sequence[str],
-                 output: Path, timeout_s: float) -> int:
+                 output: Path, timeout_s: float, skipped: Sequence[str] = ()) -> int:
     """The runs, each (link cap, label, arguments), on the emulated cluster CLUSTER of `hosts`
     hosts with its Slurm, made for them and removed at the end whatever happens; each run is a
     Slurm job; links re-capped when a run's cap differs from the last one's."""
@@ -158,7 +165,7 @@ def run_on_links(preset: str, runs: list[tuple[float, str, list[str]]], hosts: i
 
     try:
         return run_all(preset, [(label, [*run_args, *extra]) for _, label, run_args in runs], output, timeout_s,
-                       before=cap_links, command=salloc_command(hosts, preset))
+                       before=cap_links, command=salloc_command(hosts, preset), skipped=skipped)
     finally:
         slurm.down(CLUSTER)
         network.down(CLUSTER)

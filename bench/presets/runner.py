@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from bench.launch.interrupts import Interrupted, interruptible
@@ -50,6 +50,17 @@ def mark_timed_out(folders: set[Path], timeout_s: float) -> None:
 
 
 BENCH = (sys.executable, "-m", "bench")
+
+
+def refused_cells(cells: Iterable[tuple[str, str]]) -> list[str]:
+    """The (strategy, model) cells of a preset that a run would refuse (bench.validation.model_refusal),
+    one line each with why: the preset leaves them out and its report says so."""
+    from bench import models
+    from bench.validation import model_refusal
+    from strategies import registry
+
+    return [f"{strategy} x {models.label(model)}: {reason}" for strategy, model in dict.fromkeys(cells)
+            for reason in [model_refusal(model, registry.get(strategy))] if reason]
 
 
 def execute(argv: list[str], timeout_s: float, output: Path, log: Path, command: Sequence[str] = BENCH) -> int:
@@ -114,16 +125,20 @@ class InterimReport:
 
 
 def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, timeout_s: float,
-            before: Callable[[int], None] | None = None, command: Sequence[str] = BENCH) -> int:
+            before: Callable[[int], None] | None = None, command: Sequence[str] = BENCH,
+            skipped: Sequence[str] = ()) -> int:
     """Every run of a preset, one after the other, into `output`/NAME-<time>/; then the report,
     also copied (with summary.csv) to `output`. `before(i)` prepares run i (a link cap); `command`
     starts each run (`python -m bench`, or that under salloc). SIGINT or SIGTERM (whatever
     disposition this process inherited) ends the run in progress and the preset; the report then
-    shows the runs made so far, and the status is 130."""
+    shows the runs made so far, and the status is 130. `skipped`: cells the preset left out, each with
+    why, which the report's remark lists."""
     from bench.report.build import write_report
 
     folder = output / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     folder.mkdir(parents=True, exist_ok=True)
+    for line in skipped:
+        print(f"{name}: left out {line}", file=sys.stderr, flush=True)
     started = time.monotonic()
     done, stopped = 0, None
     interim = InterimReport(name, folder, output, len(runs), started)
@@ -145,7 +160,8 @@ def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, time
     made = f"{len(runs)} runs" if stopped is None else stopped
     if stopped is not None and not run_folders(folder):
         return 130  # nothing to report
-    html = write_report([folder], folder, remark=f"The {name} preset: {made} in {elapsed / 60:.1f} min.")
+    left_out = f" Left out, as a run of each would be refused: {'; '.join(skipped)}." if skipped else ""
+    html = write_report([folder], folder, remark=f"The {name} preset: {made} in {elapsed / 60:.1f} min.{left_out}")
     shutil.copy(html, output / "report.html")
     shutil.copy(folder / "summary.csv", output / "summary.csv")
     print(f"{made} in {elapsed / 60:.1f} min", file=sys.stderr)

@@ -18,8 +18,9 @@ from bench import models
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.launch import slurm
-from bench.presets.runner import run_all
+from bench.presets.runner import refused_cells, run_all
 from bench.usage import OneLineParser, refuse
+from bench.validation import model_refusal
 from strategies import registry
 
 FACTOR = 3.0
@@ -45,6 +46,8 @@ def plan(workers: int, steps: int, convergence_steps: int, model: str = "cnn",
     for label, args, _ in picked:
         # halfway through the run: an asynchronous worker does about steps / workers steps of its own
         strategy = registry.get(args[args.index("--strategy") + 1])
+        if model_refusal(model, strategy):  # left out, and said (runner.refused_cells)
+            continue
         halfway = steps // (2 * workers) if strategy.asynchronous else steps // 2
         kill = ["--kill-worker", f"{STRAGGLER}@{max(1, halfway)}"]
         recover = ["--recover", "--checkpoint-every-steps", str(max(1, steps // 3))]
@@ -98,6 +101,7 @@ def main(argv: Sequence[str]) -> int:
                else None)
     if problem is None:
         try:
+            args.model = models.resolve(args.model)
             models.check(args.model)
             if slurm.in_allocation():  # every run takes --workers workers: all of them must fit
                 slurm.counts_that_fit([args.workers], "--workers")
@@ -106,5 +110,7 @@ def main(argv: Sequence[str]) -> int:
     if problem:
         return refuse(problem)
     runs = plan(args.workers, args.steps, args.convergence_steps, args.model, args.variants, args.scenarios)
+    left_out = refused_cells((args_[args_.index("--strategy") + 1], args.model) for label, args_, _ in
+                             variants(args.workers) if args.variants is None or label in args.variants)
     return run_all("stragglers", [(label, [*run_args, *extra]) for label, run_args in runs], Path(args.output),
-                   args.timeout_s)
+                   args.timeout_s, skipped=left_out)

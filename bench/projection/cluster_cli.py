@@ -61,10 +61,12 @@ def check(args: argparse.Namespace) -> None:
         raise UsageError(f"--device-examples-per-s: must be > 0, got {args.device_examples_per_s}")
     if not args.model:
         raise UsageError(f"--device-examples-per-s needs --model M (one of {', '.join(models.MODELS)})")
+    args.model = [models.resolve(name) for name in args.model]
     for name in args.model:
         models.check(name)
-        if models.reads(name) != models.IMAGES:
-            raise UsageError(f"--model {name}: the cluster projection takes dense models; its table is not modelled")
+        if models.reads(name) == models.IDS or (models.user.is_spec(name) and models.signature(name).table_bytes):
+            raise UsageError(f"--model {models.label(name)}: the cluster projection takes dense models; "
+                             "its embedding table is not modelled")
     if args.devices_per_host < 1 or not args.intra_host_gbit > 0:
         raise UsageError("--devices-per-host must be >= 1 and --intra-host-gbit > 0")
     if args.ps_colocated and not args.ps:
@@ -81,7 +83,7 @@ def projection(args: argparse.Namespace) -> pd.DataFrame:
                                   args.intra_host_gbit * 1e9 / 8)
                 for k in args.ps or [cluster.hosts]:
                     ps = PsSetup(k, args.ps_colocated or not args.ps, args.ps_placement)
-                    rows += schemes.rows(name, model_tensors, cluster, ps)
+                    rows += schemes.rows(models.label(name), model_tensors, cluster, ps)
     return pd.DataFrame(rows)
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import pandas as pd
 
+from bench import data as data_sources
+from bench import models
 from bench.report.columns import CHECKPOINT_FIGURES
 from bench.report.recovery import recovery_columns
 from bench.run import breakdown
@@ -63,7 +65,9 @@ def run_row(run_dir: Path) -> dict[str, Any]:
     return {
         "run_id": record.get("run_id", run_dir.name), "path": str(run_dir), "status": status,
         "ok": status == "ok", "purpose": record["purpose"], "strategy": config.get("strategy"),
-        "model": config.get("model"), "data": config.get("data"), "workers": config.get("workers"),
+        # a user's model and arrays by their short names (their paths stay in run.json's config)
+        "model": models.label(config.get("model") or ""), "data": data_sources.label(config.get("data") or ""),
+        "workers": config.get("workers"),
         "ps": facts.get("parameter_servers", 0), "family": facts.get("family"),
         "scaling_baseline": bool(facts.get("baseline")), "asynchronous": bool(facts.get("asynchronous")),
         "batch_size": config.get("batch_size"), "steps": config.get("steps"),

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from bench import data as data_sources
+from bench import models
 from bench.config import RunConfig
 from bench.run.breakdown import stamped
 from bench.run.checkpoints import Checkpoints
@@ -70,7 +71,8 @@ def record_model(config: RunConfig, strategy: type[Strategy], folder: RunFolder,
     """The chief's run.json facts of the built model and of the bytes its exchange moves."""
     touched = rows_touched(config, data, 0, config.workers) if model.tables else 0.0
     facts = model_facts(model, touched)
-    folder.update_run(model={"name": config.model, **facts}, exchange=exchange_facts(config, strategy, facts))
+    folder.update_run(model={"name": models.label(config.model), **facts},
+                      exchange=exchange_facts(config, strategy, facts))
 
 
 def run_clock(run_start: float) -> Callable[[], float]:
@@ -93,7 +95,7 @@ def run_worker(config: RunConfig, strategy_cls: type[Strategy], context: WorkerC
     evaluator = Evaluator(config, folder, clock, events) if events and data.val is not None else None
     checkpoints = Checkpoints.for_run(config, folder, clock, context.is_chief)
     faults = FaultInjection.for_run(config, folder, context.rank)
-    progress = Progress(config.steps, f"{config.strategy}/{config.model}",
+    progress = Progress(config.steps, f"{config.strategy}/{models.label(config.model)}",
                         enabled=show_progress and context.is_chief, processes=context.num_workers)
     began = clock()
     log = StepLog(steps_out, folder.run_id, context.rank, context.run_start)

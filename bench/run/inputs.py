@@ -9,7 +9,7 @@ import numpy as np
 
 from bench import models
 from bench.config import RunConfig
-from bench.data import IDS, KIND, Dataset, Split, ids, load
+from bench.data import IDS, KIND, SIGNATURE, Dataset, Split, ids, load, npz, synthetic
 
 MAX_PLAN_EXAMPLES = 1 << 24
 
@@ -22,6 +22,12 @@ def load_data(config: RunConfig, batch_size: int, rank: int = 0, first_batch: in
 
 
 def _load(config: RunConfig, batch_size: int, rank: int) -> Dataset:
+    if npz.is_file_name(config.data):
+        return npz.load(config.data, models.input_dtype(config.model))
+    if models.reads(config.model) == SIGNATURE:
+        model = models.signature(config.model)
+        return synthetic.for_signature(model.input_shape, np.dtype(model.input_dtype), model.num_classes,
+                                       model.input_high, batch_size, config.seed + rank)
     if KIND.get(config.data) == IDS:
         if config.data == "criteo":
             return ids.criteo(config.data_dir, config.embedding_rows)

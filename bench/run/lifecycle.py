@@ -8,6 +8,8 @@ import sys
 import time
 from typing import Any
 
+from bench import data as data_sources
+from bench import models
 from bench.config import RunConfig
 from bench.metrics import Gradient
 from bench.run import environment
@@ -41,7 +43,7 @@ def _now() -> str:
 def run_label(config: RunConfig) -> str:
     if config.run_name:
         return config.run_name
-    return f"{config.strategy}-{config.model}-{config.data}-w{config.workers}"
+    return f"{config.strategy}-{models.label(config.model)}-{data_sources.label(config.data)}-w{config.workers}"
 
 
 def start_run(config: RunConfig, strategy: type[Strategy]) -> tuple[RunFolder, float]:
@@ -64,7 +66,7 @@ def open_run(config: RunConfig, strategy: type[Strategy], run_start: float,
         run_start_epoch_s=run_start,
         config=config.to_dict(), strategy=registry.facts(strategy, config), strategy_description=strategy.description,
         environment=environment.describe(),
-        model={"name": config.model},  # the chief adds the model's facts once it has built it
+        model={"name": models.label(config.model)},  # the chief adds the model's facts once it has built it
     )
     return folder
 
