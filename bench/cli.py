@@ -136,7 +136,8 @@ def run_parser() -> argparse.ArgumentParser:
     g.add_argument("--ps", type=int, default=d.ps, help="parameter-server tasks (default: %(default)s)")
     g.add_argument("--ps-hosts", type=_hosts, default=(), help="multi-host: host:port,host:port")
     g.add_argument("--worker-hosts", type=_hosts, default=(), help="multi-host: host:port,host:port")
-    g.add_argument("--job-name", default=None, help="multi-host: ps or worker")
+    g.add_argument("--chief-host", default=None, help="multi-host ps-coordinator: the coordinator's host:port")
+    g.add_argument("--job-name", default=None, help="multi-host: ps, worker (or chief: ps-coordinator's coordinator)")
     g.add_argument("--task-index", type=int, default=None, help="multi-host: index within --job-name")
     g.add_argument("--emulated-cluster", nargs="?", const="bench", default=None, metavar="NAME",
                    help="run each ps and worker on its own host of the emulated cluster NAME (default: bench; "

@@ -88,6 +88,7 @@ class RunConfig:
     # multi-host topology, as in the seed's mnist_replica.py; empty means "launch locally"
     ps_hosts: tuple[str, ...] = ()
     worker_hosts: tuple[str, ...] = ()
+    chief_host: str | None = None  # a coordinator's address (ps-coordinator: TF's "chief" task)
     job_name: str | None = None
     task_index: int | None = None
     # name of an emulated cluster (bench.emulated): each process in a network namespace of its own
@@ -204,7 +205,9 @@ def check_numbers(config: RunConfig) -> None:
 
 
 def check_topology(config: RunConfig) -> None:
-    for flag, hosts in (("--ps-hosts", config.ps_hosts), ("--worker-hosts", config.worker_hosts)):
+    chief = (config.chief_host,) if config.chief_host else ()
+    for flag, hosts in (("--ps-hosts", config.ps_hosts), ("--worker-hosts", config.worker_hosts),
+                        ("--chief-host", chief)):
         for host in hosts:
             name, _, port = host.rpartition(":")
             if not name or not port.isdigit() or not 0 < int(port) < 65536:
@@ -213,11 +216,13 @@ def check_topology(config: RunConfig) -> None:
         raise UsageError("--emulated-cluster places the processes itself: drop --worker-hosts/--job-name/TF_CONFIG")
     if config.job_name is None:
         return
-    if config.job_name not in ("ps", "worker"):
-        raise UsageError(f"--job-name: must be ps or worker, got {config.job_name!r}")
+    if config.job_name not in ("ps", "worker", "chief"):
+        raise UsageError(f"--job-name: must be ps, worker or chief, got {config.job_name!r}")
     if not config.worker_hosts:
         raise UsageError("--job-name needs --worker-hosts (and --ps-hosts for ps strategies)")
-    hosts = config.ps_hosts if config.job_name == "ps" else config.worker_hosts
+    if config.job_name == "chief" and not config.chief_host:
+        raise UsageError("--job-name chief needs --chief-host (the coordinator's host:port)")
+    hosts = {"ps": config.ps_hosts, "worker": config.worker_hosts, "chief": chief}[config.job_name]
     if config.task_index is None or not 0 <= config.task_index < len(hosts):
         raise UsageError(f"--task-index: must be in [0, {len(hosts)}) for --job-name {config.job_name}")
 

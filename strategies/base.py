@@ -80,6 +80,19 @@ class StepTimes:
 
 
 @dataclass(frozen=True)
+class RanOn:
+    """Where a step ran when not in the process that records it (ps-coordinator: a function the
+    coordinator scheduled on a worker task): that worker, its count of steps there, and when the
+    step began and ended (epoch seconds; began: when that worker could take it, its previous step's
+    end or the scheduling, whichever is later)."""
+
+    worker: int
+    local_step: int
+    began: float
+    ended: float
+
+
+@dataclass(frozen=True)
 class StepResult:
     """What one call of Worker.step did on this worker. The harness reads `loss` (with float())
     and `times` (calling it, if it is a function) only when it writes the row, a fraction of a
@@ -93,6 +106,7 @@ class StepResult:
     arrival: int | None = None  # order in which this step's gradient reached the parameter servers
     times: StepTimes | Callable[[], StepTimes] | None = None  # where the step's time went
     extra: dict[str, Any] = field(default_factory=dict)
+    ran_on: RanOn | None = None  # a step run elsewhere: its worker, local step and span replace this process's
 
 
 class Launch:
@@ -119,6 +133,12 @@ class TfCluster(Launch):
     def worker_loss(cls, config: RunConfig) -> str:
         """What a lost non-chief worker does to the run: RESTART_JOB, REJOIN or GO_ON."""
         return RESTART_JOB
+
+    @classmethod
+    def trainer_role(cls, config: RunConfig) -> str:
+        """The role whose tasks train (each runs the harness, and the launcher watches them as the run's
+        workers); the tasks of every other role serve until the run ends."""
+        return "worker"
 
     @classmethod
     def gradients_per_step(cls, config: RunConfig) -> int | None:

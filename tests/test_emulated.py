@@ -190,6 +190,20 @@ def test_every_exchange_runs_across_hosts(hosts, results, strategy, extra):
         assert {a.rpartition(":")[0] for role in record["cluster"].values() for a in role} <= addresses
 
 
+def test_ps_coordinators_worker_exchanges_with_the_ps_across_hosts_and_its_coordinator_has_a_host(hosts, results):
+    record, _ = on_cluster(results, "--strategy", "ps-coordinator", "--workers", "1", "--ps", "1", "--model", "mlp",
+                           "--data", "synthetic", "--steps", "64", "--warmup-steps", "16", "--eval-every", "0")
+    assert record["status"] == "ok"
+    per_host = record["network"]["per_host"]
+    # every step's gradients crossed the worker's link to the ps task, and its parameters came back
+    for way in ("sent_per_step", "received_per_step"):
+        assert per_host["worker 0"][way] > 0.5 * record["network"]["gradient_bytes_per_step"], per_host
+    addresses = {h.address for h in hosts.hosts}
+    roles = record["cluster"]
+    assert set(roles) == {"ps", "worker", "chief"}
+    assert len({a.rpartition(":")[0] for hosts_ in roles.values() for a in hosts_} & addresses) == 3
+
+
 def test_up_on_a_running_cluster_re_caps_its_links(hosts):
     from bench.emulated import linkcheck, network
 

@@ -77,6 +77,7 @@ SPREAD = [  # (flags, nodes the run takes)
     (("--strategy", "ps-sync", "--workers", "2", "--ps", "1"), 3),
     (("--strategy", "ps-async", "--workers", "2", "--ps", "1"), 3),
     (("--strategy", "local-sgd-ps", "--workers", "2", "--ps", "1"), 3),
+    (("--strategy", "ps-coordinator", "--workers", "1", "--ps", "1"), 3),  # and its coordinator
     (("--strategy", "allreduce", "--workers", "2"), 2),
     (("--strategy", "allreduce", "--workers", "2", "--hvd-controller", "gloo"), 2),
     (("--strategy", "local-sgd", "--workers", "2"), 2),

@@ -45,7 +45,8 @@ def task_argv(config: RunConfig, cluster: dict[str, list[str]], role: str, index
     """One task's command: the one a user runs on each host of a real cluster, with the hosts'
     addresses. Started by a launcher, the task joins its run (bench.run.lifecycle.joined_run)."""
     task = config.replace(worker_hosts=tuple(cluster["worker"]), ps_hosts=tuple(cluster.get("ps", ())),
-                          job_name=role, task_index=index, emulated_cluster=None)
+                          chief_host=(cluster.get("chief") or [None])[0], job_name=role, task_index=index,
+                          emulated_cluster=None)
     return [sys.executable, "-m", "bench", "--config-json", task.to_json()]
 
 
@@ -74,7 +75,7 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
             argv = enter(placement.roles[role][i], argv)
         return start(f"{role} {i}", argv, folder.path / "logs" / f"{role}{i}.log",
                      env={"TF_CONFIG": tf_config(cluster, role, i), **join_environment(folder, run_start)},
-                     echo=(role, i) == ("worker", 0))
+                     echo=(role, i) == (strategy.launch.trainer_role(config), 0))
 
     rejoined: list[dict] = []
 
@@ -94,7 +95,7 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
         if scheduled:
             scheduled.note_steps(sum(len(hosts) for hosts in cluster.values()))
             folder.update_run(placement=scheduled.describe())
-        workers = children.pop("worker")
+        workers = children.pop(strategy.launch.trainer_role(config))
         helpers = [c for group in children.values() for c in group]
         outcome = supervise(workers, helpers, worker_loss == GO_ON, steps_written(folder),
                             config.stall_timeout_s, restarts=restarts,
@@ -110,18 +111,18 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
     return code, folder
 
 
-def is_chief_task(config: RunConfig) -> bool:
-    return config.job_name == "worker" and config.task_index == 0
+def is_chief_task(config: RunConfig, strategy: type[Strategy]) -> bool:
+    return config.job_name == strategy.launch.trainer_role(config) and config.task_index == 0
 
 
-def hand_started_folder(config: RunConfig) -> RunFolder:
+def hand_started_folder(config: RunConfig, strategy: type[Strategy]) -> RunFolder:
     """The run folder of a task started by hand: every task of one run on one file system shares
     `--output/--run-name`; a folder that already holds this task (or, for the chief, a run) is an
     earlier run's, and is refused rather than appended to."""
     path = Path(config.output) / (config.run_name or f"{config.strategy}-{models.label(config.model)}-cluster")
     taken = UsageError(f"{path} already holds {config.job_name} {config.task_index} of an earlier run: "
                        "choose another --run-name (or --output)")
-    if is_chief_task(config) and (path / RUN_FILE).exists():
+    if is_chief_task(config, strategy) and (path / RUN_FILE).exists():
         raise taken
     folder = RunFolder(path)
     try:
@@ -139,7 +140,9 @@ def run_task(config: RunConfig, strategy: type[Strategy]) -> int:
     cluster = {"worker": list(config.worker_hosts)}
     if config.ps_hosts:
         cluster["ps"] = list(config.ps_hosts)
-    me = cluster["ps" if config.job_name == "ps" else "worker"][config.task_index]
+    if config.chief_host:
+        cluster["chief"] = [config.chief_host]
+    me = cluster[config.job_name][config.task_index]
     port = int(me.rpartition(":")[2])
     if port_in_use(port):
         raise UsageError(f"port {port} of {config.job_name} {config.task_index} ({me}) is in use")
@@ -147,8 +150,8 @@ def run_task(config: RunConfig, strategy: type[Strategy]) -> int:
     if joined:
         folder, run_start = joined
     else:
-        folder, run_start = hand_started_folder(config), time.time()
-    is_chief = is_chief_task(config) and not joined
+        folder, run_start = hand_started_folder(config, strategy), time.time()
+    is_chief = is_chief_task(config, strategy) and not joined
     if is_chief:
         folder = open_run(config, strategy, run_start, folder=folder)
         folder.update_run(cluster=cluster)

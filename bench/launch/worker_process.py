@@ -1,4 +1,5 @@
-"""One task of a TF-cluster run in this process: a ps serves, a worker trains and reports."""
+"""One task of a TF-cluster run in this process: a task of the strategy's trainer role (a worker;
+ps-coordinator's chief) trains and reports, any other (a ps; ps-coordinator's workers) serves."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def run_role(config: RunConfig, strategy_cls: type[Strategy], folder: RunFolder,
     # TensorFlow's own multi-worker strategies read the cluster from here
     os.environ.setdefault("TF_CONFIG", tf_config(cluster, role, index))
     code = 0
-    if role != "worker":
+    if role != strategy_cls.launch.trainer_role(config):
         try:
             worker_class(strategy_cls).serve(role, index, config, cluster)
         except Exception:  # noqa: BLE001

@@ -40,7 +40,11 @@ class StepLog:
         self.next_flush = 0.0
 
     def add(self, local_step: int, t_start: float, t_end: float, result: StepResult, slept: float = 0.0) -> None:
-        """One step; `slept`: an injected straggler's sleep, which stands for slower compute."""
+        """One step; `slept`: an injected straggler's sleep, which stands for slower compute. A step
+        that ran on another worker (result.ran_on) is recorded as that worker's, with its span."""
+        ran_on = result.ran_on
+        if ran_on is not None:
+            local_step, t_start, t_end = ran_on.local_step, ran_on.began - self.run_start, ran_on.ended - self.run_start
         self.pending.append((local_step, t_start, t_end, result, slept))
 
     def due(self, now: float) -> bool:
@@ -69,7 +73,8 @@ class StepLog:
         staleness, applied, arrival = result.staleness, result.applied, result.arrival
         exchange = (",," if staleness is None and applied is None and arrival is None else
                     f"{_text(staleness)},{'' if applied is None else int(applied)},{_text(arrival)}")
-        head = (f"{self.prefix}{local_step},{result.global_step},{t_start!r},{t_end!r},{result.examples},"
+        prefix = self.prefix if result.ran_on is None else f"{self.run_id},{result.ran_on.worker},"
+        head = (f"{prefix}{local_step},{result.global_step},{t_start!r},{t_end!r},{result.examples},"
                 f"{loss!r},{exchange}")
         if result.times is None:
             return head + ",,,,\n"

@@ -67,12 +67,13 @@ class _FastWorkerSessionCreator(tf.compat.v1.train.WorkerSessionCreator):
         return self._session_manager
 
 
-def atomic_increment(var: tf.Variable, name: str) -> tf.Tensor:
+def atomic_increment(var: tf.Variable, name: str, read_elsewhere: bool = False) -> tf.Tensor:
     """`var += 1`, returning the new value, indivisibly across every worker of the cluster.
 
     A plain assign_add followed by a read is two ops: two workers incrementing at once
     can both read the later value. A CriticalSection on the variable's ps task makes the
-    pair one step, so every caller gets its own number.
+    pair one step, so every caller gets its own number. `read_elsewhere`: the same graph also
+    reads `var` outside the section (a tf.function refuses that unless told; a read needs no lock).
     """
     def increment_and_read() -> tf.Tensor:
         # the read must be an op made here, inside the section: assign_add's own return value
@@ -82,7 +83,7 @@ def atomic_increment(var: tf.Variable, name: str) -> tf.Tensor:
 
     with tf.device(var.device):
         section = tf.CriticalSection(shared_name=f"distbench_{name}", name=f"{name}_section")
-        return section.execute(increment_and_read)
+        return section.execute(increment_and_read, exclusive_resource_access=not read_elsewhere)
 
 
 def parameters_arrived(since: set[tf.Operation], worker_device: str, stamps: Stamps) -> None:

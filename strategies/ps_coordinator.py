@@ -1,0 +1,60 @@
+"""ps-coordinator: TensorFlow 2's parameter servers, tf.distribute.ParameterServerStrategy with a
+ClusterCoordinator. The variables live on ps tasks; worker tasks are plain tf.distribute.Servers; a
+coordinator (TensorFlow's "chief") schedules training functions, each of --steps-per-function steps,
+onto whichever worker is free. Asynchronous, as TensorFlow documents it: every step's update is
+applied on the ps tasks when it arrives."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from bench.config import RunConfig
+from bench.errors import UsageError
+from bench.metrics import Gradient, ps_server_bytes, ps_worker_bytes
+from bench.options import Option
+from strategies._ps import ParameterServerStrategy
+from strategies.base import TfCluster
+
+# TensorFlow's advice (its parameter-server tutorial: "steps_per_execution") is several steps per
+# scheduled function, so the coordinator's dispatch is paid once for all of them; the default was
+# chosen by measurement (docs/running.md, "ps-coordinator"): cnn gains nothing past 8.
+STEPS_PER_FUNCTION = Option("steps_per_function", int, 8,
+                            "ps-coordinator: training steps in each function the coordinator schedules",
+                            check=lambda v: None if v >= 1 else "must be >= 1")
+
+
+class CoordinatorCluster(TfCluster):
+    @classmethod
+    def trainer_role(cls, config: RunConfig) -> str:
+        return "chief"  # the coordinator trains; ps and worker tasks serve
+
+
+class PSCoordinator(ParameterServerStrategy):
+    name = "ps-coordinator"
+    description = "TF2 parameter servers: ParameterServerStrategy + ClusterCoordinator, asynchronous"
+    worker = "strategies.workers.ps_coordinator:PSCoordinatorWorker"
+    launch = CoordinatorCluster
+    asynchronous = True
+    checkpoints = False
+    v1_graph = False  # eager TensorFlow 2 on the coordinator: a Keras 3 model runs
+    options: ClassVar[tuple[Option, ...]] = (STEPS_PER_FUNCTION,)
+
+    @classmethod
+    def validate(cls, config: RunConfig) -> None:
+        super().validate(config)
+        if config.straggler or config.kill_worker:
+            raise UsageError("--straggler/--kill-worker act in a worker's own step loop; ps-coordinator's workers "
+                             "only run the functions its coordinator schedules")
+
+    @classmethod
+    def processes(cls, config: RunConfig) -> dict[str, int]:
+        return {"ps": config.ps, "worker": config.workers, "chief": 1}
+
+    @classmethod
+    def variant(cls, config: RunConfig) -> str:
+        return f"{cls.name} k={config.option('steps_per_function')}"
+
+    @classmethod
+    def traffic(cls, config: RunConfig, gradient: Gradient) -> dict[str, tuple[float, float]]:
+        # a step's worker reads the parameters from the ps tasks and sends its gradients there, as ps-async's
+        return {"worker": ps_worker_bytes(gradient, 1.0), "ps": ps_server_bytes(gradient, 1, config.ps, 1.0)}

@@ -1,0 +1,64 @@
+"""ps-coordinator: TensorFlow 2's ParameterServerStrategy with a ClusterCoordinator, as real ps,
+worker and coordinator processes. One worker's scheduled steps are single's steps; with two, both
+workers run functions, every update lands on the ps tasks, and the steps are recorded as the
+workers' that ran them, with the coordinator's dispatch in their split."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from bench.cli import main
+from tests.conftest import ROOT, only_run
+from tests.equivalence import assert_weights_close, config_for, load_weights, train_in_process
+from tests.processes import bench, leftover_processes, run_record
+from tests.time_split import assert_time_split
+
+pytestmark = pytest.mark.slow
+B = 16
+WIDE_DEEP = str(ROOT / "examples" / "wide_deep.py") + ":build"
+
+
+@pytest.mark.parametrize("model, data, optimizer", [("mlp", "digits", "momentum"), (WIDE_DEEP, "synthetic", "sgd")])
+def test_one_workers_scheduled_steps_are_singles_steps(results, model, data, optimizer):
+    # a run takes whole functions: 6 steps in functions of 4 are 8 steps, as single's 8
+    done = bench("--strategy", "ps-coordinator", "--workers", "1", "--ps", "1", "--model", model, "--data", data,
+                 "--batch-size", str(B), "--steps", "6", "--steps-per-function", "4", "--warmup-steps", "0",
+                 "--no-shuffle", "--optimizer", optimizer, "--lr", "0.1", "--save-weights", "--output", str(results))
+    assert done.returncode == 0, done.stderr[-3000:]
+    single = train_in_process(config_for("single", model=model, data=data, batch_size=B, optimizer=optimizer),
+                              steps=8)
+    assert_weights_close(load_weights(only_run(results) / "weights.npz"), single)
+    record = run_record(results)
+    assert record["summary"]["global_steps"] == 8
+    assert set(record["strategy_info"]["variable_devices"]) == {"/job:ps/replica:0/task:0/device:CPU:0"}
+
+
+def test_two_workers_share_the_functions_and_each_step_is_recorded_as_its_workers(results):
+    done = bench("--strategy", "ps-coordinator", "--workers", "2", "--ps", "2", "--steps", "480", "--eval-every",
+                 "240", "--steps-per-function", "8", "--warmup-steps", "16", "--output", str(results))
+    assert done.returncode == 0, done.stderr[-3000:]
+    folder, record = only_run(results), run_record(results)
+    assert record["status"] == "ok" and record["strategy"]["launch"] == "tf-cluster"
+    assert record["summary"]["best_accuracy"] >= 0.90
+    steps = pd.read_csv(folder / "steps.csv")
+    assert sorted(steps["worker"].unique()) == [0, 1]
+    assert len(steps) == 480 // 8 and (steps["examples"] == 8 * 64).all()  # a row is a function of 8 steps
+    # every update has a global step of its own, and a function's last is its row's
+    assert sorted(steps["global_step"]) == sorted(set(steps["global_step"])) and steps["global_step"].max() == 480
+    for _, rows in steps.groupby("worker"):  # a worker's rows tile its time, in steps of 8
+        assert list(rows["local_step"]) == list(range(0, 8 * len(rows), 8))
+        assert (rows["t_start_s"].iloc[1:].to_numpy() == rows["t_end_s"].iloc[:-1].to_numpy()).all()
+    assert steps["staleness_steps"].notna().all() and steps["staleness_steps"].max() > 0  # asynchronous
+    parts = assert_time_split(folder)
+    assert (parts["waiting_s"] > 0).all()  # the dispatch before each function's first stamp
+    assert len(set(record["strategy_info"]["variable_devices"])) == 2  # both ps tasks hold variables
+    assert json.loads((folder / "run.json").read_text())["cluster"]["chief"]
+    assert not leftover_processes(str(results))
+
+
+def test_faults_injected_in_a_worker_loop_are_refused(capsys, results):
+    assert main(["--strategy", "ps-coordinator", "--workers", "2", "--straggler", "1:3", "--output", str(results)]) == 2
+    assert "--straggler/--kill-worker" in capsys.readouterr().err
