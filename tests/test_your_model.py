@@ -19,6 +19,7 @@ from tests.processes import bench, run_record
 
 WIDE_DEEP = str(ROOT / "examples" / "wide_deep.py") + ":build"
 TABULAR = str(ROOT / "examples" / "tabular_net.py") + ":TabularNet"
+ENCODER = str(ROOT / "examples" / "keras_encoder.py") + ":build"
 B = 16
 KERAS_STRATEGIES = sorted(name for name, cls in registry.all_strategies().items() if not cls.v1_graph)
 
@@ -196,6 +197,16 @@ def test_a_preset_leaves_out_the_cells_a_run_would_refuse_and_says_why():
         ("single", "mlp"), ("ps-sync", "mlp"), ("allreduce", "mlp"), ("single", WIDE_DEEP), ("allreduce", WIDE_DEEP)}
     [line] = refused_cells((s, m) for m in ["mlp", WIDE_DEEP] for s in ["single", "ps-sync", "allreduce"])
     assert line.startswith("ps-sync x wide_deep: a Keras 3 model cannot be built")
+
+
+def test_the_projection_analyses_the_keras_encoder_example():
+    from bench import models
+    from bench.projection import tensors
+
+    analysed = tensors.of(ENCODER)
+    assert analysed.model == "keras_encoder" and analysed.forward_gflops > 0
+    assert sum(t.nbytes for t in analysed.tensors) == 4 * models.build(ENCODER, 0).num_params
+    assert max(t.ready for t in analysed.tensors) == pytest.approx(1.0)
 
 
 def test_the_projection_analyses_a_users_model_as_a_registered_one():
