@@ -17,10 +17,24 @@ from strategies.base import TfCluster
 
 # TensorFlow's advice (its parameter-server tutorial: "steps_per_execution") is several steps per
 # scheduled function, so the coordinator's dispatch is paid once for all of them; the default was
-# chosen by measurement (docs/running.md, "ps-coordinator"): cnn gains nothing past 8.
-STEPS_PER_FUNCTION = Option("steps_per_function", int, 8,
-                            "ps-coordinator: training steps in each function the coordinator schedules",
+# chosen by measurement (docs/running.md, "ps-coordinator"): cnn gains nothing past 8
+MOST_STEPS_PER_FUNCTION = 8
+# a row of steps.csv is one function: a short run keeps at least this many rows per worker (the
+# default comparison's 60-step cnn run at 4 workers had 2, both in its warm-up, so no throughput)
+LEAST_FUNCTIONS_PER_WORKER = 8
+STEPS_PER_FUNCTION = Option("steps_per_function", int, None,
+                            f"ps-coordinator: training steps in each function the coordinator schedules (default: "
+                            f"{MOST_STEPS_PER_FUNCTION}, fewer where a worker would run fewer than "
+                            f"{LEAST_FUNCTIONS_PER_WORKER} functions)",
                             check=lambda v: None if v >= 1 else "must be >= 1")
+
+
+def steps_per_function(config: RunConfig) -> int:
+    """K of a run: as asked, or the default for its steps and workers."""
+    asked = config.option("steps_per_function")
+    if asked is not None:
+        return asked
+    return max(1, min(MOST_STEPS_PER_FUNCTION, config.steps // (LEAST_FUNCTIONS_PER_WORKER * config.workers)))
 
 
 class CoordinatorCluster(TfCluster):
@@ -52,7 +66,7 @@ class PSCoordinator(ParameterServerStrategy):
 
     @classmethod
     def variant(cls, config: RunConfig) -> str:
-        return f"{cls.name} k={config.option('steps_per_function')}"
+        return f"{cls.name} k={steps_per_function(config)}"
 
     @classmethod
     def traffic(cls, config: RunConfig, gradient: Gradient) -> dict[str, tuple[float, float]]:

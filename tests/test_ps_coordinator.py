@@ -21,7 +21,8 @@ B = 16
 WIDE_DEEP = str(ROOT / "examples" / "wide_deep.py") + ":build"
 
 
-@pytest.mark.parametrize("model, data, optimizer", [("mlp", "digits", "momentum"), (WIDE_DEEP, "synthetic", "sgd")])
+@pytest.mark.parametrize("model, data, optimizer", [("mlp", "digits", "momentum"), (WIDE_DEEP, "synthetic", "sgd")],
+                         ids=["mlp", "keras-wide-deep"])
 def test_one_workers_scheduled_steps_are_singles_steps(results, model, data, optimizer):
     # a run takes whole functions: 6 steps in functions of 4 are 8 steps, as single's 8
     done = bench("--strategy", "ps-coordinator", "--workers", "1", "--ps", "1", "--model", model, "--data", data,
@@ -62,3 +63,15 @@ def test_two_workers_share_the_functions_and_each_step_is_recorded_as_its_worker
 def test_faults_injected_in_a_worker_loop_are_refused(capsys, results):
     assert main(["--strategy", "ps-coordinator", "--workers", "2", "--straggler", "1:3", "--output", str(results)]) == 2
     assert "--straggler/--kill-worker" in capsys.readouterr().err
+
+
+def test_a_short_run_gets_shorter_functions_so_each_worker_has_rows_to_measure():
+    from bench.config import RunConfig
+    from strategies.ps_coordinator import steps_per_function
+
+    def k(steps: int, workers: int, asked: int | None = None) -> int:
+        return steps_per_function(RunConfig(strategy="ps-coordinator", steps=steps, workers=workers,
+                                            options={"steps_per_function": asked}))
+
+    assert k(1600, 2) == 8 and k(60, 2) == 3 and k(60, 4) == 1 and k(5, 4) == 1  # 8 functions a worker
+    assert k(60, 4, asked=16) == 16  # asked for, as asked

@@ -25,6 +25,7 @@ from bench.run import breakdown
 from bench.run.inputs import feed_seed, index_plan
 from bench.run.training import evaluate_in_chunks, make_optimizer
 from strategies.base import RanOn, StepResult, StepTimes, Worker
+from strategies.ps_coordinator import steps_per_function
 from strategies.workers.ps import atomic_increment
 from strategies.workers.stamps import Stamps
 
@@ -62,7 +63,7 @@ class PSCoordinatorWorker(Worker):
         fail_fast()
         config, cluster = self.config, self.context.cluster
         self.workers = len(cluster["worker"])
-        self.k = config.option("steps_per_function")
+        self.k = steps_per_function(config)
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
             tf.train.ClusterSpec(cluster), task_type="chief", task_id=0, rpc_layer="grpc")
         self.strategy_tf = tf.distribute.ParameterServerStrategy(resolver)
