@@ -154,7 +154,7 @@ def _keras():
         import keras
     except ImportError:
         return None
-    return keras if keras.__version__.split(".")[0] >= "3" else None
+    return keras if int(keras.__version__.split(".")[0]) >= 3 else None
 
 
 @dataclass(frozen=True)
