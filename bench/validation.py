@@ -25,10 +25,11 @@ def validate(config: RunConfig, strategy_cls: type[Strategy]) -> RunConfig:
     check_workers(config, strategy_cls)
     if config.optimizer not in OPTIMIZERS:
         raise UsageError(f"--optimizer: {config.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
-    data.check(config.data, config.data_dir, models.reads(config.model))
-    if npz.is_file_name(config.data):  # the user's arrays against the model's input (imports TensorFlow)
+    if npz.is_file_name(config.data):  # the user's arrays, read once, against the model's input (imports TF)
         npz.check(config.data, models.input_shape(config.model, config.image_size),
                   models.signature(config.model).num_classes)
+    else:
+        data.check(config.data, config.data_dir, models.reads(config.model))
     check_memory(config, strategy_cls)
     check_topology(config)
     check_injection(config)
