@@ -81,7 +81,8 @@ def check_recovery(config: RunConfig, strategy_cls: type[Strategy]) -> None:
     if config.multi_host:
         raise UsageError("--recover: tasks started by hand (--job-name) are restarted by whoever started them, "
                          "with --resume")
-    if not config.checkpointing:
+    if not config.checkpointing and strategy_cls.checkpoints:
+        # a strategy that cannot save one (ps-coordinator) has its lost workers restarted, and nothing else
         raise UsageError("--recover needs --checkpoint-every-steps K or --checkpoint-every-s T: a job that "
                          "cannot go on without the dead process restarts from its latest checkpoint")
 

@@ -83,13 +83,14 @@ class StepTimes:
 class RanOn:
     """Where a step ran when not in the process that records it (ps-coordinator: a function the
     coordinator scheduled on a worker task): that worker, its count of steps there, and when the
-    step began and ended (epoch seconds; began: when that worker could take it, its previous step's
-    end or the scheduling, whichever is later)."""
+    step began and ended (epoch seconds; began: its previous step's end there, its first: when it
+    was scheduled)."""
 
     worker: int
     local_step: int
     began: float
     ended: float
+    steps: int = 1  # the worker's steps this row stands for (ps-coordinator: a function's)
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,12 @@ class Launch:
 
     kind: ClassVar[str]
 
+    @classmethod
+    def steps_elsewhere(cls, config: RunConfig) -> bool:
+        """Whether the workers' steps run in tasks that only serve, scheduled there by a trainer that
+        records them (StepResult.ran_on): a worker's injected death is then the launcher's to do."""
+        return False
+
 
 class InProcess(Launch):
     """One process runs the whole job: the CLI's own (under Slurm, one job step)."""
@@ -139,6 +146,10 @@ class TfCluster(Launch):
         """The role whose tasks train (each runs the harness, and the launcher watches them as the run's
         workers); the tasks of every other role serve until the run ends."""
         return "worker"
+
+    @classmethod
+    def steps_elsewhere(cls, config: RunConfig) -> bool:
+        return cls.trainer_role(config) != "worker"
 
     @classmethod
     def gradients_per_step(cls, config: RunConfig) -> int | None:

@@ -13,7 +13,7 @@ from bench.errors import UsageError
 from bench.metrics import Gradient, ps_server_bytes, ps_worker_bytes
 from bench.options import Option
 from strategies._ps import ParameterServerStrategy
-from strategies.base import TfCluster
+from strategies.base import GO_ON, TfCluster
 
 # TensorFlow's advice (its parameter-server tutorial: "steps_per_execution") is several steps per
 # scheduled function, so the coordinator's dispatch is paid once for all of them; the default was
@@ -42,6 +42,12 @@ class CoordinatorCluster(TfCluster):
     def trainer_role(cls, config: RunConfig) -> str:
         return "chief"  # the coordinator trains; ps and worker tasks serve
 
+    @classmethod
+    def worker_loss(cls, config: RunConfig) -> str:
+        # TensorFlow's own case: the coordinator runs a lost worker's functions on the others, and
+        # takes the worker back when it returns (its tutorial, "Handling task failure")
+        return GO_ON
+
 
 class PSCoordinator(ParameterServerStrategy):
     name = "ps-coordinator"
@@ -56,9 +62,9 @@ class PSCoordinator(ParameterServerStrategy):
     @classmethod
     def validate(cls, config: RunConfig) -> None:
         super().validate(config)
-        if config.straggler or config.kill_worker:
-            raise UsageError("--straggler/--kill-worker act in a worker's own step loop; ps-coordinator's workers "
-                             "only run the functions its coordinator schedules")
+        if config.straggler or config.straggler_random:
+            raise UsageError("--straggler acts in a worker's own step loop; ps-coordinator's workers only run the "
+                             "functions its coordinator schedules")
 
     @classmethod
     def processes(cls, config: RunConfig) -> dict[str, int]:

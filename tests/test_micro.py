@@ -6,7 +6,7 @@ import pytest
 
 from bench.metrics import busbw
 from bench.micro.settings import FAST_SIZES, PS_TENSORS, PS_TENSORS_BYTES
-from bench.micro.summary import one_tensor
+from bench.micro.summary import dispatch_costs, one_tensor
 from bench.projection.fit import tensor_costs
 from tests.processes import PRESET_LIMIT_S, bench
 
@@ -27,15 +27,20 @@ def test_fast_micro_run_measures_every_transport(tmp_path):
     assert result["machine_info"] and result["benchmarks"]
     table = pd.read_csv(folder / "micro-summary.csv")
     expected = {"mpi4py", "horovod-mpi", "horovod-mpi-tuned", "horovod-gloo", "tf-collective", "ps-1ps", "ps-2ps",
-                "memory-copy"}
+                "coordinator-1ps", "memory-copy"}
     assert set(table["transport"]) == expected
     # every transport at every size of the fast run; collectives over the 2 ranks asked for
     for transport, rows in one_tensor(table).groupby("transport"):
         assert sorted(rows["bytes"]) == sorted(FAST_SIZES), transport
     # and a ps round trip of the same bytes in more tensors: each costs its task a message
-    many = table[table["transport"].str.startswith("ps-") & (table["bytes"] == PS_TENSORS_BYTES)]
+    many = table[table["transport"].str.match(r"ps-\dps") & (table["bytes"] == PS_TENSORS_BYTES)]
     assert {t: sorted(rows["tensors"]) for t, rows in many.groupby("transport")} == \
         {"ps-1ps": [1, *PS_TENSORS], "ps-2ps": [1, *PS_TENSORS]}
+    # TF2's coordinator: a scheduled function's push and pull, and its dispatch alone
+    [dispatch] = dispatch_costs(folder).to_dict("records")
+    coordinated = one_tensor(table).set_index("transport").loc["coordinator-1ps"]
+    assert dispatch["transport"] == "coordinator-dispatch" and dispatch["function_ms"] > 0
+    assert (coordinated["median_s"] * 1e3 > dispatch["function_ms"]).all()  # a round trip and its dispatch
     per_message = tensor_costs(table).set_index("transport")["message_us"]
     assert (per_message > 0).all() and set(per_message.index) == {"ps-1ps", "ps-2ps"}
     collectives = table[table["kind"] == "allreduce"]

@@ -60,9 +60,46 @@ def test_two_workers_share_the_functions_and_each_step_is_recorded_as_its_worker
     assert not leftover_processes(str(results))
 
 
-def test_faults_injected_in_a_worker_loop_are_refused(capsys, results):
+def test_a_straggler_which_acts_in_a_workers_own_loop_is_refused(capsys, results):
     assert main(["--strategy", "ps-coordinator", "--workers", "2", "--straggler", "1:3", "--output", str(results)]) == 2
-    assert "--straggler/--kill-worker" in capsys.readouterr().err
+    assert "--straggler acts in a worker's own step loop" in capsys.readouterr().err
+
+
+def test_a_killed_worker_is_tensorflows_rescheduling_case_and_its_restart_rejoins(results):
+    # 4,000 steps last ~16 s here, the restarted worker's start-up (a Python process importing
+    # TensorFlow, a server) ~6 s: a busy machine slows both alike, so the run outlives the restart
+    done = bench("--strategy", "ps-coordinator", "--workers", "2", "--ps", "1", "--model", "mlp", "--data", "digits",
+                 "--steps", "4000", "--eval-every", "0", "--kill-worker", "1@80", "--recover", "--output", str(results))
+    assert done.returncode == 0, done.stderr[-3000:]
+    folder, record = only_run(results), run_record(results)
+    assert "killing worker 1 (--kill-worker)" in done.stderr
+    [restart] = record["summary"]["recoveries"]
+    assert restart["how"] == "worker restarted" and restart["what"] == "worker 1 was killed by SIGKILL"
+    steps = pd.read_csv(folder / "steps.csv")
+    worker_1 = steps[steps["worker"] == 1]
+    # it died at the end of the function that took it to its step 80, then served again after its restart
+    assert (worker_1["t_end_s"] < restart["at_s"]).any() and (worker_1["t_start_s"] > restart["at_s"]).any()
+    assert restart["downtime_s"] > 0 and restart["time_lost_s"] is not None
+    # the coordinator went on with worker 0 meanwhile, and ran the lost worker's functions there
+    between = steps[(steps["t_start_s"] > restart["at_s"]) & (steps["t_end_s"] < restart["at_s"]
+                                                                + restart["downtime_s"])]
+    assert (between["worker"] == 0).sum() > 0
+    assert record["summary"]["global_steps"] >= 4000 and record["lost_workers"] == []
+    info = record["strategy_info"]
+    assert info["steps_run_again"] == record["summary"]["global_steps"] - 4000 >= 0
+    assert not leftover_processes(str(results))
+
+
+def test_a_killed_ps_fails_the_run_within_seconds_with_its_reason_and_nothing_left(results):
+    done = bench("--strategy", "ps-coordinator", "--workers", "2", "--ps", "1", "--model", "mlp", "--data", "digits",
+                 "--steps", "3000", "--eval-every", "0", "--kill-ps", "0@200", "--output", str(results))
+    assert done.returncode == 1
+    record = run_record(results)
+    assert record["status"] == "failed: ps 0 was killed by SIGKILL while workers were still training"
+    # ended as soon as it was seen (the supervisor's CAUSE_GRACE_S of 1 s to name the cause, then SIGTERM);
+    # 10 s only fails a run left to its stall limit
+    assert record["ended_after_failure_s"] < 10
+    assert not leftover_processes(str(results))
 
 
 def test_a_short_run_gets_shorter_functions_so_each_worker_has_rows_to_measure():

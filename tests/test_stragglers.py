@@ -7,7 +7,7 @@ import re
 import pandas as pd
 import pytest
 
-from bench.presets.stragglers import plan
+from bench.presets.stragglers import plan, planned
 from tests.processes import PRESET_LIMIT_S, bench, leftover_processes
 
 pytestmark = pytest.mark.slow
@@ -153,10 +153,19 @@ def test_the_section_shows_the_measured_fraction(preset):
 
 
 def test_the_full_preset_covers_every_strategy_and_scenario():
-    labels = [label for label, _ in plan(4, 100, 300)]
-    for variant in ("ps-async", "ps-sync R=N", "ps-sync R=N-1", "allreduce", "allreduce-tf"):
+    runs, refused = planned(4, 100, 300)
+    labels = [label for label, _ in runs]
+    for variant in ("ps-async", "ps-sync R=N", "ps-sync R=N-1", "ps-coordinator", "allreduce", "allreduce-tf"):
         for scenario in ("clean", "straggler", "kill", "recover"):
-            assert f"{variant} {scenario}" in labels
+            assert (f"{variant} {scenario}" in labels) != (variant == "ps-coordinator" and scenario == "straggler")
         assert (f"{variant} ps-kill" in labels) == variant.startswith("ps-")
+    # a case its strategy refuses is left out, with the strategy's reason
+    assert refused == ["ps-coordinator straggler: --straggler acts in a worker's own step loop; ps-coordinator's "
+                       "workers only run the functions its coordinator schedules"]
+    # --recover without checkpoints where a strategy saves none: its workers are restarted, nothing else
+    args = dict(runs)
+    assert "--checkpoint-every-steps" in args["ps-async recover"]
+    assert "--recover" in args["ps-coordinator recover"] and "--checkpoint-every-steps" not in args[
+        "ps-coordinator recover"]
     assert sum("convergence" in label for label in labels) == 4
     assert not [label for label, _ in plan(4, 100, 0) if "convergence" in label]

@@ -82,3 +82,38 @@ def test_a_dead_worker_is_restarted_while_restarts_are_left_and_a_dead_chief_nev
     chief = [child(tmp_path, "worker 0", "kill -9 $$"), child(tmp_path, "worker 1", "sleep 30")]
     outcome = supervise(chief, [], False, lambda: 0, 60, restarts=Restarts(replacement("exit 0"), 3))
     assert outcome.status == "failed: worker 0 was killed by SIGKILL" and len(started) == 2
+
+
+def test_worker_tasks_that_serve_a_trainer_may_be_lost_or_restarted_and_a_ps_may_not(tmp_path):
+    # ps-coordinator: the coordinator trains; its worker tasks only serve the functions it schedules
+    from bench.launch.supervisor import Restarts
+
+    def cluster(worker_script):
+        chief = [child(tmp_path, "chief 0", "sleep 0.5")]
+        serving = [child(tmp_path, "worker 0", "sleep 30"), child(tmp_path, "worker 1", worker_script)]
+        ps = [child(tmp_path, "ps 0", "sleep 30")]
+        return chief, [*ps, *serving], serving
+
+    chief, helpers, serving = cluster("kill -9 $$")
+    outcome = supervise(chief, helpers, True, lambda: 0, 60, serving_workers=serving)
+    assert outcome.status == "ok" and outcome.lost_workers == ["worker 1"]
+    assert all(c.exited for c in chief + helpers)  # the servers are ended once the chief is done
+    chief, helpers, serving = cluster("kill -9 $$")
+    outcome = supervise(chief, helpers, False, lambda: 0, 60, serving_workers=serving)
+    assert outcome.status == "failed: worker 1 was killed by SIGKILL while workers were still training"
+    started = []
+
+    def start_again(rank, why):
+        started.append((rank, why))
+        return child(tmp_path, f"worker {rank}", "sleep 30")
+
+    chief, helpers, serving = cluster("kill -9 $$")
+    outcome = supervise(chief, helpers, True, lambda: 0, 60, restarts=Restarts(start_again, 1),
+                        serving_workers=serving)
+    assert outcome.status == "ok" and outcome.lost_workers == [] and started == [(1, "worker 1 was killed by SIGKILL")]
+    assert serving[1] in helpers and serving[1].exited  # the replacement served, and was ended with the others
+    chief = [child(tmp_path, "chief 0", "sleep 30")]
+    ps = [child(tmp_path, "ps 0", "sleep 0.2; kill -9 $$")]
+    serving = [child(tmp_path, "worker 0", "sleep 30")]
+    outcome = supervise(chief, [*ps, *serving], True, lambda: 0, 60, serving_workers=serving)
+    assert outcome.status == "failed: ps 0 was killed by SIGKILL while workers were still training"

@@ -18,7 +18,7 @@ from bench.emulated import session
 from bench.emulated.placement import enter
 from bench.errors import UsageError
 from bench.launch import slurm
-from bench.launch.faults import kill_ps_watch
+from bench.launch.faults import kill_watch
 from bench.launch.finish import finish_run
 from bench.launch.processes import Child, free_ports, port_in_use, start
 from bench.launch.recovery import WORKER_RESTARTED, recoveries_left, recovering, recovery, rejoin_config
@@ -98,9 +98,8 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
         workers = children.pop(strategy.launch.trainer_role(config))
         helpers = [c for group in children.values() for c in group]
         outcome = supervise(workers, helpers, worker_loss == GO_ON, steps_written(folder),
-                            config.stall_timeout_s, restarts=restarts,
-                            watch=kill_ps_watch(config, folder, children.get("ps", [])),
-                            startup_timeout_s=config.startup_timeout_s)
+                            config.stall_timeout_s, restarts=restarts, watch=kill_watch(config, folder, children),
+                            startup_timeout_s=config.startup_timeout_s, serving_workers=children.get("worker"))
     replicas = strategy.launch.gradients_per_step(config)
     records = mark_aggregated(folder.path / STEPS_FILE, replicas, config.steps) if replicas else {}
     if rejoined:  # before the run is closed: its summary reads them

@@ -1,6 +1,6 @@
-"""Faults the launcher injects itself (--kill-ps): a process it started, killed once a worker
-reaches a global step and asks for it (bench.run.ps_kill). (--kill-worker is the worker's own
-doing, in bench.run.harness.)"""
+"""Faults the launcher injects itself, when a trainer reaches the step and asks for it
+(bench.run.task_kill): --kill-ps P@S, and --kill-worker W@S where the worker tasks only serve
+(ps-coordinator's). (Any other --kill-worker is the worker's own doing, in bench.run.injection.)"""
 
 from __future__ import annotations
 
@@ -10,24 +10,26 @@ from collections.abc import Callable
 
 from bench.config import RunConfig
 from bench.launch.processes import Child
-from bench.run.ps_kill import PsKillMarkers
 from bench.run.records import RunFolder
+from bench.run.task_kill import KillMarkers
 
 
-def kill_ps_watch(config: RunConfig, folder: RunFolder, ps_tasks: list[Child]) -> Callable[[], None] | None:
-    """For the supervisor's polls: SIGKILL ps task P once a worker is at global step S (--kill-ps P@S)."""
-    plan = config.kill_ps_plan
-    if plan is None:
+def kill_watch(config: RunConfig, folder: RunFolder, serving: dict[str, list[Child]]) -> Callable[[], None] | None:
+    """For the supervisor's polls: SIGKILL the task a trainer asked to be killed, once. `serving`:
+    the tasks of the roles that do not train, by role (read at each poll: a restarted task's
+    replacement is not killed again)."""
+    plans = {"ps": config.kill_ps_plan, "worker": config.kill_plan}
+    asked = [(role, plan[0], KillMarkers(folder, role, plan[0])) for role, plan in plans.items()
+             if plan and role in serving]
+    if not asked:
         return None
-    task, at_step = plan
-    markers = PsKillMarkers(folder, task)
-    victim = ps_tasks[task]
 
     def watch() -> None:
-        if not victim.exited and markers.requested.exists():
-            print(f"{folder.run_id}: killing ps {task} at global step {at_step} (--kill-ps)",
-                  file=sys.stderr, flush=True)
-            victim.process.send_signal(signal.SIGKILL)
-            markers.killed.touch()
+        for role, task, markers in asked:
+            victim = serving[role][task]
+            if markers.requested.exists() and not markers.killed.exists() and not victim.exited:
+                print(f"{folder.run_id}: killing {role} {task} (--kill-{role})", file=sys.stderr, flush=True)
+                victim.process.send_signal(signal.SIGKILL)
+                markers.killed.touch()
 
     return watch

@@ -66,9 +66,13 @@ class Restarts:
 def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
               progress: Callable[[], int], stall_timeout_s: float, restarts: Restarts | None = None,
               watch: Callable[[], None] | None = None,
-              startup_timeout_s: float = RunConfig.startup_timeout_s) -> Outcome:
-    """`workers[0]` is the chief; `helpers` (ps tasks) are expected to exit after the workers.
-    `watch` is called on every poll (an injected fault watches the run's progress)."""
+              startup_timeout_s: float = RunConfig.startup_timeout_s,
+              serving_workers: list[Child] | None = None) -> Outcome:
+    """`workers` train, `workers[0]` is the chief; `helpers` (ps tasks) serve and are ended after the
+    workers. `serving_workers`: worker tasks among the helpers that run the steps a trainer schedules
+    (ps-coordinator's), by rank: the loss rule and the restarts apply to each of them, not to
+    `workers[1:]`. `watch` is called on every poll (an injected fault watches the run's progress)."""
+    losable = LosableWorkers(workers, helpers, serving_workers)
     everyone = workers + helpers
     exits = ExitLog(everyone)
     lost: list[str] = []
@@ -80,11 +84,11 @@ def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
                 exits.observe()
                 if watch:
                     watch()
-                if restarts and _restart_dead(workers, restarts, exits):
+                if restarts and _restart_dead(losable, restarts, exits):
                     everyone = workers + helpers
                     # the replacement starts up before it steps: a synchronous run waits for it
                     last_change, stepping = time.monotonic(), False
-                failure = _failure(workers, helpers, tolerate_loss, lost)
+                failure = _failure(workers, helpers, losable, tolerate_loss, lost)
                 if failure:
                     return _fail_with_cause(failure, exits, workers, lost)
                 if all(w.exited for w in workers):
@@ -107,31 +111,55 @@ def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
             return Outcome(f"interrupted ({exc})", lost)
 
 
-def _restart_dead(workers: list[Child], restarts: Restarts, exits: ExitLog) -> bool:
-    """Replace each dead non-chief worker (in `workers` and `exits`) while restarts are left."""
+class LosableWorkers:
+    """The worker tasks a run may lose (or restart), by rank: the trainers but the chief, or the
+    worker tasks that serve a trainer's steps; a replacement takes its place in every list."""
+
+    def __init__(self, workers: list[Child], helpers: list[Child], serving: list[Child] | None) -> None:
+        self.by_rank = serving if serving is not None else workers
+        self.first = 0 if serving is not None else 1  # workers[0] is the chief, never lost
+        self.lists = [workers, helpers] if serving is None else [workers, helpers, serving]
+
+    def ranks(self) -> list[tuple[int, Child]]:
+        return list(enumerate(self.by_rank))[self.first:]
+
+    def __contains__(self, child: Child) -> bool:
+        return child in self.by_rank[self.first:]
+
+    def replace(self, rank: int, replacement: Child) -> Child:
+        old = self.by_rank[rank]
+        for group in self.lists:
+            if old in group:
+                group[group.index(old)] = replacement
+        return old
+
+
+def _restart_dead(losable: LosableWorkers, restarts: Restarts, exits: ExitLog) -> bool:
+    """Replace each dead losable worker (in every list and in `exits`) while restarts are left."""
     replaced = False
-    for rank, worker in enumerate(workers):
-        if rank == 0 or restarts.left <= 0 or not worker.exited or worker.process.returncode == 0:
+    for rank, worker in losable.ranks():
+        if restarts.left <= 0 or not worker.exited or worker.process.returncode == 0:
             continue
-        workers[rank] = restarts.start(rank, worker.describe_exit())
+        replacement = restarts.start(rank, worker.describe_exit())
+        losable.replace(rank, replacement)
         restarts.left -= 1
-        exits.children[exits.children.index(worker)] = workers[rank]
+        exits.children[exits.children.index(worker)] = replacement
         exits.seen.pop(worker.name, None)
         replaced = True
     return replaced
 
 
-def _failure(workers: list[Child], helpers: list[Child], tolerate_loss: bool, lost: list[str]) -> str | None:
-    for rank, worker in enumerate(workers):
-        if not worker.exited or worker.process.returncode == 0 or worker.name in lost:
+def _failure(workers: list[Child], helpers: list[Child], losable: LosableWorkers, tolerate_loss: bool,
+             lost: list[str]) -> str | None:
+    for task in [*workers, *helpers]:
+        if not task.exited or task.process.returncode == 0 or task.name in lost:
             continue
-        if rank == 0 or not tolerate_loss:
-            return worker.describe_exit()
-        lost.append(worker.name)
-    for helper in helpers:
-        # a ps exits 0 by itself once every worker has said it is done
-        if helper.exited and helper.process.returncode != 0 and not all(w.exited for w in workers):
-            return f"{helper.describe_exit()} while workers were still training"
+        if task in losable and tolerate_loss:
+            lost.append(task.name)
+        elif task in workers:
+            return task.describe_exit()
+        elif not all(w.exited for w in workers):  # a ps exits 0 by itself once every worker said it is done
+            return f"{task.describe_exit()} while workers were still training"
     return None
 
 

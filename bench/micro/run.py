@@ -21,12 +21,15 @@ from bench.launch.mpi import mpirun_command
 from bench.launch.processes import free_ports
 from bench.launch.tools import find_tool
 from bench.micro import COLLECTIVES
-from bench.micro.summary import summarize, write_summary
+from bench.micro.summary import dispatch_costs, summarize, write_summary
 from bench.projection.fit import tensor_costs
 from bench.usage import OneLineParser
 from strategies.registry import default_environment
 
 HERE = Path(__file__).parent
+# the transports timed from one client process, each by its own pytest process (the coordinator's
+# eager cluster and the TF1 sessions of the ps round trip do not share a process)
+ONE_CLIENT = {"ps": "local_test.py", "copy": "local_test.py", "coordinator": "coordinator_test.py"}
 
 
 SWEEP_CYCLE_MS = (0.1, 0.5, 1.0, 5.0)
@@ -71,7 +74,7 @@ def parser() -> argparse.ArgumentParser:
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--full", action="store_true", help="4 KB to 64 MB, 10 rounds (default: 2 sizes, 3 rounds)")
     p.add_argument("--processes", default=None, help="comma-separated rank counts (default: 2,4; fast: 2)")
-    p.add_argument("--transports", default=",".join(COLLECTIVES) + ",ps,copy")
+    p.add_argument("--transports", default=",".join([*COLLECTIVES, *ONE_CLIENT]))
     p.add_argument("--output", default="results")
     p.add_argument("--timeout-s", type=float, default=900)
     p.add_argument("--rounds", type=int, default=None,
@@ -107,9 +110,9 @@ def main(argv: Sequence[str]) -> int:
             env = {**mode, "DISTBENCH_MICRO_TRANSPORT": "horovod-mpi", "DISTBENCH_MICRO_LABEL": label, **settings}
             if not run(collective_argv("horovod-mpi", np, out, label.replace(" ", "_")), env, log, args.timeout_s):
                 failed.append(f"{label} x{np}")
-    for transport in [t for t in ("ps", "copy") if t in wanted]:
+    for transport in [t for t in ONE_CLIENT if t in wanted]:
         print(f"micro: {transport}", file=sys.stderr, flush=True)
-        local = [sys.executable, "-m", "pytest", str(HERE / "local_test.py"), "-q", "-p", "no:cacheprovider",
+        local = [sys.executable, "-m", "pytest", str(HERE / ONE_CLIENT[transport]), "-q", "-p", "no:cacheprovider",
                  "-o", "addopts=", f"--benchmark-json={out / (transport + '.json')}"]
         if not run(local, {**mode, "DISTBENCH_MICRO_TRANSPORT": transport}, log, args.timeout_s):
             failed.append(transport)
@@ -121,6 +124,11 @@ def main(argv: Sequence[str]) -> int:
         print("\nA ps task's cost per message (a tensor's push or pull), from the same bytes in more tensors:",
               file=sys.stderr)
         print(costs.to_string(index=False, float_format=lambda v: f"{v:.1f}"), file=sys.stderr)
+    dispatch = dispatch_costs(out)
+    if len(dispatch):
+        print("\nA coordinator's time per scheduled function (empty functions, all in flight at once):",
+              file=sys.stderr)
+        print(dispatch.to_string(index=False, float_format=lambda v: f"{v:.3f}"), file=sys.stderr)
     if failed:
         print(f"micro: failed: {', '.join(failed)} (see {log})", file=sys.stderr)
     print(f"micro: {out.resolve()}")

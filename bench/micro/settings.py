@@ -16,6 +16,8 @@ PS_ROUNDS_FACTOR = 5
 # a ps round trip of these bytes (a size of both sweeps) split into more variables per task: with
 # the sweep's one-tensor round trip of the same bytes, the cost per tensor
 PS_TENSORS, PS_TENSORS_BYTES = (16, 64), 64 * 1024
+# empty functions a ClusterCoordinator schedules at once to time its dispatch (a round lasts ~1 s here)
+COORDINATOR_FUNCTIONS = 200
 
 
 def fast() -> bool:

@@ -43,6 +43,15 @@ def summarize(folder: Path) -> pd.DataFrame:
     return table.sort_values(["kind", "transport", "processes", "bytes"]).reset_index(drop=True)
 
 
+def dispatch_costs(folder: Path) -> pd.DataFrame:
+    """A coordinator's time per scheduled function (bench/micro/coordinator_test.py), one row per run of it."""
+    rows = [{"transport": info["transport"], "functions": info["functions"], "function_ms": info["function_s"] * 1e3}
+            for path in sorted(folder.glob("*.json")) if not path.name.startswith(".")
+            for bench in json.loads(path.read_text()).get("benchmarks", [])
+            for info in [bench.get("extra_info", {})] if "function_s" in info]
+    return pd.DataFrame(rows)
+
+
 def one_tensor(table: pd.DataFrame) -> pd.DataFrame:
     """The measurements of one tensor per process (per ps task), those sizes are swept over; a
     summary written before tensors were counted holds only those."""

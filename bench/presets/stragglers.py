@@ -1,11 +1,13 @@
 """`python -m bench stragglers`: what each strategy does with a slow worker and a dead one.
 
 At 4 workers on cnn with synthetic data: ps-async, ps-sync with R = N, ps-sync with one
-backup worker (R = N - 1), allreduce and allreduce-tf, each clean, with one 3x straggler,
-with one worker killed halfway, and with it killed halfway under --recover (checkpoints
-every third of the run); the ps strategies also with ps task 0 killed halfway under
---recover. Then convergence pairs on digits (clean and with the straggler) for ps-async and
-ps-sync. Then the report, which gains the sections "Stragglers and failures" and "Recovery".
+backup worker (R = N - 1), ps-coordinator, allreduce and allreduce-tf, each clean, with one 3x
+straggler, with one worker killed halfway, and with it killed halfway under --recover
+(checkpoints every third of the run, where the strategy saves them); the ps strategies also
+with ps task 0 killed halfway under --recover. A case a strategy refuses (ps-coordinator's
+straggler: its workers only run what the coordinator schedules) is left out and said. Then
+convergence pairs on digits (clean and with the straggler) for ps-async and ps-sync. Then the
+report, which gains the sections "Stragglers and failures" and "Recovery".
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def variants(workers: int) -> list[tuple[str, list[str], bool]]:
     return [("ps-async", ["--strategy", "ps-async"], True),
             ("ps-sync R=N", ["--strategy", "ps-sync"], True),
             ("ps-sync R=N-1", ["--strategy", "ps-sync", "--replicas-to-aggregate", str(workers - 1)], False),
+            ("ps-coordinator", ["--strategy", "ps-coordinator"], False),
             ("allreduce", ["--strategy", "allreduce"], False),
             ("allreduce-tf", ["--strategy", "allreduce-tf"], False)]
 
@@ -41,7 +44,14 @@ SCENARIOS = ("clean", "straggler", "kill", "recover", "ps-kill")
 
 def plan(workers: int, steps: int, convergence_steps: int, model: str = "cnn",
          chosen: Sequence[str] | None = None, cases: Sequence[str] = SCENARIOS) -> list[tuple[str, list[str]]]:
-    runs = []
+    return planned(workers, steps, convergence_steps, model, chosen, cases)[0]
+
+
+def planned(workers: int, steps: int, convergence_steps: int, model: str = "cnn",
+            chosen: Sequence[str] | None = None,
+            cases: Sequence[str] = SCENARIOS) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    """The runs, and the cases left out because their strategy refuses them (one line each, why)."""
+    runs, refused = [], []
     picked = [v for v in variants(workers) if chosen is None or v[0] in chosen]
     for label, args, _ in picked:
         # halfway through the run: an asynchronous worker does about steps / workers steps of its own
@@ -49,19 +59,24 @@ def plan(workers: int, steps: int, convergence_steps: int, model: str = "cnn",
         if model_refusal(model, strategy):  # left out, and said (runner.refused_cells)
             continue
         halfway = steps // (2 * workers) if strategy.asynchronous else steps // 2
-        kill = ["--kill-worker", f"{STRAGGLER}@{max(1, halfway)}"]
-        recover = ["--recover", "--checkpoint-every-steps", str(max(1, steps // 3))]
-        scenarios = {"clean": [], "straggler": ["--straggler", f"{STRAGGLER}:{FACTOR:g}"], "kill": kill,
-                     "recover": [*kill, *recover]}
+        kill = {"kill_worker": f"{STRAGGLER}@{max(1, halfway)}"}
+        recover = {"recover": True, **({"checkpoint_every_steps": max(1, steps // 3)} if strategy.checkpoints else {})}
+        scenarios = {"clean": {}, "straggler": {"straggler": f"{STRAGGLER}:{FACTOR:g}"}, "kill": kill,
+                     "recover": {**kill, **recover}}
         if strategy.processes(RunConfig(strategy=strategy.name, workers=workers)).get("ps"):
-            scenarios["ps-kill"] = ["--kill-ps", f"0@{steps // 2}", *recover]
-        for scenario, extra in scenarios.items():
+            scenarios["ps-kill"] = {"kill_ps": f"0@{steps // 2}", **recover}
+        for scenario, faults in scenarios.items():
             if scenario not in cases:
+                continue
+            try:
+                strategy.validate(RunConfig(strategy=strategy.name, workers=workers, steps=steps, **faults))
+            except UsageError as exc:
+                refused.append(f"{label} {scenario}: {exc}")
                 continue
             name = f"stragglers-{scenario}-{label.replace(' ', '').replace('=', '')}"
             runs.append((f"{label} {scenario}", [*args, "--model", model, "--data", "synthetic", "--workers",
                                                  str(workers), "--steps", str(steps), "--warmup-steps", "5",
-                                                 "--eval-every", "0", "--run-name", name, *extra]))
+                                                 "--eval-every", "0", "--run-name", name, *flags(faults)]))
     convergence = {"clean": [], "straggler": ["--straggler", f"{STRAGGLER}:{FACTOR:g}"]}
     for label, args, with_convergence in picked if convergence_steps else []:
         if not with_convergence:
@@ -72,7 +87,16 @@ def plan(workers: int, steps: int, convergence_steps: int, model: str = "cnn",
                          [*args, "--model", "mlp", "--data", "digits", "--workers", "2", "--steps",
                           str(convergence_steps), "--eval-every", "25", "--run-name", name,
                           *convergence[scenario]]))
-    return runs
+    return runs, refused
+
+
+def flags(faults: dict) -> list[str]:
+    """A case's RunConfig fields as the command-line flags that set them."""
+    out = []
+    for field, value in faults.items():
+        flag = "--" + field.replace("_", "-")
+        out += [flag] if value is True else [flag, str(value)]
+    return out
 
 
 def parser() -> argparse.ArgumentParser:
@@ -109,8 +133,9 @@ def main(argv: Sequence[str]) -> int:
             problem = str(exc)
     if problem:
         return refuse(problem)
-    runs = plan(args.workers, args.steps, args.convergence_steps, args.model, args.variants, args.scenarios)
+    runs, refused = planned(args.workers, args.steps, args.convergence_steps, args.model, args.variants,
+                            args.scenarios)
     left_out = refused_cells((args_[args_.index("--strategy") + 1], args.model) for label, args_, _ in
                              variants(args.workers) if args.variants is None or label in args.variants)
     return run_all("stragglers", [(label, [*run_args, *extra]) for label, run_args in runs], Path(args.output),
-                   args.timeout_s, skipped=left_out)
+                   args.timeout_s, skipped=[*left_out, *refused])

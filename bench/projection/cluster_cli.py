@@ -94,7 +94,8 @@ def constants() -> list[dict]:
              ("intra_host_bytes_per_s", transports.PCIE_BYTES_PER_S, transports.PCIE_SOURCE),
              ("forward_share", transports.FORWARD_SHARE, transports.FORWARD_SHARE_SOURCE),
              ("fusion_bytes", transports.FUSION_BYTES, transports.FUSION_SOURCE),
-             ("cycle_s", transports.CYCLE_S, transports.FUSION_SOURCE)]
+             ("cycle_s", transports.CYCLE_S, transports.FUSION_SOURCE),
+             ("coordinator_function_s", transports.COORDINATOR_FUNCTION_S, transports.COORDINATOR_SOURCE)]
     out = [{"name": n, "value": v, "source": s} for n, v, s in fixed]
     for t in transports.TRANSPORTS.values():
         out.append({"name": f"{t.name}.flow_share", "value": t.flow_share, "source": t.source})

@@ -14,6 +14,8 @@ RING, PS_SYNC, PS_ASYNC = "allreduce (ring)", "ps, synchronous", "ps, asynchrono
 RING_DENSE = "allreduce (ring, table dense)"  # only for a model with an embedding table
 # on hosts of several devices (bench.projection.schemes)
 HIERARCHICAL, PS_SYNC_AGGREGATED = "allreduce (hierarchical)", "ps, synchronous, host-aggregated"
+# TensorFlow 2's parameter servers (ps-coordinator): ps-async's exchange, steps scheduled by one coordinator
+PS_COORDINATOR = "ps, asynchronous, coordinator"
 # (family, asynchronous) -> scheme; the families that exchange over a network
 SCHEMES = {(ALLREDUCE, False): RING, (PARAMETER_SERVER, False): PS_SYNC, (PARAMETER_SERVER, True): PS_ASYNC}
 EXCHANGE = {RING: "ring", RING_DENSE: "ring", PS_SYNC: "ps", PS_ASYNC: "ps"}

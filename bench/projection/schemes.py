@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 from bench.projection import allreduce, parameter_servers
 from bench.projection.cluster import Cluster, StepTerms
-from bench.projection.model import HIERARCHICAL, PS_ASYNC, PS_SYNC, PS_SYNC_AGGREGATED, RING
+from bench.projection.model import HIERARCHICAL, PS_ASYNC, PS_COORDINATOR, PS_SYNC, PS_SYNC_AGGREGATED, RING
 from bench.projection.parameter_servers import BALANCED, Layout
 from bench.projection.tensors import ModelTensors
-from bench.projection.transports import ALLREDUCE_TRANSPORTS, GRPC, TRANSPORTS
+from bench.projection.transports import ALLREDUCE_TRANSPORTS, COORDINATOR_FUNCTION_S, GRPC, TRANSPORTS
+from strategies.ps_coordinator import MOST_STEPS_PER_FUNCTION
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,21 @@ def predict(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluster
     layout = Layout(cluster, ps.tasks, ps.colocated, aggregated=scheme == PS_SYNC_AGGREGATED)
     if scheme == PS_ASYNC:
         return parameter_servers.asynchronous_rate(tensors, layout, ps.placement, chosen)
+    if scheme == PS_COORDINATOR:
+        rate, terms = parameter_servers.asynchronous_rate(tensors, layout, ps.placement, chosen)
+        return coordinated(rate, terms, cluster)
     terms = parameter_servers.synchronous_step(tensors, layout, ps.placement, chosen)
     return cluster.workers * cluster.batch_size / terms.step_s, terms
+
+
+def coordinated(rate: float, terms: StepTerms, cluster: Cluster) -> tuple[float, StepTerms]:
+    """ps-async's rate, at most what one coordinator schedules: a function of K steps (its default)
+    per COORDINATOR_FUNCTION_S; the workers then wait for it."""
+    cap = MOST_STEPS_PER_FUNCTION * cluster.batch_size / COORDINATOR_FUNCTION_S
+    if rate <= cap:
+        return rate, terms
+    step_s = cluster.workers * cluster.batch_size / cap
+    return cap, StepTerms.of(step_s, terms.compute_s, waiting_s=step_s - terms.step_s)
 
 
 def combinations(cluster: Cluster) -> list[tuple[str, str]]:
@@ -44,7 +58,7 @@ def combinations(cluster: Cluster) -> list[tuple[str, str]]:
     rings = [(RING, t) for t in ALLREDUCE_TRANSPORTS]
     if cluster.devices_per_host > 1 and cluster.hosts > 1:
         rings += [(HIERARCHICAL, t) for t in ALLREDUCE_TRANSPORTS]
-    ps = [(PS_SYNC, GRPC), (PS_ASYNC, GRPC)]
+    ps = [(PS_SYNC, GRPC), (PS_ASYNC, GRPC), (PS_COORDINATOR, GRPC)]
     if cluster.devices_per_host > 1:
         ps.insert(1, (PS_SYNC_AGGREGATED, GRPC))
     return rings + ps

@@ -37,6 +37,14 @@ CYCLE_S = 5e-3
 FUSION_SOURCE = "Horovod 0.9-0.11 defaults: HOROVOD_FUSION_THRESHOLD 64 MB, HOROVOD_CYCLE_TIME 5 ms"
 
 
+# what TensorFlow 2's ClusterCoordinator spends to schedule one function and hear of its end, one
+# after another, however many workers it feeds: ps-coordinator's steps per second are at most K / this
+COORDINATOR_FUNCTION_S = 1.22e-3
+COORDINATOR_SOURCE = ("TensorFlow 2.21's ClusterCoordinator: 200 empty functions scheduled at once onto one worker "
+                      "task, the time per function, median of 3 rounds in each of 2 runs 1.223 and 1.225 ms, measured "
+                      "here 2026-11-27 (python -m bench micro --transports coordinator)")
+
+
 @dataclass(frozen=True)
 class Transport:
     """How one transport moves a step's bytes between hosts.

@@ -40,9 +40,12 @@ def recovery_section(runs: pd.DataFrame) -> str:
                         f"worker {str(w).split('@')[0]}" if isinstance(w, str) else "none"
                         for ps, w in zip(tried["kill_ps"], tried["kill_worker"], strict=True)]
     return section("recovery", "Recovery", note(
-        "Runs started with --recover and one process killed halfway. A dead ps worker is restarted into the "
-        "running job; anything else restarts the whole job from its latest checkpoint. Downtime: from the "
+        "Runs started with --recover and one process killed halfway. A dead worker of a parameter-server "
+        "strategy is restarted into the running job (where the workers only serve a coordinator, TensorFlow's "
+        "coordinator takes the restarted server back and meanwhile runs its functions on the others); anything "
+        "else restarts the whole job from its latest checkpoint, and a strategy that saves none is not "
+        "recovered. Downtime: from the "
         "failure to the first step of what was restarted. Steps lost: global steps done again. Time lost: from "
         "the failure until the run was past the global step it had reached (a ps-async run goes on meanwhile, "
-        "with one worker fewer)."),
+        "with one worker fewer). No downtime: the restarted process had not ended a step when the run did."),
         table(tried.sort_values(["variant", "failure"]), COLUMNS, "recovery-table"))

@@ -94,7 +94,7 @@ def run_worker(config: RunConfig, strategy_cls: type[Strategy], context: WorkerC
     events = RunEvents(folder.path) if context.is_chief else None
     evaluator = Evaluator(config, folder, clock, events) if events and data.val is not None else None
     checkpoints = Checkpoints.for_run(config, folder, clock, context.is_chief)
-    faults = FaultInjection.for_run(config, folder, context.rank)
+    faults = FaultInjection.for_run(config, folder, context.rank, strategy_cls.launch.steps_elsewhere(config))
     progress = Progress(config.steps, f"{config.strategy}/{models.label(config.model)}",
                         enabled=show_progress and context.is_chief, processes=context.num_workers)
     began = clock()
@@ -124,9 +124,9 @@ def run_worker(config: RunConfig, strategy_cls: type[Strategy], context: WorkerC
                 t_end, slept = faults.slow_down(local_step, t_start, t_end, clock)
             log.add(local_step, t_start, t_end, result, slept)
             local_step += 1
-            if faults and faults.holds_at(result.global_step):
+            if faults and faults.holds_at(result):
                 flush(t_end)
-                faults.hold()
+                faults.hold(result)
             elif log.due(t_end):
                 flush(t_end)
             if evaluator and evaluator.due(result.global_step):

@@ -1,6 +1,7 @@
-"""What a run injects into one worker's steps, in one place: its death at a local step
-(--kill-worker W@S), a straggler's slower steps (--straggler, --straggler-random), and the hold
-at the global step where a ps task is killed (--kill-ps P@S, bench.run.ps_kill)."""
+"""What a run injects into one trainer's steps, in one place: a worker's death at its local step
+(--kill-worker W@S), a straggler's slower steps (--straggler, --straggler-random), and the holds
+while the launcher kills a task at the step it was asked for (--kill-ps P@S; --kill-worker W@S
+where the workers only serve, bench.run.task_kill)."""
 
 from __future__ import annotations
 
@@ -10,22 +11,27 @@ import time
 from collections.abc import Callable
 
 from bench.config import RunConfig
-from bench.run.ps_kill import PsKillHold
 from bench.run.records import RunFolder
+from bench.run.task_kill import KillHold
+from strategies.base import StepResult
 
 
 class FaultInjection:
-    def __init__(self, config: RunConfig, rank: int, ps_kill: PsKillHold | None) -> None:
-        self.config, self.rank, self.ps_kill = config, rank, ps_kill
+    def __init__(self, config: RunConfig, rank: int, holds: list[KillHold], steps_elsewhere: bool) -> None:
+        self.config, self.rank, self.holds = config, rank, holds
         plan = config.kill_plan
-        self.kill_at = plan[1] if plan and plan[0] == rank else None
+        self.kill_at = plan[1] if plan and plan[0] == rank and not steps_elsewhere else None
         self.slowed = config.straggler is not None or config.straggler_random is not None
 
     @classmethod
-    def for_run(cls, config: RunConfig, folder: RunFolder, rank: int) -> FaultInjection | None:
-        """None when nothing is injected into this worker: its steps then pay one test of None."""
-        faults = cls(config, rank, PsKillHold.for_run(config, folder))
-        return faults if faults.kill_at is not None or faults.slowed or faults.ps_kill else None
+    def for_run(cls, config: RunConfig, folder: RunFolder, rank: int,
+                steps_elsewhere: bool = False) -> FaultInjection | None:
+        """None when nothing is injected into this trainer: its steps then pay one test of None.
+        `steps_elsewhere`: its steps run on worker tasks that only serve, which the launcher kills."""
+        holds = [KillHold.for_ps(config, folder), KillHold.for_serving_worker(config, folder) if steps_elsewhere
+                 else None]
+        faults = cls(config, rank, [h for h in holds if h], steps_elsewhere)
+        return faults if faults.kill_at is not None or faults.slowed or faults.holds else None
 
     def die_if_due(self, local_step: int, flush: Callable[[], None]) -> None:
         """SIGKILL this worker at its step S, once the rows before it are written."""
@@ -43,9 +49,11 @@ class FaultInjection:
         now = clock()
         return now, now - t_end
 
-    def holds_at(self, global_step: int) -> bool:
-        return bool(self.ps_kill and self.ps_kill.due(global_step))
+    def holds_at(self, result: StepResult) -> bool:
+        return any(hold.due(result) for hold in self.holds)
 
-    def hold(self) -> None:
-        """Until the launcher has killed the ps task (bench.run.ps_kill)."""
-        self.ps_kill.wait()
+    def hold(self, result: StepResult) -> None:
+        """Until the launcher has killed each task due at this step (bench.run.task_kill)."""
+        for hold in self.holds:
+            if hold.due(result):
+                hold.wait()

@@ -10,6 +10,7 @@ is the step's waiting: the worker idle while the coordinator hears of the last e
 
 from __future__ import annotations
 
+import bisect
 import collections
 import os
 import time
@@ -82,7 +83,10 @@ class PSCoordinatorWorker(Worker):
         self._eval = tf.function(self.model.evaluate, reduce_retracing=True)
         self._in_flight: collections.deque = collections.deque()
         self._to_schedule = -(-(config.steps - config.resume_step) // self.k)  # functions left to run
-        self._last_end: dict[int, float] = {}
+        self._steps_scheduled = self._to_schedule * self.k
+        self._updates = 0  # the global step: every update applied, a function run again after a worker's loss too
+        self._results_lost = 0
+        self._ends: dict[int, list[float]] = collections.defaultdict(list)  # each worker's function ends, sorted
         self._local_steps: dict[int, int] = {}
 
     def _dataset_fn(self, data: Dataset):
@@ -149,18 +153,35 @@ class PSCoordinatorWorker(Worker):
 
         return train
 
-    def step(self, stamped: bool = False) -> StepResult:
+    def _fill(self) -> None:
         window = IN_FLIGHT_PER_WORKER * self.workers
         while len(self._in_flight) < window and self._to_schedule > 0:
             scheduled = time.time()
             self._in_flight.append((scheduled, self.coordinator.schedule(self._function, args=(self._iterator,))))
             self._to_schedule -= 1
-        scheduled, remote = self._in_flight.popleft()
-        out = remote.fetch()
+
+    def _next_result(self) -> tuple[float, dict]:
+        """The next function's time of scheduling and its output. A function that ended on a worker that
+        died before its output was fetched (an output stays on its worker until then) ran, and its updates
+        stand, but its record is gone: it is run once more, so the records hold the run's steps."""
+        while True:
+            self._fill()
+            scheduled, remote = self._in_flight.popleft()
+            try:
+                return scheduled, remote.fetch()
+            except tf.errors.UnavailableError as exc:
+                if "/job:worker/" not in str(exc):
+                    raise  # a ps task: TensorFlow cannot recover from that, nor can the run
+                self._results_lost += 1
+                self._to_schedule += 1
+
+    def step(self, stamped: bool = False) -> StepResult:
+        scheduled, out = self._next_result()
         worker = int(out["worker"])
+        self._updates = max(self._updates, int(out["after"]))
         stamps = [float(t) for t in out["stamps"]]
-        began = self._last_end.get(worker, scheduled)
-        self._last_end[worker] = stamps[-1]
+        began = self._began(worker, scheduled, stamps[0])
+        bisect.insort(self._ends[worker], stamps[-1])
         local_step = self._local_steps.get(worker, 0)  # the steps this worker took before this function
         self._local_steps[worker] = local_step + self.k
         times = None
@@ -172,7 +193,15 @@ class PSCoordinatorWorker(Worker):
                               + waiting, waiting_s=waiting)
         return StepResult(float(out["loss"]), self.k * self.config.batch_size, int(out["after"]),
                           staleness=float(np.mean(out["staleness"])), applied=True, times=times,
-                          ran_on=RanOn(worker, local_step, began, stamps[-1]))
+                          ran_on=RanOn(worker, local_step, began, stamps[-1], self.k))
+
+    def _began(self, worker: int, scheduled: float, first_stamp: float) -> float:
+        """Where the row of a function `worker` started at `first_stamp` begins: the end of the one it ran
+        before (found by time: a function run again after a worker's loss is fetched before the later
+        ones that ran first), so a worker's rows tile its time; its first: when it was scheduled."""
+        ends = self._ends[worker]
+        before = bisect.bisect_right(ends, first_stamp)
+        return ends[before - 1] if before else scheduled
 
     def finished(self, result: StepResult) -> bool:
         return not self._in_flight and self._to_schedule <= 0
@@ -186,4 +215,7 @@ class PSCoordinatorWorker(Worker):
     def info(self) -> dict[str, Any]:
         return {"steps_per_function": self.k, "in_flight_per_worker": IN_FLIGHT_PER_WORKER,
                 "steps_per_worker": dict(sorted(self._local_steps.items())),
+                # updates past --steps: what a lost worker's functions applied before they ran again
+                "steps_run_again": self._updates - self.config.resume_step - self._steps_scheduled,
+                "functions_run_again_for_a_lost_output": self._results_lost,
                 "variable_devices": sorted({v.device for v in self.model.weights})}
