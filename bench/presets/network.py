@@ -25,7 +25,7 @@ from bench.emulated.claim import claim, release
 from bench.errors import UsageError
 from bench.launch.slurm import nodes_not_seeing
 from bench.presets.matrix import FULL_STEPS
-from bench.presets.runner import refused_cells, run_all
+from bench.presets.runner import refused_cells, run_all, strategy_of
 from bench.usage import OneLineParser, refuse
 
 CLUSTER = "benchnet"  # its own name: the preset never takes over a cluster the user brought up
@@ -68,7 +68,7 @@ def plan(workers: int, links: Sequence[float], models: Sequence[str], steps: int
                 # an asynchronous strategy counts every worker's step as a global step: as many of
                 # them, so that each worker takes (and leaves out as warm-up) as many steps as in a
                 # synchronous run
-                strategy = registry.get(args[args.index("--strategy") + 1])
+                strategy = registry.get(strategy_of(args))
                 if model_refusal(model, strategy):  # left out, and said (runner.refused_cells)
                     continue
                 steps_here = n_steps * workers if strategy.asynchronous else n_steps
@@ -118,7 +118,7 @@ def main(argv: Sequence[str]) -> int:
     except UsageError as exc:
         return refuse(exc)
     runs = plan(args.workers, args.links, args.models, args.steps, args.batch_size, args.variants)
-    left_out = refused_cells((variant[1][variant[1].index("--strategy") + 1], model) for model in args.models
+    left_out = refused_cells((strategy_of(variant[1]), model) for model in args.models
                              for variant in VARIANTS if not args.variants or variant[0] in args.variants)
     return run_on_links("network", runs, args.workers + MAX_PS, extra, Path(args.output), args.timeout_s,
                         skipped=left_out)

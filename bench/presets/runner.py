@@ -52,6 +52,11 @@ def mark_timed_out(folders: set[Path], timeout_s: float) -> None:
 BENCH = (sys.executable, "-m", "bench")
 
 
+def strategy_of(args: Sequence[str]) -> str:
+    """The strategy a preset's run arguments name (`--strategy NAME`)."""
+    return args[list(args).index("--strategy") + 1]
+
+
 def refused_cells(cells: Iterable[tuple[str, str]]) -> list[str]:
     """The (strategy, model) cells of a preset that a run would refuse (bench.validation.model_refusal),
     one line each with why: the preset leaves them out and its report says so."""

@@ -20,7 +20,7 @@ from bench import models
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.launch import slurm
-from bench.presets.runner import refused_cells, run_all
+from bench.presets.runner import refused_cells, run_all, strategy_of
 from bench.usage import OneLineParser, refuse
 from bench.validation import model_refusal
 from strategies import registry
@@ -55,7 +55,7 @@ def planned(workers: int, steps: int, convergence_steps: int, model: str = "cnn"
     picked = [v for v in variants(workers) if chosen is None or v[0] in chosen]
     for label, args, _ in picked:
         # halfway through the run: an asynchronous worker does about steps / workers steps of its own
-        strategy = registry.get(args[args.index("--strategy") + 1])
+        strategy = registry.get(strategy_of(args))
         if model_refusal(model, strategy):  # left out, and said (runner.refused_cells)
             continue
         halfway = steps // (2 * workers) if strategy.asynchronous else steps // 2
@@ -135,7 +135,7 @@ def main(argv: Sequence[str]) -> int:
         return refuse(problem)
     runs, refused = planned(args.workers, args.steps, args.convergence_steps, args.model, args.variants,
                             args.scenarios)
-    left_out = refused_cells((args_[args_.index("--strategy") + 1], args.model) for label, args_, _ in
+    left_out = refused_cells((strategy_of(args_), args.model) for label, args_, _ in
                              variants(args.workers) if args.variants is None or label in args.variants)
     return run_all("stragglers", [(label, [*run_args, *extra]) for label, run_args in runs], Path(args.output),
                    args.timeout_s, skipped=[*left_out, *refused])

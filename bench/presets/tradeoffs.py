@@ -19,6 +19,7 @@ from pathlib import Path
 from bench.config import default_warmup
 from bench.errors import UsageError
 from bench.presets.network import CLUSTER, run_on_links
+from bench.presets.runner import strategy_of
 from bench.usage import OneLineParser, refuse
 
 LINKS = (100.0, 1000.0)
@@ -54,7 +55,7 @@ def plan(links: Sequence[float], seeds: int, steps: int, variants: Sequence[str]
                     continue
                 # an asynchronous strategy counts every worker's step as a global step: as many
                 # steps per worker as the others take, and evaluated as often per worker step
-                asynchronous = registry.get(args[args.index("--strategy") + 1]).asynchronous
+                asynchronous = registry.get(strategy_of(args)).asynchronous
                 scale = workers if asynchronous else 1
                 runs.append((link, f"{link:g} Mbit/s {label} seed {seed}", [
                     *args, "--model", "mlp", "--data", "teacher", "--workers", str(workers),
