@@ -145,6 +145,14 @@ def test_the_projection_predicts_an_emulated_run_it_did_not_learn_from(horovod_a
     assert (tmp_path / "projection.json").is_file()
 
 
+def least_communication(run_dir) -> float:
+    """The workers' mean of each one's least communication over its measured steps (breakdown.csv)."""
+    from bench.run.breakdown import BREAKDOWN_FILE
+
+    parts = pd.read_csv(run_dir / BREAKDOWN_FILE)
+    return float(parts[parts["local_step"] >= 5].groupby("worker")["communication_s"].min().mean())
+
+
 def test_a_ten_times_narrower_link_grows_communication_not_compute(hosts, horovod_across_hosts, tmp_path):
     from bench.run.breakdown import per_worker_medians
 
@@ -155,8 +163,11 @@ def test_a_ten_times_narrower_link_grows_communication_not_compute(hosts, horovo
         cluster("up", "--hosts", "3", "--link-mbit", "100")
     narrow = horovod_across_hosts[1]  # the same run at 100 Mbit/s
     at_100, at_1000 = (per_worker_medians(folder, 5).mean() for folder in (narrow, wide))
-    # mlp's 0.3 MB of gradients: ~25 ms on the wire at 100 Mbit/s, ~2.5 ms at 1000
-    assert at_100["communication_s"] > 3 * at_1000["communication_s"], (at_100, at_1000)
+    # mlp's 0.3 MB of gradients: ~25 ms on the wire at 100 Mbit/s, ~2.5 ms at 1000. Beside a busy
+    # process the medians are mostly waiting for the CPU (41 ms at 1000 Mbit/s, 43 at 100, once):
+    # each worker's least communication is its undisturbed one (load only adds time), where the wire shows
+    least_100, least_1000 = (least_communication(folder) for folder in (narrow, wide))
+    assert least_100 > 3 * least_1000, (least_100, least_1000)
     # what the step gained is communication: compute (sub-ms here, noisy) moved by a tenth of that at most
     grown = at_100["communication_s"] - at_1000["communication_s"]
     assert at_100["compute_s"] - at_1000["compute_s"] < 0.1 * grown, (at_100, at_1000)

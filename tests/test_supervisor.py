@@ -88,17 +88,23 @@ def test_worker_tasks_that_serve_a_trainer_may_be_lost_or_restarted_and_a_ps_may
     # ps-coordinator: the coordinator trains; its worker tasks only serve the functions it schedules
     from bench.launch.supervisor import Restarts
 
-    def cluster(worker_script):
-        chief = [child(tmp_path, "chief 0", "sleep 0.5")]
-        serving = [child(tmp_path, "worker 0", "sleep 30"), child(tmp_path, "worker 1", worker_script)]
+    def cluster(chief_script="sleep 30"):
+        # worker 1 dies at once; "after worker 1": the chief ends once the supervisor has reaped it
+        # (a zombie still answers kill -0), so the loss is seen before the chief's end, on any load
+        pid = tmp_path / "worker1.pid"
+        pid.unlink(missing_ok=True)
+        serving = [child(tmp_path, "worker 0", "sleep 30"), child(tmp_path, "worker 1", f"echo $$ > {pid}; kill -9 $$")]
+        after_worker_1 = (f"until [ -s {pid} ]; do sleep 0.05; done; "
+                          f"while kill -0 $(cat {pid}) 2>/dev/null; do sleep 0.05; done")
+        chief = [child(tmp_path, "chief 0", after_worker_1 if chief_script == "after worker 1" else chief_script)]
         ps = [child(tmp_path, "ps 0", "sleep 30")]
         return chief, [*ps, *serving], serving
 
-    chief, helpers, serving = cluster("kill -9 $$")
+    chief, helpers, serving = cluster("after worker 1")
     outcome = supervise(chief, helpers, True, lambda: 0, 60, serving_workers=serving)
     assert outcome.status == "ok" and outcome.lost_workers == ["worker 1"]
     assert all(c.exited for c in chief + helpers)  # the servers are ended once the chief is done
-    chief, helpers, serving = cluster("kill -9 $$")
+    chief, helpers, serving = cluster()
     outcome = supervise(chief, helpers, False, lambda: 0, 60, serving_workers=serving)
     assert outcome.status == "failed: worker 1 was killed by SIGKILL while workers were still training"
     started = []
@@ -107,7 +113,7 @@ def test_worker_tasks_that_serve_a_trainer_may_be_lost_or_restarted_and_a_ps_may
         started.append((rank, why))
         return child(tmp_path, f"worker {rank}", "sleep 30")
 
-    chief, helpers, serving = cluster("kill -9 $$")
+    chief, helpers, serving = cluster("after worker 1")
     outcome = supervise(chief, helpers, True, lambda: 0, 60, restarts=Restarts(start_again, 1),
                         serving_workers=serving)
     assert outcome.status == "ok" and outcome.lost_workers == [] and started == [(1, "worker 1 was killed by SIGKILL")]
