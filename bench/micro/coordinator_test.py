@@ -39,13 +39,15 @@ def coordinator():
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     servers = [subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(cluster), role], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for role in ("ps", "worker")]
-    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-        tf.train.ClusterSpec(cluster), task_type="chief", task_id=0, rpc_layer="grpc")
-    strategy = tf.distribute.ParameterServerStrategy(resolver)
-    yield strategy, tf.distribute.coordinator.ClusterCoordinator(strategy)
-    for server in servers:
-        server.kill()
-        server.wait()
+    try:  # the servers are ended however the benchmarks end, a failed connection included
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            tf.train.ClusterSpec(cluster), task_type="chief", task_id=0, rpc_layer="grpc")
+        strategy = tf.distribute.ParameterServerStrategy(resolver)
+        yield strategy, tf.distribute.coordinator.ClusterCoordinator(strategy)
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait()
 
 
 @pytest.mark.parametrize("nbytes", settings.sizes(), ids=settings.label)

@@ -53,11 +53,12 @@ def ps_cluster(request):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     servers = [subprocess.Popen([sys.executable, "-c", PS_SERVER, json.dumps(cluster), str(i)], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(tasks)]
-    worker = tf.distribute.Server(tf.train.ClusterSpec(cluster), "worker", 0)
-    yield tasks, worker
-    for server in servers:
-        server.kill()
-        server.wait()
+    try:  # the ps tasks are ended however the benchmarks end
+        yield tasks, tf.distribute.Server(tf.train.ClusterSpec(cluster), "worker", 0)
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait()
 
 
 def round_trip(benchmark, ps_cluster, nbytes: int, tensors_per_task: int) -> None:
