@@ -126,12 +126,11 @@ class LosableWorkers:
     def __contains__(self, child: Child) -> bool:
         return child in self.by_rank[self.first:]
 
-    def replace(self, rank: int, replacement: Child) -> Child:
+    def replace(self, rank: int, replacement: Child) -> None:
         old = self.by_rank[rank]
         for group in self.lists:
             if old in group:
                 group[group.index(old)] = replacement
-        return old
 
 
 def _restart_dead(losable: LosableWorkers, restarts: Restarts, exits: ExitLog) -> bool:

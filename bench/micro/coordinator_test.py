@@ -16,12 +16,9 @@ import pytest
 
 from bench.metrics import PS_ROUNDTRIP_OP
 from bench.micro import settings
-from bench.micro.local_test import record
+from bench.micro.local_test import SERVER, record
 
 TRANSPORT = "coordinator"
-SERVER = "import sys, json; from bench.run.quiet_tf import import_tensorflow_quietly; " \
-         "import_tensorflow_quietly(); import tensorflow as tf; c = json.loads(sys.argv[1]); " \
-         "tf.distribute.Server(tf.train.ClusterSpec(c), sys.argv[2], 0).join()"
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +34,7 @@ def coordinator():
     ps, worker, chief = (f"127.0.0.1:{p}" for p in free_ports(3))
     cluster = {"ps": [ps], "worker": [worker], "chief": [chief]}
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    servers = [subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(cluster), role], env=env,
+    servers = [subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(cluster), role, "0"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for role in ("ps", "worker")]
     try:  # the servers are ended however the benchmarks end, a failed connection included
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(

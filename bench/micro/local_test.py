@@ -13,9 +13,10 @@ import pytest
 from bench.metrics import COPY_OP, PS_ROUNDTRIP_OP, algbw, busbw
 from bench.micro import settings
 
-PS_SERVER = "import sys, json; from bench.run.quiet_tf import import_tensorflow_quietly; " \
-            "import_tensorflow_quietly(); import tensorflow as tf; c = json.loads(sys.argv[1]); " \
-            "tf.distribute.Server(tf.train.ClusterSpec(c), 'ps', int(sys.argv[2])).join()"
+# one task of a cluster, a process of its own: argv cluster (JSON), role, index
+SERVER = "import sys, json; from bench.run.quiet_tf import import_tensorflow_quietly; " \
+         "import_tensorflow_quietly(); import tensorflow as tf; c = json.loads(sys.argv[1]); " \
+         "tf.distribute.Server(tf.train.ClusterSpec(c), sys.argv[2], int(sys.argv[3])).join()"
 
 
 def record(benchmark, name: str, kind: str, processes: int, nbytes: int, tensors: int = 1) -> None:
@@ -51,7 +52,7 @@ def ps_cluster(request):
     ports = free_ports(tasks + 1)
     cluster = {"ps": [f"127.0.0.1:{p}" for p in ports[:tasks]], "worker": [f"127.0.0.1:{ports[-1]}"]}
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    servers = [subprocess.Popen([sys.executable, "-c", PS_SERVER, json.dumps(cluster), str(i)], env=env,
+    servers = [subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(cluster), "ps", str(i)], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(tasks)]
     try:  # the ps tasks are ended however the benchmarks end
         yield tasks, tf.distribute.Server(tf.train.ClusterSpec(cluster), "worker", 0)
