@@ -18,7 +18,7 @@ from bench.launch.recovery import RECOVERY_LIMIT
 from bench.launch.tf_config import topology_from_tf_config
 from bench.run.schema import PURPOSES
 from bench.usage import OneLineParser, refuse
-from bench.validation import validate
+from bench.validation import check_flags, check_resume_flags, validate
 
 if TYPE_CHECKING:
     from strategies.base import Strategy
@@ -36,11 +36,8 @@ def _hosts(text: str) -> tuple[str, ...]:
 
 
 def run_parser() -> argparse.ArgumentParser:
-    from bench.data import IDS, IMAGES, teacher
-    from bench.models import DEFAULT_TARGET, MODELS
     from strategies import registry
 
-    names = sorted(registry.all_strategies())
     p = OneLineParser(
         prog="python -m bench",
         description="Train one model under one distribution strategy and record throughput "
@@ -48,9 +45,24 @@ def run_parser() -> argparse.ArgumentParser:
         f"{', '.join(SUBCOMMANDS)} (python -m bench SUBCOMMAND --help).",
     )
     d = RunConfig()
+    for add_group in (_what_to_train, _embedding_and_teacher, _evaluation_and_output, _checkpoints_and_faults,
+                      _topology):
+        add_group(p, d)
+    g = p.add_argument_group("strategy options")
+    for opt in registry.all_options():
+        # no default here: what was not typed is absent, so a flag of another strategy can be told apart
+        g.add_argument(opt.flag, dest=opt.name, type=opt.type, default=argparse.SUPPRESS,
+                       help=f"{opt.help} [default: {opt.default}]")
+    return p
+
+
+def _what_to_train(p: argparse.ArgumentParser, d: RunConfig) -> None:
+    from bench.models import MODELS
+    from strategies import registry
+
     g = p.add_argument_group("what to train")
     g.add_argument("--strategy", default=None,
-                   help=f"one of {', '.join(names)} (default: {registry.BASELINE}; "
+                   help=f"one of {', '.join(sorted(registry.all_strategies()))} (default: {registry.BASELINE}; "
                         f"{registry.default(under_mpi=True)} under mpirun)")
     g.add_argument("--model", default=d.model,
                    help=f"{', '.join(MODELS)}, or your own: pkg.module:build or path/to/file.py:build, a "
@@ -74,6 +86,9 @@ def run_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=d.seed, help="(default: %(default)s)")
     g.add_argument("--no-shuffle", dest="shuffle", action="store_false",
                    help="feed examples in file order (for equivalence checks)")
+
+
+def _embedding_and_teacher(p: argparse.ArgumentParser, d: RunConfig) -> None:
     g = p.add_argument_group("the embedding model and its synthetic-ids data")
     # no default here: a value typed with a model that has no table is refused (see config_from_args)
     g.add_argument("--embedding-rows", type=int, default=argparse.SUPPRESS,
@@ -89,6 +104,12 @@ def run_parser() -> argparse.ArgumentParser:
                    help=f"latent factors behind each image and label: its difficulty (default: {d.teacher_factors})")
     g.add_argument("--teacher-examples", type=int, default=argparse.SUPPRESS,
                    help=f"training examples; validation gets a fifth as many (default: {d.teacher_examples})")
+
+
+def _evaluation_and_output(p: argparse.ArgumentParser, d: RunConfig) -> None:
+    from bench.data import IDS, IMAGES, teacher
+    from bench.models import DEFAULT_TARGET
+
     g = p.add_argument_group("evaluation and output")
     g.add_argument("--eval-every", type=int, default=d.eval_every,
                    help="evaluate every N global steps, 0: only at the end (default: %(default)s)")
@@ -101,6 +122,10 @@ def run_parser() -> argparse.ArgumentParser:
                    help="what the run is for, as the report groups it (default: throughput when it is not "
                         "evaluated or its data are synthetic, else convergence)")
     g.add_argument("--save-weights", action="store_true", help="write the final weights to weights.npz")
+
+
+def _checkpoints_and_faults(p: argparse.ArgumentParser, d: RunConfig) -> None:
+    g = p.add_argument_group("checkpoints, recovery and time limits")
     g.add_argument("--checkpoint-every-steps", type=int, default=d.checkpoint_every_steps, metavar="K",
                    help="the chief saves a checkpoint (weights, optimizer state, global step) into the run "
                         "folder's checkpoints/ every K global steps and at the end (default: none)")
@@ -130,6 +155,9 @@ def run_parser() -> argparse.ArgumentParser:
                    help="worker W's steps take F times as long (it sleeps (F-1) x its measured step time)")
     g.add_argument("--straggler-random", type=float, default=None, metavar="F",
                    help="each step one worker, drawn from the seed, is slowed by F")
+
+
+def _topology(p: argparse.ArgumentParser, d: RunConfig) -> None:
     g = p.add_argument_group("topology")
     g.add_argument("--workers", type=int, default=None,
                    help="workers / towers / ranks (default: 2, or 1 for a strategy that runs with 1 only)")
@@ -142,27 +170,6 @@ def run_parser() -> argparse.ArgumentParser:
     g.add_argument("--emulated-cluster", nargs="?", const="bench", default=None, metavar="NAME",
                    help="run each ps and worker on its own host of the emulated cluster NAME (default: bench; "
                    "see ./run_bench.sh cluster up)")
-    g = p.add_argument_group("strategy options")
-    for opt in registry.all_options():
-        # no default here: what was not typed is absent, so a flag of another strategy can be told apart
-        g.add_argument(opt.flag, dest=opt.name, type=opt.type, default=argparse.SUPPRESS,
-                       help=f"{opt.help} [default: {opt.default}]")
-    return p
-
-
-def strategy_options(strategy_cls, args: dict) -> dict:
-    """The chosen strategy's options that were typed (validation fills in the rest); a typed option
-    of another strategy is an error."""
-    from strategies import registry
-
-    for opt in registry.others_options(strategy_cls.name):
-        if opt.name in args:
-            raise UsageError(f"{opt.flag} is an option of {', '.join(registry.strategies_taking(opt))}; "
-                             f"--strategy {strategy_cls.name} does not take it")
-    return {opt.name: args[opt.name] for opt in strategy_cls.options if opt.name in args}
-
-
-RESUME_CHECKS = ("--strategy", "--model")  # flags --resume takes, to check the run is the one meant
 
 
 def resumed(parsed: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
@@ -170,10 +177,8 @@ def resumed(parsed: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     from bench import models
     from bench.run.resume import resume_config
 
-    typed = {a.split("=", 1)[0] for a in argv if a.startswith("--")} - {"--resume"}
-    others = sorted(typed - set(RESUME_CHECKS))
-    if others:
-        raise UsageError(f"--resume goes on with the run's own config; drop {', '.join(others)}")
+    typed = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    check_resume_flags(typed)
     return resume_config(parsed.resume, {"strategy": parsed.strategy,
                                          "model": models.resolve(parsed.model) if "--model" in typed else None})
 
@@ -187,7 +192,6 @@ def run_from_args(argv: Sequence[str]) -> tuple[RunConfig, type[Strategy]]:
     """The run's config, parsed and validated, and its strategy: looked up here, once in this
     process, and handed down the run's path. Raises UsageError (or exits 2 on a malformed flag)."""
     from strategies import registry
-    from strategies.base import default_workers
 
     parsed = run_parser().parse_args(argv)
     if parsed.config_json:  # a task or rank started by a launcher: the launcher's config, as is
@@ -197,36 +201,34 @@ def run_from_args(argv: Sequence[str]) -> tuple[RunConfig, type[Strategy]]:
         config = resumed(parsed, argv)
         return config, registry.get(config.strategy)
     args = vars(parsed)
-    if not args["worker_hosts"] and os.environ.get("TF_CONFIG"):
-        args.update(topology_from_tf_config(os.environ["TF_CONFIG"]))
     if args["strategy"] is None:
         args["strategy"] = registry.default(under_mpi())
-    if under_mpi() and args["recover"]:
-        raise UsageError("--recover: this mpirun is yours, so the suite cannot restart it; start the run with "
-                         "--workers N (the suite then runs mpirun), or run your mpirun again with --resume")
-    if under_mpi() and "--workers" not in argv:
-        args["workers"] = world_size() or args["workers"]
     strategy_cls = registry.get(args["strategy"])
-    if args["workers"] is None:
-        args["workers"] = default_workers(strategy_cls)
-    args["options"] = strategy_options(strategy_cls, args)
+    check_flags(args, strategy_cls, under_mpi())
+    return validate(RunConfig.from_dict(completed(args, argv, strategy_cls)), strategy_cls), strategy_cls
+
+
+def completed(args: dict, argv: Sequence[str], strategy_cls: type[Strategy]) -> dict:
+    """The typed flags with what was left out filled in: the topology from TF_CONFIG or mpirun's
+    world, the default workers, data and target, the strategy's typed options."""
     from bench import data as data_sources
     from bench import models
-    from bench.data import IDS
+    from strategies.base import default_workers
 
-    for flag in ("embedding_rows", "embedding_width", "id_features", "zipf_exponent"):
-        if flag in args and models.reads(args["model"]) != IDS:
-            raise UsageError(f"--{flag.replace('_', '-')}: only for --model embedding, not {args['model']}")
+    if not args["worker_hosts"] and os.environ.get("TF_CONFIG"):
+        args.update(topology_from_tf_config(os.environ["TF_CONFIG"]))
+    if under_mpi() and "--workers" not in argv:
+        args["workers"] = world_size() or args["workers"]
+    if args["workers"] is None:
+        args["workers"] = default_workers(strategy_cls)
+    args["options"] = {opt.name: args[opt.name] for opt in strategy_cls.options if opt.name in args}
     args["model"] = models.resolve(args["model"])
     if args["data"] is None:
         args["data"] = models.default_data(args["model"])
     args["data"] = data_sources.resolve(args["data"])
-    for flag in ("teacher_factors", "teacher_examples"):
-        if flag in args and args["data"] != "teacher":
-            raise UsageError(f"--{flag.replace('_', '-')}: only for --data teacher, not {args['data']}")
     if args["target_accuracy"] is None:
         args["target_accuracy"] = models.default_target(args["model"], args["data"])
-    return validate(RunConfig.from_dict(args), strategy_cls), strategy_cls
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,6 +1,6 @@
-"""The one check of a run's config, before any work: every value, the strategy's own
-rules, the model, the data and the results folder. Returns the config with the
-strategy's options complete (defaults filled in)."""
+"""The one check of a run, before any work: the typed flags against each other (`check_flags`,
+`check_resume_flags`), then the config's every value, the strategy's own rules, the model, the data
+and the results folder (`validate`, which returns the config with the strategy's options complete)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,40 @@ from strategies import registry
 from strategies.base import IN_PROCESS, Strategy
 
 TABLE_COPIES = 3  # the table, its gradient (when dense) and an optimizer slot or an input copy
+
+
+# flags --resume takes besides its folder, to check the run is the one meant
+RESUME_CHECKS = ("--resume", "--strategy", "--model")
+TABLE_FLAGS = ("embedding_rows", "embedding_width", "id_features", "zipf_exponent")
+TEACHER_FLAGS = ("teacher_factors", "teacher_examples")
+
+
+def check_flags(args: dict, strategy_cls: type[Strategy], under_mpi: bool) -> None:
+    """Flags typed that this run cannot take: another strategy's option, a table's flag without a
+    table, a teacher's without its data, --recover under the user's own mpirun. `args` holds only
+    what was typed for the flags without a default (argparse.SUPPRESS)."""
+    for opt in registry.others_options(strategy_cls.name):
+        if opt.name in args:
+            raise UsageError(f"{opt.flag} is an option of {', '.join(registry.strategies_taking(opt))}; "
+                             f"--strategy {strategy_cls.name} does not take it")
+    if under_mpi and args["recover"]:
+        raise UsageError("--recover: this mpirun is yours, so the suite cannot restart it; start the run with "
+                         "--workers N (the suite then runs mpirun), or run your mpirun again with --resume")
+    for flag in TABLE_FLAGS:
+        if flag in args and models.reads(args["model"]) != data.IDS:
+            raise UsageError(f"--{flag.replace('_', '-')}: only for --model embedding, not {args['model']}")
+    given = data.resolve(args["data"]) if args["data"] is not None else None
+    for flag in TEACHER_FLAGS:
+        if flag in args and given != "teacher":
+            raise UsageError(f"--{flag.replace('_', '-')}: only for --data teacher, not "
+                             f"{given or 'the default data'}")
+
+
+def check_resume_flags(typed: set[str]) -> None:
+    """--resume goes on with the run's own config: nothing else may be typed but its checks."""
+    others = sorted(typed - set(RESUME_CHECKS))
+    if others:
+        raise UsageError(f"--resume goes on with the run's own config; drop {', '.join(others)}")
 
 
 def validate(config: RunConfig, strategy_cls: type[Strategy]) -> RunConfig:

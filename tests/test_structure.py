@@ -183,3 +183,23 @@ def test_a_runs_path_looks_its_strategy_up_once_and_hands_it_down():
     source = (ROOT / "bench/cli.py").read_text()
     lookups = source[source.index("def run_from_args"):].split("\ndef ", 1)[0]
     assert lookups.count("registry.get(") == 3
+
+
+LONGEST_FUNCTION = 60  # lines: a longer one does several jobs (docs/architecture.md)
+
+
+def long_functions(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    return [f"{path.name}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > LONGEST_FUNCTION]
+
+
+def test_the_long_function_finder_counts_a_functions_lines(tmp_path):
+    path = tmp_path / "probe.py"
+    path.write_text("def f():\n" + "    x = 1\n" * LONGEST_FUNCTION + "\n\ndef g():\n    pass\n")
+    assert [line.split()[1] for line in long_functions(path)] == ["f"]
+
+
+def test_no_function_is_longer_than_60_lines():
+    assert [line for path in sources(*PACKAGES).values() for line in long_functions(path)] == []

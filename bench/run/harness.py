@@ -25,7 +25,7 @@ from bench.run.lifecycle import exchange_facts, model_facts
 from bench.run.progress import Progress
 from bench.run.records import RunFolder
 from bench.run.step_log import StepLog
-from strategies.base import Strategy, Worker, WorkerContext, local_steps_at, worker_class
+from strategies.base import StepResult, Strategy, Worker, WorkerContext, local_steps_at, worker_class
 
 
 @dataclass
@@ -52,9 +52,9 @@ class Evaluator:
         last = self.last_step or 0
         return global_step // self.every > last // self.every
 
-    def run(self, strategy: Worker, split, global_step: int) -> float:
+    def run(self, worker: Worker, split, global_step: int) -> float:
         started = time.perf_counter()
-        loss, accuracy = strategy.evaluate(split)
+        loss, accuracy = worker.evaluate(split)
         self.writer.write(run_id=self.folder.run_id, global_step=global_step, wall_s=self.clock(),
                           split="val", loss=loss, accuracy=accuracy,
                           eval_s=time.perf_counter() - started)
@@ -82,83 +82,107 @@ def run_clock(run_start: float) -> Callable[[], float]:
     return lambda: time.monotonic() + offset - run_start
 
 
-def run_worker(config: RunConfig, strategy_cls: type[Strategy], context: WorkerContext, folder: RunFolder,
-               show_progress: bool = True) -> WorkerOutcome:
-    """Train this worker until the strategy says the run is done; write its records."""
-    clock = run_clock(context.run_start)
+class StepLoop:
+    """The step loop of one worker and what watches it: the step log and its progress line, and
+    the observers a run may have (fault injection, the chief's events, evaluator and checkpoints),
+    each None when the run has none."""
 
-    strategy = worker_class(strategy_cls)(config, context, strategy_cls)
-    local_step = local_steps_at(strategy_cls, config, config.resume_step)  # a resumed run's count goes on
-    data = load_data(config, strategy_cls.worker_batch(config), context.rank, first_batch=local_step)
-    steps_out = folder.steps_writer()
-    events = RunEvents(folder.path) if context.is_chief else None
-    evaluator = Evaluator(config, folder, clock, events) if events and data.val is not None else None
-    checkpoints = Checkpoints.for_run(config, folder, clock, context.is_chief)
-    faults = FaultInjection.for_run(config, folder, context.rank, strategy_cls.launch.steps_elsewhere(config))
-    progress = Progress(config.steps, f"{config.strategy}/{models.label(config.model)}",
-                        enabled=show_progress and context.is_chief, processes=context.num_workers)
-    began = clock()
-    log = StepLog(steps_out, folder.run_id, context.rank, context.run_start)
+    def __init__(self, config: RunConfig, strategy_cls: type[Strategy], context: WorkerContext,
+                 folder: RunFolder, data: data_sources.Dataset, show_progress: bool) -> None:
+        self.clock = run_clock(context.run_start)
+        self.steps_out = folder.steps_writer()
+        self.log = StepLog(self.steps_out, folder.run_id, context.rank, context.run_start)
+        self.progress = Progress(config.steps, f"{config.strategy}/{models.label(config.model)}",
+                                 enabled=show_progress and context.is_chief, processes=context.num_workers)
+        self.events = RunEvents(folder.path) if context.is_chief else None
+        self.evaluator = (Evaluator(config, folder, self.clock, self.events)
+                          if self.events and data.val is not None else None)
+        self.checkpoints = Checkpoints.for_run(config, folder, self.clock, context.is_chief)
+        self.faults = FaultInjection.for_run(config, folder, context.rank,
+                                             strategy_cls.launch.steps_elsewhere(config))
+        self.val = data.val
 
-    def flush(now: float) -> None:
-        written = log.flush(now)
+    def flush(self, now: float) -> None:
+        written = self.log.flush(now)
         if written:
-            progress.update(written.global_step, written.loss, written.examples_per_s)
-            if events:
-                events.train(written)
+            self.progress.update(written.global_step, written.loss, written.examples_per_s)
+            if self.events:
+                self.events.train(written)
 
-    try:
-        strategy.setup(data)
-        if context.is_chief:
-            record_model(config, strategy_cls, folder, strategy.model, data)
-        strategy.ready()
-        startup_s = clock() - began
+    def run(self, worker: Worker, local_step: int) -> tuple[StepResult, int]:
+        """Step until the worker says the run is done: its last result and local step count."""
+        clock, faults = self.clock, self.faults
         while True:
             if faults:
-                faults.die_if_due(local_step, lambda: flush(clock()))
+                faults.die_if_due(local_step, lambda: self.flush(clock()))
             t_start = clock()
-            result = strategy.step(stamped(local_step))
+            result = worker.step(stamped(local_step))
             t_end = clock()
             slept = 0.0
             if faults:
                 t_end, slept = faults.slow_down(local_step, t_start, t_end, clock)
-            log.add(local_step, t_start, t_end, result, slept)
+            self.log.add(local_step, t_start, t_end, result, slept)
             local_step += 1
             if faults and faults.holds_at(result):
-                flush(t_end)
+                self.flush(t_end)
                 faults.hold(result)
-            elif log.due(t_end):
-                flush(t_end)
-            if evaluator and evaluator.due(result.global_step):
-                accuracy = evaluator.run(strategy, data.val, result.global_step)
-                progress.message(f"step {result.global_step}: validation accuracy {accuracy:.4f}")
-            if strategy.finished(result):
-                break
-            if checkpoints and checkpoints.due(result.global_step, t_end):
-                checkpoints.save(strategy, result.global_step)
-        flush(clock())
-        if evaluator and evaluator.last_step != result.global_step:
-            evaluator.run(strategy, data.val, result.global_step)
-        if checkpoints:
-            checkpoints.save(strategy, result.global_step)
-        if config.save_weights:
-            weights = strategy.weights()
-            np.savez(folder.path / f"weights-worker{context.rank}.npz", *weights)
-            if context.is_chief:
-                np.savez(folder.path / "weights.npz", *weights)
-        info = strategy.info()
-    finally:
+            elif self.log.due(t_end):
+                self.flush(t_end)
+            if self.evaluator and self.evaluator.due(result.global_step):
+                accuracy = self.evaluator.run(worker, self.val, result.global_step)
+                self.progress.message(f"step {result.global_step}: validation accuracy {accuracy:.4f}")
+            if worker.finished(result):
+                return result, local_step
+            if self.checkpoints and self.checkpoints.due(result.global_step, t_end):
+                self.checkpoints.save(worker, result.global_step)
+
+    def finish(self, worker: Worker, last: StepResult) -> None:
+        """The records of the last steps, the final evaluation and checkpoint."""
+        self.flush(self.clock())
+        if self.evaluator and self.evaluator.last_step != last.global_step:
+            self.evaluator.run(worker, self.val, last.global_step)
+        if self.checkpoints:
+            self.checkpoints.save(worker, last.global_step)
+
+    def close(self) -> None:
         try:
-            log.flush(clock())  # what a failed run did is kept
+            self.log.flush(self.clock())  # what a failed run did is kept
         except OSError:
             pass  # the run's own failure is the one to report
-        progress.close()
-        steps_out.close()
-        if evaluator:
-            evaluator.close()
-        if events:
-            events.close()
-        if checkpoints:
-            checkpoints.close()
-        strategy.teardown()
+        self.progress.close()
+        self.steps_out.close()
+        for observer in (self.evaluator, self.events, self.checkpoints):
+            if observer:
+                observer.close()
+
+
+def save_weights(worker: Worker, folder: RunFolder, context: WorkerContext) -> None:
+    weights = worker.weights()
+    np.savez(folder.path / f"weights-worker{context.rank}.npz", *weights)
+    if context.is_chief:
+        np.savez(folder.path / "weights.npz", *weights)
+
+
+def run_worker(config: RunConfig, strategy_cls: type[Strategy], context: WorkerContext, folder: RunFolder,
+               show_progress: bool = True) -> WorkerOutcome:
+    """Train this worker until its strategy says the run is done; write its records."""
+    worker = worker_class(strategy_cls)(config, context, strategy_cls)
+    local_step = local_steps_at(strategy_cls, config, config.resume_step)  # a resumed run's count goes on
+    data = load_data(config, strategy_cls.worker_batch(config), context.rank, first_batch=local_step)
+    loop = StepLoop(config, strategy_cls, context, folder, data, show_progress)
+    began = loop.clock()
+    try:
+        worker.setup(data)
+        if context.is_chief:
+            record_model(config, strategy_cls, folder, worker.model, data)
+        worker.ready()
+        startup_s = loop.clock() - began
+        last, local_step = loop.run(worker, local_step)
+        loop.finish(worker, last)
+        if config.save_weights:
+            save_weights(worker, folder, context)
+        info = worker.info()
+    finally:
+        loop.close()
+        worker.teardown()
     return WorkerOutcome(startup_s, local_step, info)
