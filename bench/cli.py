@@ -13,22 +13,22 @@ from typing import TYPE_CHECKING
 
 from bench.config import OPTIMIZERS, RunConfig
 from bench.errors import UsageError
-from bench.launch.mpi_environment import under_mpi, world_size
-from bench.launch.recovery import RECOVERY_LIMIT
-from bench.launch.tf_config import topology_from_tf_config
-from bench.run.schema import PURPOSES
+from bench.run.faults.recovery import RECOVERY_LIMIT
+from bench.run.launch.mpi_environment import under_mpi, world_size
+from bench.run.launch.tf_config import topology_from_tf_config
+from bench.run.process.schema import PURPOSES
+from bench.run.validation import check_flags, check_resume_flags, validate
 from bench.usage import OneLineParser, refuse
-from bench.validation import check_flags, check_resume_flags, validate
 
 if TYPE_CHECKING:
     from strategies.base import Strategy
 
-# subcommand -> "module:function" taking its arguments, imported only when called (as bench.models does)
-SUBCOMMANDS = {"report": "bench.report.cli:main", "all": "bench.presets.matrix:main",
-               "stragglers": "bench.presets.stragglers:main", "micro": "bench.micro.run:main",
-               "cluster": "bench.emulated.cli:main", "network": "bench.presets.network:main",
-               "tradeoffs": "bench.presets.tradeoffs:main", "project": "bench.projection.cli:main",
-               "overhead": "bench.overhead.run:main"}
+# subcommand -> "module:function" taking its arguments, imported only when called (as bench.run.models does)
+SUBCOMMANDS = {"report": "bench.analysis.report.cli:main", "all": "bench.drivers.presets.matrix:main",
+               "stragglers": "bench.drivers.presets.stragglers:main", "micro": "bench.drivers.micro.run:main",
+               "cluster": "bench.infra.emulated.cli:main", "network": "bench.drivers.presets.network:main",
+               "tradeoffs": "bench.drivers.presets.tradeoffs:main", "project": "bench.analysis.projection.cli:main",
+               "overhead": "bench.drivers.overhead.run:main"}
 
 
 def _hosts(text: str) -> tuple[str, ...]:
@@ -57,7 +57,7 @@ def run_parser() -> argparse.ArgumentParser:
 
 
 def _what_to_train(p: argparse.ArgumentParser, d: RunConfig) -> None:
-    from bench.models import MODELS
+    from bench.run.models import MODELS
     from strategies import registry
 
     g = p.add_argument_group("what to train")
@@ -66,7 +66,7 @@ def _what_to_train(p: argparse.ArgumentParser, d: RunConfig) -> None:
                         f"{registry.default(under_mpi=True)} under mpirun)")
     g.add_argument("--model", default=d.model,
                    help=f"{', '.join(MODELS)}, or your own: pkg.module:build or path/to/file.py:build, a "
-                        "bench.models.base.Model or a compiled Keras 3 model "
+                        "bench.run.models.base.Model or a compiled Keras 3 model "
                         "(docs/your-model.md; default: %(default)s)")
     g.add_argument("--image-size", type=int, default=None,
                    help="ImageNet models: a smaller square input for CPU runs; parameters do not change "
@@ -107,8 +107,8 @@ def _embedding_and_teacher(p: argparse.ArgumentParser, d: RunConfig) -> None:
 
 
 def _evaluation_and_output(p: argparse.ArgumentParser, d: RunConfig) -> None:
-    from bench.data import IDS, IMAGES, teacher
-    from bench.models import DEFAULT_TARGET
+    from bench.run.data import IDS, IMAGES, teacher
+    from bench.run.models import DEFAULT_TARGET
 
     g = p.add_argument_group("evaluation and output")
     g.add_argument("--eval-every", type=int, default=d.eval_every,
@@ -174,8 +174,8 @@ def _topology(p: argparse.ArgumentParser, d: RunConfig) -> None:
 
 def resumed(parsed: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     """--resume RUN_DIR: the run's own config, set to go on from its latest checkpoint."""
-    from bench import models
-    from bench.run.resume import resume_config
+    from bench.run import models
+    from bench.run.process.resume import resume_config
 
     typed = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
     check_resume_flags(typed)
@@ -211,8 +211,8 @@ def run_from_args(argv: Sequence[str]) -> tuple[RunConfig, type[Strategy]]:
 def completed(args: dict, argv: Sequence[str], strategy_cls: type[Strategy]) -> dict:
     """The typed flags with what was left out filled in: the topology from TF_CONFIG or mpirun's
     world, the default workers, data and target, the strategy's typed options."""
-    from bench import data as data_sources
-    from bench import models
+    from bench.run import data as data_sources
+    from bench.run import models
     from strategies.base import default_workers
 
     if not args["worker_hosts"] and os.environ.get("TF_CONFIG"):
@@ -241,10 +241,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         config, strategy = run_from_args(argv)
     except UsageError as exc:
         return refuse(exc)
-    from bench.launch.launcher import launch
+    from bench.run.launch.launcher import run_one
 
     try:
-        return launch(config, strategy)
+        return run_one(config, strategy)
     except UsageError as exc:
         return refuse(exc)
 

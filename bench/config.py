@@ -12,7 +12,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from bench.data import teacher
 from bench.errors import UsageError
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -46,29 +45,29 @@ class RunConfig:
     target_accuracy: float = 0.9
     output: str = "results"
     run_name: str | None = None
-    purpose: str | None = None  # throughput or convergence (bench.run.schema); None: from eval_every and data
+    purpose: str | None = None  # throughput or convergence (bench.run.process.schema); None: from eval_every and data
     shuffle: bool = True
-    # the embedding model and its synthetic-ids data (bench.models.embedding, bench.data.ids)
-    # the ImageNet models (bench.models.IMAGENET): a smaller square input for CPU runs; None: the
+    # the embedding model and its synthetic-ids data (bench.run.models.embedding, bench.run.data.ids)
+    # the ImageNet models (bench.run.models.IMAGENET): a smaller square input for CPU runs; None: the
     # model's own (224, or 299 for inception3). Their parameters do not change with it.
     image_size: int | None = None
     embedding_rows: int = 262144
     embedding_width: int = 32
     id_features: int = 8
     zipf_exponent: float = 1.05
-    # the teacher task (bench.data.teacher): latent factors (its difficulty) and training examples
-    teacher_factors: int = teacher.DEFAULT_FACTORS
-    teacher_examples: int = teacher.DEFAULT_EXAMPLES
+    # the teacher task (bench.run.data.teacher): latent factors (its difficulty) and training examples
+    teacher_factors: int = 16
+    teacher_examples: int = 20000  # validation gets a fifth as many more
     save_weights: bool = False
-    # checkpoints (bench.run.checkpoints): every K global steps or every T seconds, the last N kept
+    # checkpoints (bench.run.process.checkpoints): every K global steps or every T seconds, the last N kept
     checkpoint_every_steps: int = 0
     checkpoint_every_s: float = 0.0
     checkpoint_keep: int = 3
-    # --resume (bench.run.resume): the checkpoint this attempt starts from and its global step;
+    # --resume (bench.run.process.resume): the checkpoint this attempt starts from and its global step;
     # set from the run folder, never typed
     resume_from: str | None = None
     resume_step: int = 0
-    # --recover (bench.launch.recovery): a failed multi-process run is restarted, a dead worker
+    # --recover (bench.run.faults.recovery): a failed multi-process run is restarted, a dead worker
     # alone when the strategy lets one rejoin, else the whole job from its latest checkpoint
     recover: bool = False
     # set by the launcher for a worker restarted into its running job, never typed
@@ -91,7 +90,7 @@ class RunConfig:
     chief_host: str | None = None  # a coordinator's address (ps-coordinator: TF's "chief" task)
     job_name: str | None = None
     task_index: int | None = None
-    # name of an emulated cluster (bench.emulated): each process in a network namespace of its own
+    # name of an emulated cluster (bench.infra.emulated): each process in a network namespace of its own
     emulated_cluster: str | None = None
     # options declared by the chosen strategy (see strategies.base.Strategy.options)
     options: Mapping[str, Any] = field(default_factory=dict)

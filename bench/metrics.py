@@ -1,6 +1,8 @@
 """Every figure the suite reports, defined once; every consumer calls these.
 
-Run figures (from a run's steps.csv and evals.csv; bench.run.summary applies them):
+Run figures (from a run's steps.csv and evals.csv; bench.run.process.summary applies them):
+- step split: each stamped step's time as compute, communication, waiting and other
+  (`split_steps`, STEP_PARTS; the definition is written beside them, below).
 - measured steps: every worker's steps from its local step `warmup_steps` on
   (`measured_steps`: the summary, the report's plots and the link meter use it). A
   resumed run (--resume) warms up again: in each later attempt, from `warmup_steps`
@@ -321,6 +323,57 @@ def bus_factor(kind: str, processes: int) -> float:
     return {ALLREDUCE_OP: ring_factor(processes), PS_ROUNDTRIP_OP: 2.0, COPY_OP: 1.0}[kind]
 
 
+def messages(kind: str, processes: int) -> int:
+    """Latency-bound messages in a row per operation: 2(n-1) ring steps, a push and a pull, one copy."""
+    return {ALLREDUCE_OP: 2 * (processes - 1), PS_ROUNDTRIP_OP: 2, COPY_OP: 1}[kind]
+
+
 def busbw(kind: str, nbytes: int, seconds: float, processes: int) -> float:
     """Bytes per second over the busiest link, by the kind of operation."""
     return algbw(nbytes, seconds) * bus_factor(kind, processes)
+
+# The step split (bench.run.process.breakdown writes it, docs/step-time.md explains it).
+# Every worker stamps the steps `stamped` names inside its graph (strategies/workers/stamps.py)
+# and writes, for those steps, to steps.csv (the columns are empty on the others):
+# - compute_s: forward and backward of its batch (and an update it applies itself);
+# - exchange_s: from its gradients ready to its step's exchange done: gradients and
+#   parameters moving, and waiting for other workers;
+# - waiting_s: the waiting in exchange_s where the worker can see it (a ps-sync worker
+#   waiting for its token, towers of one process waiting for their slowest); empty for a
+#   collective (allreduce), where it is told from every worker's
+# - ready_s: when its gradients were ready (run clock). A collective cannot start before
+#   its last worker is ready, so a worker's waiting is the time from its own ready_s to the
+#   latest ready_s of that step (at most its exchange).
+#
+# split_steps splits each row into (breakdown.csv):
+# - compute_s, communication_s = exchange_s - waiting_s, waiting_s;
+# - other_s = the step's wall time (t_end_s - t_start_s) minus the three: what the host
+#   does outside the graph (Python, dispatch, fetching the result). Near 0 when the
+#   three parts account for the step.
+STEP_PARTS = ("compute_s", "communication_s", "waiting_s", "other_s")
+
+
+def split_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """One row per stamped step of `steps` (steps.csv) with its time split into STEP_PARTS; empty when
+    the records have no stamps (a run of an older version)."""
+    if "compute_s" not in steps or steps["compute_s"].isna().all():
+        return pd.DataFrame(columns=["worker", "local_step", "step_s", *STEP_PARTS])
+    rows = steps[steps["compute_s"].notna()]
+    waiting = rows["waiting_s"].astype(float)
+    collective = waiting.isna() & rows["ready_s"].notna()
+    if collective.any():
+        last_ready = rows.loc[collective].groupby("local_step")["ready_s"].transform("max")
+        told = (last_ready - rows.loc[collective, "ready_s"]).clip(lower=0)
+        waiting = waiting.copy()
+        waiting[collective] = np.minimum(told, rows.loc[collective, "exchange_s"])
+    waiting = waiting.fillna(0.0)
+    out = pd.DataFrame({
+        "worker": rows["worker"].astype(int),
+        "local_step": rows["local_step"].astype(int),
+        "step_s": rows["t_end_s"] - rows["t_start_s"],
+        "compute_s": rows["compute_s"],
+        "communication_s": rows["exchange_s"] - waiting,
+        "waiting_s": waiting,
+    })
+    out["other_s"] = out["step_s"] - out["compute_s"] - out["communication_s"] - out["waiting_s"]
+    return out.reset_index(drop=True)

@@ -1,4 +1,4 @@
-"""A tabular classifier written in the suite's own model protocol (bench.models.base.Model):
+"""A tabular classifier written in the suite's own model protocol (bench.run.models.base.Model):
 low-level TensorFlow that runs under every strategy, the TensorFlow 1 graph of the parameter
 servers included. FEATURES numeric columns, two residual blocks of WIDTH units with layer
 normalisation, CLASSES classes.
@@ -9,7 +9,7 @@ normalisation, CLASSES classes.
 import numpy as np
 import tensorflow as tf
 
-from bench.models.base import Model
+from bench.run.models.base import Model
 
 FEATURES, WIDTH, CLASSES = 32, 64, 5
 

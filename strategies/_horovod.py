@@ -69,7 +69,7 @@ class HorovodStrategy(Strategy):
     """A strategy whose ranks meet through Horovod. Subclasses set name, family, worker and
     options (HOROVOD_OPTIONS and their own)."""
 
-    launch = HorovodRanks
+    runs_as = HorovodRanks
     options: ClassVar[tuple[Option, ...]] = HOROVOD_OPTIONS
 
     @classmethod
@@ -80,4 +80,4 @@ class HorovodStrategy(Strategy):
 
     @classmethod
     def wire(cls, config: RunConfig) -> str | None:
-        return cls.launch.rank_controller(config)  # Horovod's collectives go over its controller's transport
+        return cls.runs_as.rank_controller(config)  # Horovod's collectives go over its controller's transport

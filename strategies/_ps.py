@@ -8,7 +8,7 @@ from typing import ClassVar
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.metrics import Gradient, compressed_fraction, ps_server_bytes, ps_worker_bytes
-from bench.options import Option
+from bench.options import Option, non_negative
 from strategies._compression import FP16, NONE, TOPK, labelled, parse
 from strategies._compression import option as compression_option
 from strategies.base import GRPC, PARAMETER_SERVER, SparseExchange, Strategy, TfCluster
@@ -18,7 +18,7 @@ PS_PLACEMENT = Option("ps_placement", str, "round-robin",
                       choices=("round-robin", "balanced"))
 PS_PARTITION_MB = Option("ps_partition_mb", float, 0.0,
                          "ps strategies: split variables larger than this (MB) across all ps tasks; 0: never",
-                         check=lambda v: None if v >= 0 else "must be >= 0")
+                         check=non_negative)
 COMPRESSION = compression_option((NONE, FP16, TOPK), "ps strategies")
 PS_OPTIONS = (PS_PLACEMENT, PS_PARTITION_MB, COMPRESSION)
 
@@ -27,7 +27,7 @@ class ParameterServerStrategy(Strategy):
     family = PARAMETER_SERVER
     checkpoints = True
     v1_graph = True  # between-graph replication: replica_device_setter, SyncReplicasOptimizer, a v1 Session
-    launch = TfCluster
+    runs_as = TfCluster
     options: ClassVar[tuple[Option, ...]] = PS_OPTIONS
 
     @classmethod

@@ -46,7 +46,7 @@ class Allreduce(HorovodStrategy):
     family = ALLREDUCE
     checkpoints = True
     worker = "strategies.workers.allreduce:AllreduceWorker"
-    launch = AllreduceRanks
+    runs_as = AllreduceRanks
     options = (*HOROVOD_OPTIONS, COMPRESSION, SPARSE_AS_DENSE, TIMELINE)
 
     @classmethod

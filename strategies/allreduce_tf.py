@@ -16,7 +16,7 @@ class AllreduceTF(Strategy):
     worker = "strategies.workers.allreduce_tf:AllreduceTFWorker"
     family = ALLREDUCE
     checkpoints = True
-    launch = TfCluster
+    runs_as = TfCluster
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:

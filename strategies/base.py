@@ -22,16 +22,16 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bench.config import RunConfig
-from bench.data import Dataset, Split
 from bench.metrics import Gradient
 from bench.options import Option
+from bench.run.data import Dataset, Split
 
 IN_PROCESS = "in-process"  # one process runs the whole job
 TF_CLUSTER = "tf-cluster"  # ps and worker processes of a tf.distribute.Server cluster
 MPI = "mpi"  # one process per rank under mpirun / horovodrun
 MPI_CONTROLLER, GLOO_CONTROLLER = "mpi", "gloo"  # how the ranks of an MPI launch meet
 
-# the wire a strategy's exchange crosses between hosts (bench.projection.transports models each);
+# the wire a strategy's exchange crosses between hosts (bench.analysis.projection.transports models each);
 # Horovod's are its controllers' (MPI_CONTROLLER, GLOO_CONTROLLER)
 GRPC, NCCL = "grpc", "nccl"
 
@@ -70,7 +70,7 @@ class SparseExchange:
 @dataclass(frozen=True)
 class StepTimes:
     """Where one step's time went on this worker, measured by timestamps inside its graph
-    (bench.run.breakdown has the definitions)."""
+    (bench.run.process.breakdown has the definitions)."""
 
     compute_s: float  # forward and backward of its batch, and an update applied here
     exchange_s: float  # gradients and parameters moving, and waiting for other workers
@@ -112,7 +112,7 @@ class StepResult:
 
 class Launch:
     """How a strategy's processes start, with the members that only its launcher reads. A
-    strategy declares its kind as `Strategy.launch` and sets a member by subclassing the kind:
+    strategy declares its kind as `Strategy.runs_as` and sets a member by subclassing the kind:
     what it may set follows from how it runs (an in-process strategy has no environment to set)."""
 
     kind: ClassVar[str]
@@ -132,7 +132,7 @@ class InProcess(Launch):
 
 class TfCluster(Launch):
     """ps and worker processes of a tf.distribute.Server cluster, each its own process,
-    started and watched by the TF-cluster launcher (bench/launch/cluster.py)."""
+    started and watched by the TF-cluster launcher (bench/run/launch/cluster.py)."""
 
     kind = TF_CLUSTER
 
@@ -154,13 +154,13 @@ class TfCluster(Launch):
     @classmethod
     def gradients_per_step(cls, config: RunConfig) -> int | None:
         """A synchronous step that averages the first R gradients computed for it: R (the launcher
-        marks which gradients each step applied, bench.run.aggregation); None: every gradient a
+        marks which gradients each step applied, bench.run.process.aggregation); None: every gradient a
         worker computes is applied, as its StepResult says."""
         return None
 
 
 class MpiRanks(Launch):
-    """One process per rank under mpirun, horovodrun or srun (bench/launch/mpi.py)."""
+    """One process per rank under mpirun, horovodrun or srun (bench/run/launch/mpi.py)."""
 
     kind = MPI
 
@@ -184,7 +184,7 @@ class Strategy:
     description: ClassVar[str] = ""
     family: ClassVar[str]  # IN_GRAPH, PARAMETER_SERVER, ALLREDUCE, PARAMETER_AVERAGING
     worker: ClassVar[str]  # "module:Class" of its Worker
-    launch: ClassVar[type[Launch]] = InProcess  # how its processes start, with what only that launcher reads
+    runs_as: ClassVar[type[Launch]] = InProcess  # how its processes start, with what only that launcher reads
     options: ClassVar[tuple[Option, ...]] = ()
     worker_range: ClassVar[tuple[int, int | None]] = (1, None)  # worker counts it runs with (None: no limit)
     asynchronous: ClassVar[bool] = False  # workers update without waiting for each other (staleness recorded)
@@ -278,7 +278,7 @@ class Worker(ABC):
     @abstractmethod
     def step(self, stamped: bool = False) -> StepResult:
         """Run one training step on this worker; when `stamped`, with its `times` (the harness
-        asks for the steps bench.run.breakdown.stamped names)."""
+        asks for the steps bench.run.process.breakdown.stamped names)."""
 
     def finished(self, result: StepResult) -> bool:
         """True once the run has done its steps (the default counts global steps)."""

@@ -9,26 +9,17 @@ from __future__ import annotations
 
 from bench.config import SLOTS_PER_VARIABLE, RunConfig
 from bench.metrics import Gradient, averaging_bytes, compressed_fraction
-from bench.options import Option, flag_bool
+from bench.options import Option, flag_bool, non_negative, positive
 from strategies._compression import FP16, NONE, labelled, parse
 from strategies._compression import option as compression_option
 from strategies._horovod import HOROVOD_OPTIONS, HorovodStrategy
 from strategies.base import PARAMETER_AVERAGING, SparseExchange
 
-
-def at_least_one(value: int) -> str | None:
-    return None if value >= 1 else "must be >= 1"
-
-
-def not_negative(value: int) -> str | None:
-    return None if value >= 0 else "must be >= 0"
-
-
 SYNC_PERIOD = Option("sync_period", int, 4, "local-sgd: local steps between two averagings (H)",
-                     check=at_least_one)
+                     check=positive)
 LOCAL_START = Option("local_sgd_start", int, 0,
                      "local-sgd: synchronous steps (gradients allreduced) before local steps begin (S)",
-                     check=not_negative)
+                     check=non_negative)
 COMPRESSION = compression_option((NONE, FP16), "local-sgd")
 AVERAGE_SLOTS = Option("average_optimizer_state", flag_bool, False,
                        "local-sgd: average the optimizer's slots (momentum, Adam's moments) with the weights")

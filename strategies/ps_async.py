@@ -19,5 +19,5 @@ class PSAsync(ParameterServerStrategy):
     name = "ps-async"
     description = "parameter servers, asynchronous updates (between-graph replication)"
     worker = "strategies.workers.ps_async:PSAsyncWorker"
-    launch = PSAsyncCluster
+    runs_as = PSAsyncCluster
     asynchronous = True

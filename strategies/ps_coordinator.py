@@ -53,7 +53,7 @@ class PSCoordinator(ParameterServerStrategy):
     name = "ps-coordinator"
     description = "TF2 parameter servers: ParameterServerStrategy + ClusterCoordinator, asynchronous"
     worker = "strategies.workers.ps_coordinator:PSCoordinatorWorker"
-    launch = CoordinatorCluster
+    runs_as = CoordinatorCluster
     asynchronous = True
     checkpoints = False
     v1_graph = False  # eager TensorFlow 2 on the coordinator: a Keras 3 model runs

@@ -43,7 +43,7 @@ class PSSync(ParameterServerStrategy):
     worker = "strategies.workers.ps_sync:PSSyncWorker"
     options = (*PS_OPTIONS, REPLICAS_TO_AGGREGATE)
 
-    launch = PSSyncCluster
+    runs_as = PSSyncCluster
 
     @classmethod
     def variant(cls, config: RunConfig) -> str:

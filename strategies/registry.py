@@ -49,13 +49,13 @@ def all_strategies() -> dict[str, type[Strategy]]:
 def misdeclared(cls: type[Strategy]) -> str | None:
     """Why `cls` cannot run as declared: a launch that is not a kind, or a member of a launch
     kind set on the strategy, where no launcher reads it."""
-    if not (isinstance(cls.launch, type) and issubclass(cls.launch, Launch)):
-        return f"launch = {cls.launch!r} is not a launch kind (strategies.base.Launch)"
+    if not (isinstance(cls.runs_as, type) and issubclass(cls.runs_as, Launch)):
+        return f"runs_as = {cls.runs_as!r} is not a launch kind (strategies.base.Launch)"
     misplaced = sorted({n for klass in cls.__mro__ if issubclass(klass, Strategy) and klass is not Strategy
                         for n in vars(klass) if n in LAUNCH_MEMBERS})
     if misplaced:
         return (f"{', '.join(misplaced)} belong(s) to a launch kind, not to the strategy: set it on a subclass "
-                f"of its launch ({cls.launch.__name__})")
+                f"of its kind ({cls.runs_as.__name__})")
     return None
 
 
@@ -76,10 +76,10 @@ def with_defaults(config: RunConfig, strategy: type[Strategy] | None = None) -> 
 def default_environment(name: str, workers: int = 1) -> dict[str, str]:
     """The environment the ranks of a run of strategy `name` start with when told no options (none
     but the inherited one for a strategy whose processes are not MPI ranks)."""
-    launch = get(name).launch
-    if not issubclass(launch, MpiRanks):
+    runs_as = get(name).runs_as
+    if not issubclass(runs_as, MpiRanks):
         return {}
-    return launch.environment(with_defaults(RunConfig(strategy=name, workers=workers)), None)
+    return runs_as.environment(with_defaults(RunConfig(strategy=name, workers=workers)), None)
 
 
 def default(under_mpi: bool) -> str:
@@ -91,7 +91,7 @@ def facts(strategy: type[Strategy], config: RunConfig) -> dict[str, Any]:
     """run.json's "strategy": what the report, presets and launchers read instead of its name."""
     sparse = strategy.sparse_exchange(config)
     return {"name": strategy.name, "family": strategy.family, "variant": strategy.variant(config),
-            "launch": strategy.launch.kind, "baseline": strategy.name == BASELINE,
+            "launch": strategy.runs_as.kind, "baseline": strategy.name == BASELINE,
             "asynchronous": strategy.asynchronous,
             "checkpoints": strategy.checkpoints, "parameter_servers": strategy.processes(config).get("ps", 0),
             "sparse_exchange": sparse.how, "table_dense": sparse.table_dense, "wire": strategy.wire(config)}

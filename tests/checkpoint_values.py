@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from bench.run.checkpoints import CHECKPOINT_DIR
+from bench.run.process.checkpoints import CHECKPOINT_DIR
 
 
 def latest(run_dir) -> tuple[int, dict[str, np.ndarray]]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench import models
 from bench.config import RunConfig
-from bench.run.inputs import load_data, worker_split
-from bench.validation import validate
+from bench.run import models
+from bench.run.process.inputs import load_data, worker_split
+from bench.run.validation import validate
 from strategies import registry
 from strategies.base import WorkerContext, worker_class
 

@@ -13,7 +13,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from bench import models
+from bench.run import models
 from tests.processes import start_bench
 
 STRATEGIES = ["single", "multi-tower", "ps-sync", "allreduce"]

@@ -57,7 +57,7 @@ def run_record(results: Path) -> dict:
 
 def run_folder_of(proc: psutil.Process) -> str:
     """The run folder a process was started into by a launcher (from its environment), or ""."""
-    from bench.run.lifecycle import RUN_DIR_VARIABLE
+    from bench.run.process.lifecycle import RUN_DIR_VARIABLE
 
     try:
         return proc.environ().get(RUN_DIR_VARIABLE, "")

@@ -3,8 +3,8 @@
 import pandas as pd
 
 from bench.config import RunConfig
-from bench.run.aggregation import mark_aggregated
-from bench.validation import validate
+from bench.run.process.aggregation import mark_aggregated
+from bench.run.validation import validate
 from strategies import registry
 from strategies.base import TfCluster
 
@@ -36,7 +36,7 @@ def test_only_ps_sync_declares_gradients_per_step_and_it_is_r():
     def config(name, **options):
         return validate(RunConfig(strategy=name, workers=3, ps=1, options=options), registry.get(name))
 
-    declared = {name: cls.launch.gradients_per_step(config(name)) for name, cls in registry.all_strategies().items()
-                if issubclass(cls.launch, TfCluster) and (cls.worker_range[1] is None or cls.worker_range[1] >= 3)}
+    declared = {name: cls.runs_as.gradients_per_step(config(name)) for name, cls in registry.all_strategies().items()
+                if issubclass(cls.runs_as, TfCluster) and (cls.worker_range[1] is None or cls.worker_range[1] >= 3)}
     assert {name for name, r in declared.items() if r} == {"ps-sync"} and declared["ps-sync"] == 3
-    assert registry.get("ps-sync").launch.gradients_per_step(config("ps-sync", replicas_to_aggregate=2)) == 2
+    assert registry.get("ps-sync").runs_as.gradients_per_step(config("ps-sync", replicas_to_aggregate=2)) == 2

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from bench.cli import main
-from bench.launch.tools import find_tool
+from bench.infra.tools import find_tool
 from tests.conftest import ROOT
 from tests.equivalence import assert_weights_close, config_for, load_weights, train_in_process
 from tests.processes import RUN_LIMIT_S, bench, leftover_processes, run_record, seconds_from_kill_to_end
@@ -77,7 +77,7 @@ def test_the_mpirun_path_converges_on_digits(results, tmp_path):
 
     mpirun = find_tool("mpirun")
     assert mpirun, "run_bench.sh setup installs an MPI"
-    from bench.launch.mpi import mpirun_command
+    from bench.run.launch.mpi import mpirun_command
 
     argv = [*mpirun_command(2), sys.executable, "-m", "bench", "--model", "mlp", "--data", "digits",
             "--steps", "100", "--eval-every", "50", "--optimizer", "momentum", "--lr", "0.02", "--save-weights",

@@ -3,7 +3,8 @@
 import pandas as pd
 import pytest
 
-from bench.run.breakdown import split, summarize, typical_worker
+from bench.metrics import split_steps as split
+from bench.run.process.breakdown import summarize, typical_worker
 
 
 def rows(*steps):

@@ -17,8 +17,8 @@ import tensorflow as tf
 from bench.cli import main
 from bench.config import RunConfig
 from bench.errors import UsageError
-from bench.run.checkpoints import CHECKPOINT_DIR, CHECKPOINTS_FILE
-from bench.validation import validate
+from bench.run.process.checkpoints import CHECKPOINT_DIR, CHECKPOINTS_FILE
+from bench.run.validation import validate
 from strategies import registry
 from strategies.base import Worker, worker_class
 from tests.checkpoint_values import assert_holds_the_final_weights, latest

@@ -106,7 +106,7 @@ def test_a_port_in_use_is_one_line_and_exit_2(capsys, results):
 
 
 def test_the_default_comparison_runs_a_strategy_of_several_processes_from_2_workers_and_full_from_1():
-    from bench.presets import matrix
+    from bench.drivers.presets import matrix
 
     def counts(argv: list[str]) -> dict[str, set[int]]:
         args, _ = matrix.parser().parse_known_args(argv)

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from bench.projection import allreduce, parameter_servers, published, tensors
-from bench.projection.cluster import Cluster
-from bench.projection.model import HIERARCHICAL, PS_ASYNC, PS_SYNC, PS_SYNC_AGGREGATED, RING
-from bench.projection.parameter_servers import BALANCED, ROUND_ROBIN, Layout
-from bench.projection.tensors import ModelTensors, Tensor
-from bench.projection.transports import GRPC, MPI, NCCL, TRANSPORTS, Transport
+from bench.analysis.projection import allreduce, parameter_servers, published, tensors
+from bench.analysis.projection.cluster import Cluster
+from bench.analysis.projection.model import HIERARCHICAL, PS_ASYNC, PS_SYNC, PS_SYNC_AGGREGATED, RING
+from bench.analysis.projection.parameter_servers import BALANCED, ROUND_ROBIN, Layout
+from bench.analysis.projection.tensors import ModelTensors, Tensor
+from bench.analysis.projection.transports import GRPC, MPI, NCCL, TRANSPORTS, Transport
 from tests.processes import bench
 
 MB = 2**20
@@ -133,7 +133,7 @@ def inception():
 
 
 def test_model_tensors_are_its_trainables_and_the_last_layer_is_ready_first(inception):
-    from bench import models
+    from bench.run import models
 
     assert inception.nbytes == models.build("inception3", 0, image_size=75).gradient_bytes
     ordered = inception.in_ready_order()
@@ -144,7 +144,7 @@ def test_model_tensors_are_its_trainables_and_the_last_layer_is_ready_first(ince
 
 
 def test_a_model_analysed_once_is_read_back_from_the_cache_as_it_was(tmp_path, monkeypatch):
-    from bench import models
+    from bench.run import models
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     tensors.of.cache_clear()
@@ -168,7 +168,7 @@ def test_every_transport_names_its_source():
 
 
 def test_the_docs_list_every_constant_the_projection_uses():
-    from bench.projection.cluster_cli import constants
+    from bench.analysis.projection.cluster_cli import constants
     from tests.conftest import ROOT
 
     page = (ROOT / "docs" / "projection.md").read_text()
@@ -225,7 +225,7 @@ def test_a_cluster_described_badly_is_refused_in_one_line(argv, message):
 
 
 def test_the_report_shows_the_cluster_and_published_against_predicted(tmp_path):
-    from bench.report.build import write_report
+    from bench.analysis.report.build import write_report
 
     done = bench("project", "--model", "inception3", "--device-examples-per-s", "134.4", "--batch-size", "64",
                  "--devices-per-host", "4", "--link-gbit", "25", "--workers", "16", "--output", str(tmp_path))

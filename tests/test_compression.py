@@ -56,7 +56,7 @@ def test_fp16_is_half_the_bytes_and_comes_back_float32():
 def expected_topk_step(ratio: float) -> list[np.ndarray]:
     """One SGD step from the seeded weights with the mean of each of 2 workers' top-k gradients
     (nothing owed yet), each worker on its first unshuffled batch of B."""
-    from bench import models
+    from bench.run import models
 
     config = config_for("single", batch_size=B)
     model = models.for_run(config)

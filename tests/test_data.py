@@ -5,9 +5,9 @@ import struct
 import numpy as np
 import pytest
 
-from bench import data
-from bench.data import teacher
 from bench.errors import UsageError
+from bench.run import data
+from bench.run.data import teacher
 
 
 def write_idx(path, array, gz=False):
@@ -77,7 +77,7 @@ def test_digits_has_a_fixed_validation_split():
 
 
 def test_digits_are_the_uci_images_as_scikit_learn_ships_them():
-    from bench.data import digits
+    from bench.run.data import digits
 
     raw = digits.load()
     images = np.concatenate([raw.train.x, raw.val.x])[..., 0] * 16

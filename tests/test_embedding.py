@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bench import models
 from bench.config import RunConfig
-from bench.data import ids
 from bench.metrics import Gradient, ps_worker_bytes, sparse_allreduce_bytes
-from bench.run.inputs import load_data, rows_touched
-from bench.run.lifecycle import exchange_facts, model_facts
+from bench.run import models
+from bench.run.data import ids
+from bench.run.process.inputs import load_data, rows_touched
+from bench.run.process.lifecycle import exchange_facts, model_facts
 from tests.equivalence import assert_weights_close, config_for, initial_weights, train_in_process
 from tests.test_hostile_input import one_line_exit_2
 
@@ -127,7 +127,7 @@ def test_default_table_is_tens_of_mb_and_a_batch_touches_well_under_one_percent(
 def test_rows_touched_counts_the_batches_the_feed_gives():
     config = config_for("single", **{**SMALL, "batch_size": 8})
     data = load_data(config, config.batch_size)
-    from bench.run.training import feed_for
+    from bench.run.process.training import feed_for
 
     feed = feed_for(config, data, 0, 1)
     counted = [len(np.unique(feed.batch()[0].numpy())) for _ in range(5)]
@@ -167,7 +167,7 @@ def test_two_towers_on_the_embedding_equal_one_step_of_the_whole_batch(strategy)
 
 
 def test_the_presets_feed_the_embedding_its_ids_and_give_async_runs_as_many_steps_per_worker():
-    from bench.presets import matrix, network
+    from bench.drivers.presets import matrix, network
 
     planned = matrix.plan(["single", "ps-sync"], ["mlp", "embedding"], [1, 2], None, 0, 1)
     assert {(run.model, run.data) for run in planned} == {("mlp", "synthetic"), ("embedding", "synthetic-ids")}

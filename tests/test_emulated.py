@@ -63,7 +63,7 @@ def cluster(*args: str, name: str = NAME) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def hosts():
-    from bench.emulated import network
+    from bench.infra.emulated import network
 
     cluster("up", "--hosts", "3", "--link-mbit", "100")
     yield network.get(NAME)
@@ -78,14 +78,14 @@ def on_cluster(results: Path, *args: str) -> tuple[dict, Path]:
 
 
 def test_a_100_mbit_link_carries_about_100_mbit(hosts):
-    from bench.emulated import linkcheck
+    from bench.infra.emulated import linkcheck
 
     rate = linkcheck.measure(hosts, 0, 1, seconds=2.0)
     assert 70 <= rate <= 105, rate
 
 
 def test_links_are_capped_both_ways_and_the_machine_has_nothing_new(hosts):
-    from bench.emulated import network
+    from bench.infra.emulated import network
 
     shaped = subprocess.run(["tc", "-n", f"{NAME}-sw", "qdisc", "show", "dev", "h1"], capture_output=True,
                             text=True).stdout
@@ -147,14 +147,14 @@ def test_the_projection_predicts_an_emulated_run_it_did_not_learn_from(horovod_a
 
 def least_communication(run_dir) -> float:
     """The workers' mean of each one's least communication over its measured steps (breakdown.csv)."""
-    from bench.run.breakdown import BREAKDOWN_FILE
+    from bench.run.process.breakdown import BREAKDOWN_FILE
 
     parts = pd.read_csv(run_dir / BREAKDOWN_FILE)
     return float(parts[parts["local_step"] >= 5].groupby("worker")["communication_s"].min().mean())
 
 
 def test_a_ten_times_narrower_link_grows_communication_not_compute(hosts, horovod_across_hosts, tmp_path):
-    from bench.run.breakdown import per_worker_medians
+    from bench.run.process.breakdown import per_worker_medians
 
     cluster("up", "--hosts", "3", "--link-mbit", "1000")
     try:
@@ -216,7 +216,7 @@ def test_ps_coordinators_worker_exchanges_with_the_ps_across_hosts_and_its_coord
 
 
 def test_up_on_a_running_cluster_re_caps_its_links(hosts):
-    from bench.emulated import linkcheck, network
+    from bench.infra.emulated import linkcheck, network
 
     cluster("up", "--hosts", "3", "--link-mbit", "40")
     try:
@@ -285,13 +285,13 @@ def wait_for_steps(results: Path, worker: int, timeout_s: float = TRAINING_LIMIT
 
 
 def training_pid(namespace: str) -> int:
-    from bench.emulated import network
+    from bench.infra.emulated import network
 
     return next(p for p in network.processes_in(namespace) if "bench" in " ".join(psutil.Process(p).cmdline()))
 
 
 def assert_nothing_left(results: Path, links_before: str) -> None:
-    from bench.emulated import network
+    from bench.infra.emulated import network
 
     assert not [ns for ns in network.namespaces() if ns.startswith(f"{DOOMED}-")]
     assert not list(Path("/etc/netns").glob(f"{DOOMED}-*"))
@@ -351,6 +351,6 @@ def test_the_tradeoffs_preset_reports_time_to_target_by_link(shared_folder):
     assert (summary["net_worker_sent_per_step"] < 0.2 * summary["gradient_bytes_per_step"]).all()
     page = (results / "report.html").read_text()
     assert 'id="tradeoffs"' in page and "100 Mbit/s: " in page and 'id="tradeoffs-table"' in page
-    from bench.emulated import network
+    from bench.infra.emulated import network
 
     assert not [ns for ns in network.namespaces() if ns.startswith("benchnet-")]  # the preset's cluster is gone

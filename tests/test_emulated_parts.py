@@ -13,14 +13,14 @@ import pandas as pd
 import pytest
 
 from bench.config import RunConfig
-from bench.emulated import network
-from bench.emulated.claim import claim, release
-from bench.emulated.meter import NETWORK_FILE, bytes_per_step
-from bench.emulated.network import Cluster, Host
-from bench.emulated.placement import AGENT, Placement, mpirun_host_args
 from bench.errors import UsageError
+from bench.infra.emulated import network
+from bench.infra.emulated.claim import claim, release
+from bench.infra.emulated.network import AGENT, Cluster, Host
 from bench.metrics import Gradient
-from bench.validation import validate
+from bench.run.launch.emulated_hosts import Placement, mpirun_host_args
+from bench.run.launch.link_meter import NETWORK_FILE, bytes_per_step
+from bench.run.validation import validate
 from strategies import registry
 from tests.processes import bench
 
@@ -137,7 +137,7 @@ def fake_run(root: Path, name: str, strategy: str, ps: int, link: float, rate: f
 
 
 def test_the_report_compares_ps_with_allreduce_per_link(tmp_path):
-    from bench.report.build import write_report
+    from bench.analysis.report.build import write_report
 
     for link, ps_rate, ar_rate in ((100, 120, 480), (10000, 2000, 1500)):
         fake_run(tmp_path, f"ps-{link}", "ps-sync", 1, link, ps_rate, 0.9)
@@ -157,7 +157,7 @@ def test_the_report_compares_ps_with_allreduce_per_link(tmp_path):
 def test_the_network_headline_says_where_parameter_servers_win():
     import pandas as pd
 
-    from bench.report.network import headline, verdicts
+    from bench.analysis.report.network import headline, verdicts
 
     def setting(model, link, variant, family, rate, ci):
         return {"model": model, "link_mbit": link, "variant": variant, "family": family,

@@ -11,8 +11,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
 
 from bench.cli import main
-from bench.run import events
-from bench.run.step_log import Written
+from bench.run.process import events
+from bench.run.process.step_log import Written
 from tests.conftest import only_run
 from tests.processes import bench
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bench.cli import config_from_args, main
-from bench.data.cifar10 import TEST_BATCH, TRAIN_BATCHES
+from bench.run.data.cifar10 import TEST_BATCH, TRAIN_BATCHES
 
 
 def one_line_exit_2(argv, capsys, results) -> str:
@@ -128,7 +128,7 @@ def test_a_crafted_cifar_pickle_runs_no_code(capsys, results, tmp_path):
 
 
 def test_real_cifar_batches_still_load(tmp_path):
-    from bench import data
+    from bench.run import data
 
     write_cifar(tmp_path, real_batch)
     dataset = data.load("cifar10", (32, 32, 3), 4, 0, str(tmp_path))
@@ -136,7 +136,7 @@ def test_real_cifar_batches_still_load(tmp_path):
 
 
 def test_the_default_comparison_gives_each_run_only_its_own_strategy_flags():
-    from bench.presets.matrix import own_flags, worker_counts
+    from bench.drivers.presets.matrix import own_flags, worker_counts
 
     extra = ["--hvd-fusion-threshold-mb", "8", "--replicas-to-aggregate=2", "--lr", "0.05"]
     assert own_flags("allreduce", extra) == ["--hvd-fusion-threshold-mb", "8", "--lr", "0.05"]

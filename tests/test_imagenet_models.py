@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench import models
+from bench.run import models
 from tests.imagenet_runs import STRATEGIES
 from tests.processes import bench, run_record
 

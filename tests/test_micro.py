@@ -4,10 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.analysis.micro_summary import dispatch_costs, one_tensor, tensor_costs
+from bench.drivers.micro.settings import FAST_SIZES, PS_TENSORS, PS_TENSORS_BYTES
 from bench.metrics import busbw
-from bench.micro.settings import FAST_SIZES, PS_TENSORS, PS_TENSORS_BYTES
-from bench.micro.summary import dispatch_costs, one_tensor
-from bench.projection.fit import tensor_costs
 from tests.processes import PRESET_LIMIT_S, bench
 
 pytestmark = pytest.mark.slow
@@ -61,7 +60,7 @@ def test_fast_micro_run_measures_every_transport(tmp_path):
 
 
 def test_horovod_runs_with_its_defaults_or_the_strategys_settings():
-    from bench.micro.run import HOROVOD_DEFAULTS, horovod_environment, sweep_settings
+    from bench.drivers.micro.run import HOROVOD_DEFAULTS, horovod_environment, sweep_settings
     from strategies.registry import default_environment
 
     assert horovod_environment("horovod-mpi") == HOROVOD_DEFAULTS

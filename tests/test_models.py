@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bench import models
-from bench.data import IMAGES
-from bench.models.base import initial_values
+from bench.run import models
+from bench.run.data import IMAGES
+from bench.run.models.base import initial_values
 
 # the embedding: test_embedding.py. The ImageNet models: test_imagenet_models.py, whose short runs
 # train each in a tf.function (single) and in a v1 graph (ps-sync)

@@ -92,15 +92,15 @@ def test_the_guide_lists_every_member_of_the_contract():
 
 def test_a_launch_member_set_on_the_strategy_itself_is_refused_and_says_where_it_belongs():
     class Stray(Strategy):
-        name, family, worker, launch = "stray", "in-graph", "strategies.workers.single:SingleWorker", TfCluster
+        name, family, worker, runs_as = "stray", "in-graph", "strategies.workers.single:SingleWorker", TfCluster
 
         @classmethod
         def worker_loss(cls, config):
             return "go-on"
 
     assert misdeclared(Stray) == ("worker_loss belong(s) to a launch kind, not to the strategy: set it on a "
-                                  "subclass of its launch (TfCluster)")
-    assert "is not a launch kind" in misdeclared(type("Named", (Strategy,), {"launch": "mpi"}))
+                                  "subclass of its kind (TfCluster)")
+    assert "is not a launch kind" in misdeclared(type("Named", (Strategy,), {"runs_as": "mpi"}))
     assert not [name for name, cls in all_strategies().items() if misdeclared(cls)]
 
 

@@ -4,8 +4,8 @@ No test asserts a speed: the ratios are the benchmark's output, not a pass condi
 import pandas as pd
 import pytest
 
-from bench.overhead.pairs import PAIRS, by_strategy
-from bench.overhead.table import ratio, summarize, text
+from bench.analysis.overhead_table import ratio, summarize, text
+from bench.drivers.overhead.pairs import PAIRS, by_strategy
 from strategies import registry
 from tests.processes import PRESET_LIMIT_S, bench
 
@@ -15,7 +15,7 @@ def test_every_pair_is_a_strategy_with_a_bare_loop_and_the_same_job():
 
     for pair in PAIRS:
         assert pair.strategy in registry.all_strategies()
-        importlib.import_module(f"bench.overhead.bare.{pair.bare}")
+        importlib.import_module(f"bench.drivers.overhead.bare.{pair.bare}")
         harness = pair.harness_argv("out")
         bare = pair.bare_argv("out")
         # both sides train the same model, batch, steps and optimizer

@@ -117,7 +117,7 @@ def test_repeats_are_folded_with_an_interval_over_them(comparison):
 
 
 def test_the_report_is_rewritten_between_runs_and_says_how_many_are_in(tmp_path, monkeypatch):
-    from bench.presets import runner
+    from bench.drivers.presets import runner
 
     monkeypatch.setattr(runner.InterimReport, "SHARE", 10.0)  # every run, however long the report takes
     seen = []
@@ -138,7 +138,7 @@ def test_the_report_is_rewritten_between_runs_and_says_how_many_are_in(tmp_path,
 
 
 def test_the_preset_says_how_many_runs_are_left_and_about_how_long():
-    from bench.presets.runner import time_left
+    from bench.drivers.presets.runner import time_left
 
     assert time_left(time.monotonic(), 0, 10) == ""
     text = time_left(time.monotonic() - 120, 2, 10)  # 1 min a run so far

@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bench.analysis.projection.calibrate import concurrent_stretch
+from bench.analysis.report.build import write_report
 from bench.cli import main
 from bench.metrics import busbw
-from bench.projection.calibrate import concurrent_stretch
-from bench.report.build import write_report
 
 GRADIENT_BYTES = 4_000_000
 STEP_S = 0.05
@@ -27,7 +27,7 @@ def run_folder(root: Path, name: str, strategy: str, workers: int, rate: float, 
                          "batch_size": 64, "steps": 40, "warmup_steps": 2, "options": {}},
               "model": {"gradient_bytes_per_step": GRADIENT_BYTES},
               "summary": {"throughput_examples_per_s": rate, "warmup_steps": 2, "step_time_p50_s": p50}}
-    if split:  # seconds per part of every worker's median step, as bench.run.breakdown summarizes them
+    if split:  # seconds per part of every worker's median step, as bench.run.process.breakdown summarizes them
         parts = {part: {"p50_s": split.get(part, 0.0), "p95_s": split.get(part, 0.0)}
                  for part in ("step", "compute", "communication", "waiting", "other")}
         record["summary"]["breakdown"] = {"per_worker": {str(w): parts for w in range(workers)}}

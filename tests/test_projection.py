@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.metrics import ALLREDUCE_OP, PS_ROUNDTRIP_OP
-from bench.projection import costs
-from bench.projection.fit import fit_link, fit_transports, messages, step_spread
+from bench.analysis.projection import costs
+from bench.analysis.projection.fit import fit_link, fit_transports, step_spread
+from bench.metrics import ALLREDUCE_OP, PS_ROUNDTRIP_OP, messages
 
 LINK = costs.Link(alpha_s=1e-5, bandwidth_bytes_per_s=1e8)
 S = 1e6
@@ -32,9 +32,9 @@ def test_ps_phases_by_hand():
 
 
 def test_a_table_is_allgathered_row_by_row_until_the_dense_ring_is_cheaper():
+    from bench.analysis.projection.calibrate import ModelCalibration
+    from bench.analysis.projection.model import PS_SYNC, RING, RING_DENSE, predict, schemes_for
     from bench.metrics import Gradient
-    from bench.projection.calibrate import ModelCalibration
-    from bench.projection.model import PS_SYNC, RING, RING_DENSE, predict, schemes_for
 
     # the default embedding: 9 KB dense, a 32 MB table, 765 rows of 128 bytes touched per worker step
     table = Gradient(dense_bytes=8968, table_bytes=2**25, rows_touched=765, row_bytes=128)
@@ -136,7 +136,7 @@ def test_step_spread_pools_the_workers_own_variance():
 
 
 def test_the_cost_per_tensor_is_the_slope_over_tensors_of_the_same_bytes_per_message():
-    from bench.projection.fit import tensor_costs
+    from bench.analysis.micro_summary import tensor_costs
 
     # 64 KB round trips: 1 ms in one tensor, +0.2 ms per tensor more (0.1 ms per message: push and pull)
     rows = [{"transport": "ps-1ps", "kind": PS_ROUNDTRIP_OP, "processes": 2, "bytes": 65536, "tensors": t,

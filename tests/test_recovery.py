@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from bench.cli import main
-from bench.launch.recovery import JOB_RESTARTED, WORKER_RESTARTED
 from bench.metrics import recovery_costs
+from bench.run.faults.recovery import JOB_RESTARTED, WORKER_RESTARTED
 from tests.checkpoint_values import assert_same_weights
 from tests.conftest import only_run
 from tests.processes import bench

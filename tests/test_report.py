@@ -8,8 +8,8 @@ import sys
 import pandas as pd
 import pytest
 
+from bench.analysis.report.build import write_report
 from bench.cli import main
-from bench.report.build import write_report
 from tests.conftest import ROOT
 from tests.processes import RUN_LIMIT_S
 
@@ -218,7 +218,7 @@ def setting(strategy, rate, ci, workers=2):
 
 
 def test_headline_says_tie_when_the_intervals_overlap():
-    from bench.report.aggregate import headline
+    from bench.analysis.report.aggregate import headline
 
     # cnn x1 on main: allreduce 2,854 ± 185 over multi-tower 2,760 ± 343 was called a win
     tied = headline(pd.DataFrame([setting("allreduce", 2854, 185), setting("multi-tower", 2760, 343),
@@ -238,8 +238,8 @@ def _setting(strategy: str, family: str, throughput: float, step_ms: float, comp
 
 
 def test_the_answer_names_the_winning_family_its_lead_and_the_part_of_the_step_that_differs():
-    from bench.report import aggregate
-    from bench.report.sections import answer_line
+    from bench.analysis.report import aggregate
+    from bench.analysis.report.sections import answer_line
 
     settings = pd.DataFrame([_setting("multi-tower", "in-graph", 2000, 128, 120, 2),
                              _setting("mirrored", "in-graph", 1900, 130, 120, 4),
@@ -258,8 +258,8 @@ def test_the_answer_names_the_winning_family_its_lead_and_the_part_of_the_step_t
 
 
 def test_overlapping_intervals_make_the_answer_a_tie():
-    from bench.report import aggregate
-    from bench.report.sections import answer_line
+    from bench.analysis.report import aggregate
+    from bench.analysis.report.sections import answer_line
 
     settings = pd.DataFrame([_setting("multi-tower", "in-graph", 1000, 256, 200, 10),
                              _setting("allreduce", "allreduce", 990, 258, 200, 12)])

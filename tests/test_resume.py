@@ -10,7 +10,7 @@ import pytest
 
 from bench.cli import main
 from bench.config import RunConfig
-from bench.run.checkpoints import CHECKPOINT_DIR, CHECKPOINTS_FILE
+from bench.run.process.checkpoints import CHECKPOINT_DIR, CHECKPOINTS_FILE
 from strategies import registry
 from strategies.base import local_steps_at
 from tests.checkpoint_values import assert_holds_the_final_weights, assert_same_weights, latest
@@ -35,7 +35,7 @@ DETERMINISTIC = {
 
 
 def test_every_strategy_that_saves_checkpoints_is_covered():
-    # the others refuse --checkpoint-every-* before anything starts (bench.validation)
+    # the others refuse --checkpoint-every-* before anything starts (bench.run.validation)
     assert set(DETERMINISTIC) | {"ps-async"} == {name for name, cls in registry.all_strategies().items()
                                                  if cls.checkpoints}
 

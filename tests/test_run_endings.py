@@ -12,8 +12,8 @@ import time
 import pandas as pd
 import pytest
 
-from bench.launch.processes import free_ports
-from bench.run.owner import OWNER_GONE
+from bench.infra.tools import free_ports
+from bench.run.process.owner import OWNER_GONE
 from tests.conftest import ROOT
 from tests.processes import (
     ENDING_LIMIT_S,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from bench.report.collect import run_row
-from bench.run.schema import RUN_FIELDS, SCHEMA_VERSION, upgrade
+from bench.analysis.report.collect import run_row
+from bench.run.process.schema import RUN_FIELDS, SCHEMA_VERSION, upgrade
 
 CONFIG = {"strategy": "ps-sync", "model": "mlp", "data": "digits", "workers": 2, "ps": 1, "batch_size": 32,
           "steps": 40, "eval_every": 50}
@@ -14,9 +14,9 @@ CONFIG = {"strategy": "ps-sync", "model": "mlp", "data": "digits", "workers": 2,
 
 def test_a_new_run_records_its_version_purpose_and_scenario_and_only_declared_fields(results):
     from bench.cli import run_from_args
-    from bench.launch.launcher import launch
+    from bench.run.launch.launcher import run_one
 
-    code = launch(*run_from_args(["--model", "mlp", "--data", "digits", "--steps", "12", "--eval-every", "0",
+    code = run_one(*run_from_args(["--model", "mlp", "--data", "digits", "--steps", "12", "--eval-every", "0",
                                   "--output", str(results)]))
     assert code == 0
     [folder] = [p for p in results.iterdir() if p.is_dir()]

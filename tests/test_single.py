@@ -3,7 +3,7 @@ import json
 import pandas as pd
 
 from bench.cli import main
-from bench.run.records import EVAL_COLUMNS, STEP_COLUMNS
+from bench.run.process.records import EVAL_COLUMNS, STEP_COLUMNS
 from tests.conftest import only_run
 from tests.time_split import assert_time_split
 

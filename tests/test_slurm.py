@@ -60,7 +60,7 @@ def records(folder: Path) -> list[dict]:
 
 def node_processes(*names: str) -> list[str]:
     """What runs on the hosts besides their slurmd (nothing, once a run has ended)."""
-    from bench.emulated import network
+    from bench.infra.emulated import network
 
     deadline = time.monotonic() + LEFTOVER_GRACE_S
     while True:
@@ -211,7 +211,7 @@ def test_recover_restarts_a_dead_worker_as_a_new_step_on_its_node(slurm_env, sha
 
 
 def test_a_lost_node_fails_the_run_with_that_reason_and_nothing_is_left_elsewhere(slurm_env, shared):
-    from bench.emulated import network, slurm
+    from bench.infra.emulated import network, slurm
 
     launcher = start_long_run(slurm_env, shared)
     wait_for_steps(shared, launcher)
@@ -239,7 +239,7 @@ def test_cluster_down_leaves_no_daemon_and_no_namespace(tmp_path):
     assert "2 nodes idle" in up.stdout
     down = bench("cluster", "down", "--name", name, timeout=CLUSTER_LIMIT_S)
     assert down.returncode == 0, down.stderr
-    from bench.emulated import network, slurm
+    from bench.infra.emulated import network, slurm
 
     assert not slurm.daemon_pids(name)
     assert not [ns for ns in network.namespaces() if ns.startswith(f"{name}-")]

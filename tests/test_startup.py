@@ -18,7 +18,8 @@ def test_report_cluster_status_and_launchers_do_not_import_tensorflow(tmp_path):
     # a launcher that only starts processes asks its strategy what it is, never imports TensorFlow
     code = ("import sys; from bench.cli import main, config_from_args; main(['report', sys.argv[1]]); "
             "main(['cluster', 'status', '--name', 'dbnotf']); "
-            "from strategies import registry; import bench.launch.cluster, bench.launch.mpi, bench.launch.launcher; "
+            "from strategies import registry; "
+            "import bench.run.launch.cluster, bench.run.launch.mpi, bench.run.launch.launcher; "
             "[registry.get(c.strategy).processes(c) for c in (config_from_args(['--strategy', s, '--workers', '2']) "
             "for s in ('ps-sync', 'ps-async', 'allreduce', 'allreduce-tf'))]; "
             "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'")
@@ -27,7 +28,7 @@ def test_report_cluster_status_and_launchers_do_not_import_tensorflow(tmp_path):
 
 def test_a_training_process_imports_tensorflow_without_keras_and_keras_still_works():
     in_fresh_interpreter(
-        "import sys; from bench.run.quiet_tf import import_tensorflow_quietly; import_tensorflow_quietly(); "
+        "import sys; from bench.run.process.quiet_tf import import_tensorflow_quietly; import_tensorflow_quietly(); "
         "assert 'tensorflow' in sys.modules and 'keras' not in sys.modules, 'keras was imported'; "
         "assert 'keras.src.optimizers' not in sys.modules, 'the hidden module was left hidden'; "
         "import tensorflow as tf; assert tf.keras.optimizers.SGD(0.1).learning_rate == 0.1")

@@ -7,7 +7,7 @@ import re
 import pandas as pd
 import pytest
 
-from bench.presets.stragglers import plan, planned
+from bench.drivers.presets.stragglers import plan, planned
 from tests.processes import PRESET_LIMIT_S, bench, leftover_processes
 
 pytestmark = pytest.mark.slow
@@ -94,7 +94,7 @@ def test_ps_sync_r_n_waits_for_the_straggler_and_a_backup_worker_does_not(preset
 
 
 def test_a_straggler_shows_as_its_own_compute_and_the_others_waiting(preset):
-    from bench.run.breakdown import per_worker_medians
+    from bench.run.process.breakdown import per_worker_medians
 
     clean, slow = (per_worker_medians(run_dir(preset, scenario, "ps-sync R=N"), 5)
                    for scenario in ("clean", "straggler"))

@@ -100,6 +100,45 @@ def test_bench_and_strategies_import_each_other_without_a_cycle():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+# The kinds of code, lowest first (docs/architecture.md): a module imports its own kind, the
+# shared modules and the kinds below it. strategies/ plugs into one run (the contract goes both
+# ways: the harness drives a Worker, a Worker uses the harness's helpers), so it is of run's kind.
+KINDS = ("shared", "infra", "run", "analysis", "drivers")
+DISPATCHERS = ("bench.cli", "bench.__main__")  # each subcommand imported when it is called
+
+
+def kind_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] == "strategies":
+        return "run"
+    if module in DISPATCHERS:
+        return None
+    return parts[1] if len(parts) > 2 and parts[1] in KINDS else "shared"
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    rank = {kind: i for i, kind in enumerate(KINDS)}
+    found = []
+    for module, imported in graph.items():
+        mine = kind_of(module)
+        for other in imported:
+            theirs = kind_of(other)
+            if mine is not None and theirs is not None and rank[theirs] > rank[mine]:
+                found.append(f"{module} ({mine}) imports {other} ({theirs})")
+    return sorted(found)
+
+
+def test_the_layer_check_sees_an_import_of_a_higher_kind():
+    graph = {"bench.run.launch.x": {"bench.drivers.presets.y", "bench.infra.tools"}, "bench.config": {"bench.run.z"},
+             "bench.cli": {"bench.drivers.presets.y"}, "strategies.base": {"bench.run.process.records"}}
+    assert upward_imports(graph) == ["bench.config (shared) imports bench.run.z (run)",
+                                     "bench.run.launch.x (run) imports bench.drivers.presets.y (drivers)"]
+
+
+def test_each_kind_of_code_imports_only_the_kinds_below_it():
+    assert upward_imports(import_graph()) == []
+
+
 def _names_in(node: ast.AST, constants: dict[str, set[str]]) -> Iterator[str]:
     for sub in ast.walk(node):
         if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
@@ -173,12 +212,12 @@ def test_a_runs_path_looks_its_strategy_up_once_and_hands_it_down():
     # bench.cli.run_from_args looks it up, once on each of its three ways to a config (a child's
     # --config-json, --resume, flags); the launchers, validation and the emulated cluster's
     # record are handed it
-    found = {str(path.relative_to(ROOT)): lines for package in ("bench/launch", "bench/run", "bench/emulated")
+    found = {str(path.relative_to(ROOT)): lines for package in ("bench/run", "bench/infra")
              for path in sorted((ROOT / package).rglob("*.py")) if (lines := registry_lookups(path))}
-    found.update({name: lines for name in ("bench/cli.py", "bench/validation.py")
+    found.update({name: lines for name in ("bench/cli.py", "bench/run/validation.py")
                   if (lines := registry_lookups(ROOT / name))})
-    # bench/run/schema.py reads records of runs long over (upgrade), not a run's path
-    found.pop("bench/run/schema.py", None)
+    # bench/run/process/schema.py reads records of runs long over (upgrade), not a run's path
+    found.pop("bench/run/process/schema.py", None)
     assert list(found) == ["bench/cli.py"] and len(found["bench/cli.py"]) == 3, found
     source = (ROOT / "bench/cli.py").read_text()
     lookups = source[source.index("def run_from_args"):].split("\ndef ", 1)[0]

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 
 from bench import metrics
-from bench.run import summary
+from bench.run.process import summary
 
 
 def steps_frame(durations, workers=1, examples=10):

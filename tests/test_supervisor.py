@@ -4,9 +4,9 @@ import time
 
 import pytest
 
-from bench.launch.processes import start
-from bench.launch.supervisor import supervise
-from bench.run import harness
+from bench.run.launch.processes import start
+from bench.run.launch.supervisor import supervise
+from bench.run.process import harness
 
 
 def child(tmp_path, name, script):
@@ -62,7 +62,7 @@ def test_the_step_clock_is_monotonic_when_the_wall_clock_jumps_back(monkeypatch)
 
 
 def test_a_dead_worker_is_restarted_while_restarts_are_left_and_a_dead_chief_never_is(tmp_path):
-    from bench.launch.supervisor import Restarts
+    from bench.run.launch.supervisor import Restarts
 
     started = []
 
@@ -86,7 +86,7 @@ def test_a_dead_worker_is_restarted_while_restarts_are_left_and_a_dead_chief_nev
 
 def test_worker_tasks_that_serve_a_trainer_may_be_lost_or_restarted_and_a_ps_may_not(tmp_path):
     # ps-coordinator: the coordinator trains; its worker tasks only serve the functions it schedules
-    from bench.launch.supervisor import Restarts
+    from bench.run.launch.supervisor import Restarts
 
     def cluster(chief_script="sleep 30"):
         # worker 1 dies at once; "after worker 1": the chief ends once the supervisor has reaped it

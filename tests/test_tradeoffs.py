@@ -1,8 +1,8 @@
 import pandas as pd
 import pytest
 
-from bench.presets import tradeoffs
-from bench.report.tradeoffs import headline, settings
+from bench.analysis.report.tradeoffs import headline, settings
+from bench.drivers.presets import tradeoffs
 
 
 def run(link, variant, family, tta, acc=0.85, asynchronous=False, sent=1000.0, steps=1500):

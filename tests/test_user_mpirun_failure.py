@@ -15,7 +15,7 @@ from tests.processes import RUN_LIMIT_S
 # rank 0's training raises; every other rank trains as usual (and is ended by mpirun)
 FAILING_RANK_0 = """
 import sys
-import bench.run.harness as harness
+import bench.run.process.harness as harness
 real = harness.run_worker
 def run_worker(config, strategy, context, *args, **kwargs):
     if context.rank == 0:
@@ -29,7 +29,7 @@ sys.exit(main(sys.argv[1:]))
 
 @pytest.mark.slow
 def test_a_failing_rank_0_under_the_users_mpirun_says_why_in_run_json(results):
-    from bench.launch.mpi import mpirun_command
+    from bench.run.launch.mpi import mpirun_command
 
     argv = [*mpirun_command(2), sys.executable, "-c", FAILING_RANK_0, "--model", "mlp", "--data", "digits",
             "--steps", "20", "--output", str(results)]

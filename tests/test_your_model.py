@@ -60,7 +60,7 @@ def test_a_keras_classifier_keeps_its_loss_and_hands_over_its_tf_variables():
     import keras
     import tensorflow as tf
 
-    from bench.models.keras_model import KerasModel
+    from bench.run.models.keras_model import KerasModel
 
     model = keras_model(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     wrapped = KerasModel(model, "m")
@@ -80,7 +80,7 @@ def test_a_keras_classifier_keeps_its_loss_and_hands_over_its_tf_variables():
     ({"loss": "mse"}, "its loss 'mse' is not a classifier's"),
 ])
 def test_a_keras_model_the_suite_cannot_train_is_refused_in_one_line(compile_args, said):
-    from bench.models.keras_model import KerasModel
+    from bench.run.models.keras_model import KerasModel
 
     with pytest.raises(UsageError, match=re.escape(said)):
         KerasModel(keras_model(**compile_args), "m")
@@ -89,7 +89,7 @@ def test_a_keras_model_the_suite_cannot_train_is_refused_in_one_line(compile_arg
 def test_a_keras_model_of_two_inputs_is_refused():
     import keras
 
-    from bench.models.keras_model import KerasModel
+    from bench.run.models.keras_model import KerasModel
 
     a, b = keras.Input((2,)), keras.Input((2,))
     model = keras.Model([a, b], keras.layers.Dense(2)(keras.layers.Concatenate()([a, b])))
@@ -99,7 +99,7 @@ def test_a_keras_model_of_two_inputs_is_refused():
 
 
 def test_the_wide_deep_example_builds_the_same_weights_for_a_seed_and_declares_its_tables():
-    from bench import models
+    from bench.run import models
 
     first, again = models.build(WIDE_DEEP, 3), models.build(WIDE_DEEP, 3)
     assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(first.weights, again.weights, strict=True))
@@ -189,8 +189,8 @@ def test_the_guide_says_which_strategies_run_which_kind_of_model():
 
 
 def test_a_preset_leaves_out_the_cells_a_run_would_refuse_and_says_why():
-    from bench.presets.matrix import plan
-    from bench.presets.runner import refused_cells
+    from bench.drivers.presets.matrix import plan
+    from bench.drivers.presets.runner import refused_cells
 
     runs = plan(["single", "ps-sync", "allreduce"], ["mlp", WIDE_DEEP], [2], 10, 0, 1)
     assert {(run.strategy, run.model) for run in runs} == {
@@ -200,8 +200,8 @@ def test_a_preset_leaves_out_the_cells_a_run_would_refuse_and_says_why():
 
 
 def test_the_projection_analyses_the_keras_encoder_example():
-    from bench import models
-    from bench.projection import tensors
+    from bench.analysis.projection import tensors
+    from bench.run import models
 
     analysed = tensors.of(ENCODER)
     assert analysed.model == "keras_encoder" and analysed.forward_gflops > 0
@@ -210,7 +210,7 @@ def test_the_projection_analyses_the_keras_encoder_example():
 
 
 def test_the_projection_analyses_a_users_model_as_a_registered_one():
-    from bench.projection import tensors
+    from bench.analysis.projection import tensors
 
     analysed = tensors.of(TABULAR)
     assert analysed.model == "tabular_net.TabularNet" and len(analysed.tensors) == 12

@@ -1,4 +1,4 @@
-"""Checks that a finished run recorded where its steps' time went (bench.run.breakdown)."""
+"""Checks that a finished run recorded where its steps' time went (bench.run.process.breakdown)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.run.breakdown import BREAKDOWN_FILE, PARTS, stamped
+from bench.run.process.breakdown import BREAKDOWN_FILE, PARTS, stamped
 
 STAMPED_PARTS = ("compute_s", "communication_s", "waiting_s")
 # The kernel slews CLOCK_REALTIME (tf.timestamp's clock) against CLOCK_MONOTONIC (the host's step

@@ -9,12 +9,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from bench import models
 from bench.config import RunConfig
-from bench.data import Dataset
 from bench.errors import RunFailed
-from bench.models.base import Model
-from bench.run.training import feed_for, make_optimizer
+from bench.run import models
+from bench.run.data import Dataset
+from bench.run.models.base import Model
+from bench.run.process.training import feed_for, make_optimizer
 from strategies._compression import FP16, TOPK
 from strategies.base import StepResult
 from strategies.workers.compression import Compressor, Encoded

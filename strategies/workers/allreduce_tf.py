@@ -6,10 +6,10 @@ from typing import Any, ClassVar
 
 import tensorflow as tf
 
-from bench import models
 from bench.config import RunConfig
-from bench.data import Dataset
-from bench.run.training import feed_for, make_optimizer
+from bench.run import models
+from bench.run.data import Dataset
+from bench.run.process.training import feed_for, make_optimizer
 from strategies.workers.eager import EagerWorker
 from strategies.workers.gradient_step import IN_THE_UPDATE, train_step
 

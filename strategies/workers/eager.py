@@ -9,11 +9,11 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
-from bench.data import Split
-from bench.models.base import Model
-from bench.run import breakdown
-from bench.run.checkpoints import CHECKPOINT_NAME
-from bench.run.training import evaluate_in_chunks
+from bench.run.data import Split
+from bench.run.models.base import Model
+from bench.run.process import breakdown
+from bench.run.process.checkpoints import CHECKPOINT_NAME
+from bench.run.process.training import evaluate_in_chunks
 from strategies.base import StepResult, StepTimes, Worker, local_steps_at
 from strategies.workers.stamps import exchange_times
 
@@ -64,7 +64,7 @@ class EagerWorker(Worker):
         self.use_model(model, optimizer)
 
     def _variants_used(self) -> set[bool]:
-        """Stamped, unstamped or both: what bench.run.breakdown.stamped asks of this run's steps."""
+        """Stamped, unstamped or both: what bench.run.process.breakdown.stamped asks of this run's steps."""
         first = local_steps_at(self.strategy, self.config, self.config.resume_step)
         last = local_steps_at(self.strategy, self.config, self.config.steps)
         used: set[bool] = set()

@@ -1,6 +1,6 @@
 """The stamped GradientTape step of the eager workers, written once: a replica's gradients of
 its batch, then an exchange (the one thing the strategies vary), then the update, with the
-stamps of bench.run.breakdown's split (start, gradients ready, exchanged, end) in between."""
+stamps of bench.run.process.breakdown's split (start, gradients ready, exchanged, end) in between."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from bench.models.base import Model
+from bench.run.models.base import Model
 from strategies.workers.stamps import Stamps
 
 Gradients = list[Any]  # a tensor, or an IndexedSlices for a table, per variable

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from bench.data import Dataset
+from bench.run.data import Dataset
 from strategies._compression import FP16, parse
 from strategies.base import StepResult
 from strategies.local_sgd import AVERAGE, LOCAL, SYNC, step_kind

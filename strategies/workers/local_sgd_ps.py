@@ -10,8 +10,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from bench import models
-from bench.models.base import Model
+from bench.run import models
+from bench.run.models.base import Model
 from strategies.base import StepResult, StepTimes
 from strategies.workers.ps import BARRIER_POLL_S, ParameterServerWorker
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import tensorflow as tf
 
-from bench import models
-from bench.data import Dataset
-from bench.run.training import feed_for, make_optimizer
+from bench.run import models
+from bench.run.data import Dataset
+from bench.run.process.training import feed_for, make_optimizer
 from strategies.workers import towers as _towers
 from strategies.workers.gradient_step import gradients
 from strategies.workers.stamps import Stamps

@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from bench import models
 from bench.config import RunConfig
-from bench.data import Dataset, Split
 from bench.errors import RunFailed
-from bench.models.base import Model, initial_values
-from bench.run.checkpoints import CHECKPOINT_NAME
-from bench.run.training import evaluate_in_chunks, feed_for, make_optimizer
+from bench.run import models
+from bench.run.data import Dataset, Split
+from bench.run.models.base import Model, initial_values
+from bench.run.process.checkpoints import CHECKPOINT_NAME
+from bench.run.process.training import evaluate_in_chunks, feed_for, make_optimizer
 from strategies.base import StepResult, Worker
 from strategies.workers.compression import Compressor
 from strategies.workers.stamps import Stamps

@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from bench import models
 from bench.config import RunConfig
-from bench.data import Dataset, Split
-from bench.run import breakdown
-from bench.run.inputs import feed_seed, index_plan
-from bench.run.training import evaluate_in_chunks, make_optimizer
+from bench.run import models
+from bench.run.data import Dataset, Split
+from bench.run.process import breakdown
+from bench.run.process.inputs import feed_seed, index_plan
+from bench.run.process.training import evaluate_in_chunks, make_optimizer
 from strategies.base import RanOn, StepResult, StepTimes, Worker
 from strategies.ps_coordinator import steps_per_function
 from strategies.workers.ps import atomic_increment
@@ -42,7 +42,7 @@ def fail_fast() -> None:
 
 def worker_plans(config: RunConfig, train: Split, workers: int, batch: int) -> np.ndarray:
     """(workers, n) indices into `train`: worker k's shard (every workers-th example from k) in the
-    order its feed would take it (bench.run.inputs.index_plan with its own seed), as each
+    order its feed would take it (bench.run.process.inputs.index_plan with its own seed), as each
     worker of the between-graph strategies reads; cut to a whole number of batches, the same for all."""
     plans = []
     for k in range(workers):

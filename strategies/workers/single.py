@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from bench import models
-from bench.data import Dataset
-from bench.run.training import feed_for, make_optimizer
+from bench.run import models
+from bench.run.data import Dataset
+from bench.run.process.training import feed_for, make_optimizer
 from strategies.workers.eager import EagerWorker
 from strategies.workers.gradient_step import train_step
 

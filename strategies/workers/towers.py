@@ -8,7 +8,7 @@ from typing import Any
 import tensorflow as tf
 
 from bench.config import RunConfig
-from bench.run import devices
+from bench.run.process import devices
 from strategies.workers.eager import EagerWorker
 
 

@@ -1,0 +1,80 @@
+"""Allreduce on a cluster of hosts of several devices, overlapped with the backward pass.
+
+- A buffer of m bytes over N devices, G per host, H hosts:
+  - flat ring, devices in host order: every device, and every host's link (one ring edge
+    leaves and one enters each host), carries 2(N-1)/N m each way: 2(N-1) alpha +
+    2(N-1)/N m / rate, the rate the slowest edge's (the network's; PCIe inside a host).
+  - hierarchical: reduce-scatter inside each host, G rings of m/G across hosts (the host's
+    link carries 2(H-1)/H m in all, in G flows at once), allgather inside the host:
+    2(G-1)/G m / intra + 2(H-1) alpha + 2(H-1)/H m / rate.
+  - a transport through host memory (Horovod's MPI or Gloo path for GPU tensors) first
+    copies the buffer off the device and back: + 2 m / PCIe.
+- Overlap (Horovod's background loop): the gradients become ready during the backward pass,
+  last layer first (bench.analysis.projection.tensors); every cycle the loop takes what is ready,
+  fuses it into buffers of up to the fusion threshold and reduces them one after another.
+  The step ends when both the backward pass and the last reduction are done.
+"""
+
+from __future__ import annotations
+
+import math
+
+from bench.analysis.projection.cluster import Cluster, StepTerms
+from bench.analysis.projection.tensors import ModelTensors
+from bench.analysis.projection.transports import CYCLE_S, FUSION_BYTES, LATENCY_S, Transport
+from bench.metrics import ring_factor
+
+
+def buffer_s(nbytes: float, cluster: Cluster, transport: Transport, hierarchical: bool,
+             latency_s: float = LATENCY_S) -> float:
+    """One allreduce of `nbytes` over every device of the cluster."""
+    n, g, h = cluster.workers, cluster.devices_per_host, cluster.hosts
+    if n < 2:
+        return 0.0
+    intra = cluster.intra_host_bytes_per_s
+    copies = 2 * nbytes / intra if transport.host_copies else 0.0
+    if h < 2:
+        rate = intra if not transport.host_copies else min(intra, transport.process_bytes_per_s or intra)
+        return copies + 2 * (n - 1) * latency_s + ring_factor(n) * nbytes / rate
+    if hierarchical:
+        local = ring_factor(g) * nbytes / intra if g > 1 else 0.0
+        across = ring_factor(h) * nbytes / transport.network_bytes_per_s(cluster.link_gbit, flows=g)
+        return copies + local + 2 * (h - 1) * latency_s + across
+    rate = min(intra, transport.network_bytes_per_s(cluster.link_gbit))
+    return copies + 2 * (n - 1) * latency_s + ring_factor(n) * nbytes / rate
+
+
+def fused_buffers(sizes: list[int], threshold: int) -> list[int]:
+    """Buffers of at most `threshold` bytes, in order; a larger tensor goes alone."""
+    out: list[int] = []
+    for size in sizes:
+        if out and out[-1] + size <= threshold:
+            out[-1] += size
+        else:
+            out.append(size)
+    return out
+
+
+def communication_end_s(tensors: ModelTensors, cluster: Cluster, transport: Transport, hierarchical: bool,
+                        fusion_bytes: int = FUSION_BYTES, cycle_s: float = CYCLE_S) -> float:
+    """When the last reduction of a step ends, the step starting at 0."""
+    pending = [(cluster.forward_s + t.ready * cluster.backward_s, t.nbytes) for t in tensors.in_ready_order()]
+    busy_until, i = 0.0, 0
+    while i < len(pending):
+        # the loop wakes on its cycle once it is free and something is ready
+        tick = math.ceil(max(busy_until, pending[i][0]) / cycle_s) * cycle_s
+        ready = []
+        while i < len(pending) and pending[i][0] <= tick:
+            ready.append(pending[i][1])
+            i += 1
+        busy_until = tick
+        for size in fused_buffers(ready, fusion_bytes):
+            busy_until += buffer_s(size, cluster, transport, hierarchical)
+    return busy_until
+
+
+def step(tensors: ModelTensors, cluster: Cluster, transport: Transport, hierarchical: bool) -> StepTerms:
+    if cluster.workers < 2:
+        return StepTerms.of(cluster.compute_s, cluster.compute_s)
+    end = max(cluster.compute_s, communication_end_s(tensors, cluster, transport, hierarchical))
+    return StepTerms.of(end, cluster.compute_s)

@@ -1,0 +1,152 @@
+"""Parameter servers on a cluster of hosts of several devices, variable by variable.
+
+- Placement: each variable lives whole on one ps task, as replica_device_setter places
+  them: round-robin in creation order (its default), or each on the least-loaded task by
+  bytes ("balanced": tf_cnn_benchmarks' GreedyLoadBalancingStrategy). One large tensor
+  (VGG-16's fc6, 411 MB) thus loads one task, however many there are.
+- Who pushes: every device as a worker of its own, or (host-aggregated) one worker per host
+  that first sums its devices' gradients over PCIe, as tf_cnn_benchmarks' workers of several
+  GPUs do.
+- A variable's push is E copies of its bytes into its ps task (E pushers); the task's process
+  moves them at gRPC's rate, and those from other hosts also cross its host's link at the
+  link's rate. A pull is the same the other way. Push and pull use the two directions of a
+  link, so the pull of one variable overlaps the pushes of the next: per task, a two-stage
+  flow shop over its variables in the order their gradients become ready.
+- A ps on a worker host (colocated) shares that host's link with the host's own workers:
+  every host's link carries, each way, what its workers send to tasks elsewhere plus what
+  its task receives from workers elsewhere, a bound on the exchange.
+- Synchronous: the step ends when every pull has ended (the next forward pass needs them).
+  Asynchronous: no worker waits for another; updates per second are capped by the
+  workers (E / their own step) and by each task (its rate over its bytes per update).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.analysis.projection.cluster import Cluster, StepTerms
+from bench.analysis.projection.tensors import ModelTensors, Tensor
+from bench.analysis.projection.transports import LATENCY_S, Transport
+
+ROUND_ROBIN, BALANCED = "round-robin", "balanced"
+PLACEMENTS = (ROUND_ROBIN, BALANCED)
+
+
+def place(tensors: ModelTensors, tasks: int, policy: str) -> list[int]:
+    """The ps task of each tensor, in creation order."""
+    if policy == ROUND_ROBIN:
+        return [i % tasks for i in range(len(tensors.tensors))]
+    load = [0] * tasks
+    out = []
+    for t in tensors.tensors:
+        task = min(range(tasks), key=load.__getitem__)
+        load[task] += t.nbytes
+        out.append(task)
+    return out
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Who pushes and where the ps tasks are."""
+
+    cluster: Cluster
+    tasks: int
+    colocated: bool  # task k on worker host k % hosts; else each on a host of its own
+    aggregated: bool  # one pusher per host, after summing its devices' gradients
+
+    def pushers_on(self, host: int) -> int:
+        return 1 if self.aggregated else self.cluster.devices_on(host)
+
+    @property
+    def pushers(self) -> int:
+        return sum(self.pushers_on(h) for h in range(self.cluster.hosts))
+
+    def host_of(self, task: int) -> int | None:
+        return task % self.cluster.hosts if self.colocated else None
+
+    def remote_pushers(self, task: int) -> int:
+        host = self.host_of(task)
+        return self.pushers - (self.pushers_on(host) if host is not None else 0)
+
+    @property
+    def examples_per_push(self) -> int:
+        return self.cluster.batch_size * (self.cluster.devices_per_host if self.aggregated else 1)
+
+
+def _stage_s(layout: Layout, task: int, nbytes: int, transport: Transport, tensors: int = 1) -> float:
+    """One variable's push (or pull) at its task (or `tensors` variables' of `nbytes` in all): all
+    pushers' copies through the task's process, a message each, those from other hosts through
+    its host's link."""
+    rate = nbytes / transport.process_bytes_per_s if transport.process_bytes_per_s else 0.0
+    process = layout.pushers * (rate + tensors * transport.message_s)
+    link = layout.remote_pushers(task) * nbytes / transport.network_bytes_per_s(layout.cluster.link_gbit)
+    return max(process, link)
+
+
+def _task_end_s(layout: Layout, task: int, variables: list[tuple[float, Tensor]], transport: Transport) -> float:
+    """Two-stage flow shop: pushes in ready order, each variable's pull once its pushes are in."""
+    pushed = pulled = 0.0
+    for ready, tensor in variables:
+        stage = _stage_s(layout, task, tensor.nbytes, transport)
+        pushed = max(ready, pushed) + stage
+        pulled = max(pushed, pulled) + stage
+    return pulled + 2 * LATENCY_S
+
+
+def _per_task(tensors: ModelTensors, tasks_of: list[int], tasks: int) -> tuple[list[int], list[int]]:
+    """(bytes, tensors) each task holds."""
+    nbytes, count = [0] * tasks, [0] * tasks
+    for task, t in zip(tasks_of, tensors.tensors, strict=True):
+        nbytes[task] += t.nbytes
+        count[task] += 1
+    return nbytes, count
+
+
+def _links_bound_s(layout: Layout, tensors: ModelTensors, tasks_of: list[int], transport: Transport) -> float:
+    """The busiest host link's bytes in its busier direction, at the link's rate."""
+    per_task, _ = _per_task(tensors, tasks_of, layout.tasks)
+    busiest = 0.0
+    for host in range(layout.cluster.hosts):
+        mine = {k for k in range(layout.tasks) if layout.host_of(k) == host}
+        sent = layout.pushers_on(host) * sum(b for k, b in enumerate(per_task) if k not in mine)
+        served = sum(layout.remote_pushers(k) * per_task[k] for k in mine)
+        busiest = max(busiest, sent + served)  # each way: pushes out and pulls in, pulls served and pushes in
+    dedicated = max((layout.pushers * b for k, b in enumerate(per_task) if layout.host_of(k) is None), default=0)
+    return max(busiest, dedicated) / transport.network_bytes_per_s(layout.cluster.link_gbit)
+
+
+def _aggregation_s(layout: Layout, nbytes: int) -> float:
+    """A host's devices' gradients summed over PCIe before one copy leaves (0 per device)."""
+    g = layout.cluster.devices_per_host
+    return nbytes * g / layout.cluster.intra_host_bytes_per_s if layout.aggregated and g > 1 else 0.0
+
+
+def synchronous_step(tensors: ModelTensors, layout: Layout, placement: str, transport: Transport) -> StepTerms:
+    cluster = layout.cluster
+    tasks_of = place(tensors, layout.tasks, placement)
+    by_task: dict[int, list[tuple[float, Tensor]]] = {}
+    for task, t in sorted(zip(tasks_of, tensors.tensors, strict=True), key=lambda pair: pair[1].ready):
+        ready = cluster.forward_s + t.ready * cluster.backward_s + _aggregation_s(layout, t.nbytes)
+        by_task.setdefault(task, []).append((ready, t))
+    end = max(_task_end_s(layout, k, v, transport) for k, v in by_task.items())
+    first_ready = cluster.forward_s
+    end = max(end, cluster.compute_s, first_ready + _links_bound_s(layout, tensors, tasks_of, transport))
+    return StepTerms.of(end, cluster.compute_s)
+
+
+def asynchronous_rate(tensors: ModelTensors, layout: Layout, placement: str,
+                      transport: Transport) -> tuple[float, StepTerms]:
+    """(examples/s, one pusher's step): each pusher alone on the links, capped by the tasks."""
+    alone = Layout(Cluster(1, 1, layout.cluster.link_gbit, layout.cluster.device_examples_per_s,
+                           layout.cluster.batch_size, layout.cluster.intra_host_bytes_per_s),
+                   layout.tasks, False, False)
+    own = synchronous_step(tensors, alone, placement, transport).step_s
+    own += _aggregation_s(layout, tensors.nbytes) if layout.aggregated else 0.0
+    tasks_of = place(tensors, layout.tasks, placement)
+    per_task, count = _per_task(tensors, tasks_of, layout.tasks)
+    # per update a task takes in and sends out its bytes once (the two directions overlap)
+    cap = min((1.0 / _stage_s(layout, k, b, transport, count[k]) * layout.pushers)
+              for k, b in enumerate(per_task) if b)
+    updates = min(layout.pushers / own, cap)
+    step_s = layout.pushers / updates
+    return updates * layout.examples_per_push, StepTerms.of(step_s, layout.cluster.compute_s)

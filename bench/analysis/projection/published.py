@@ -1,0 +1,95 @@
+"""Published measurements of real clusters that the projection is checked against. Each
+figure is predicted from that table's 1-device row, the model's own tensors and the
+cluster's description; nothing is fitted to the figures (the constants are in
+bench.analysis.projection.transports, each with its source).
+
+Horovod's README, October 2017: 4 servers x 4 Pascal GPUs, a RoCE-capable 25 Gbit/s network
+used over TCP, batch 64 per GPU, tf_cnn_benchmarks, examples/s. How each row maps to a scheme:
+- "distributed TensorFlow (parameter servers)": synchronous ps over gRPC, one worker task per
+  GPU (TensorFlow's distributed guide of the time: several tasks per machine, one per
+  device), one ps task per server on the worker servers, variables placed by bytes
+  (tf_cnn_benchmarks' GreedyLoadBalancingStrategy, variable_mgr.py at its 2017-10-05
+  commit). tf_cnn_benchmarks with one worker task of 4 GPUs per server sums the 4 GPUs'
+  gradients on the server before pushing; that alternative is predicted beside it.
+- "TCP Horovod, allreduce on CPU (MPI)": a flat ring over Horovod's MPI path (host memory).
+- "TCP Horovod, allreduce on GPU with NCCL": a flat ring over NCCL's socket transport.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from bench.analysis.projection import schemes, tensors
+from bench.analysis.projection.cluster import Cluster
+from bench.analysis.projection.model import PS_SYNC, PS_SYNC_AGGREGATED, RING
+from bench.analysis.projection.schemes import tf_cnn_benchmarks_ps
+from bench.analysis.projection.transports import GRPC, MPI, NCCL
+
+
+@dataclass(frozen=True)
+class Setup:
+    label: str
+    scheme: str
+    transport: str
+    measured_as: str | None = None  # an alternative reading: the label of the published row it is held against
+
+
+@dataclass(frozen=True)
+class PublishedTable:
+    source: str
+    devices: int
+    devices_per_host: int
+    link_gbit: float
+    batch_size: int
+    one_device: dict[str, float]  # model -> examples/s of one device
+    setups: tuple[Setup, ...]
+    measured: dict[tuple[str, str], float]  # (setup label, model) -> examples/s of the whole cluster
+    alternatives: tuple[Setup, ...] = ()  # predicted beside a setup whose published description admits two
+
+    def cluster(self, model: str) -> Cluster:
+        return Cluster(self.devices, self.devices_per_host, self.link_gbit, self.one_device[model], self.batch_size)
+
+
+PS_ROW, MPI_ROW, NCCL_ROW = ("distributed TensorFlow (parameter servers)", "TCP Horovod, allreduce on CPU (MPI)",
+                             "TCP Horovod, allreduce on GPU with NCCL")
+HOROVOD_2017 = PublishedTable(
+    source="Horovod README, October 2017: 4 servers x 4 Pascal GPUs, 25 Gbit/s network over TCP, batch 64 per GPU",
+    devices=16, devices_per_host=4, link_gbit=25, batch_size=64,
+    one_device={"inception3": 134.4, "resnet101": 119.4, "vgg16": 130.9},
+    setups=(Setup(PS_ROW, PS_SYNC, GRPC), Setup(MPI_ROW, RING, MPI), Setup(NCCL_ROW, RING, NCCL)),
+    measured={(PS_ROW, "inception3"): 1345.8, (PS_ROW, "resnet101"): 959.6, (PS_ROW, "vgg16"): 74.7,
+              (MPI_ROW, "inception3"): 2073.3, (MPI_ROW, "resnet101"): 1338.3, (MPI_ROW, "vgg16"): 616.8,
+              (NCCL_ROW, "inception3"): 1990.7, (NCCL_ROW, "resnet101"): 1685.1, (NCCL_ROW, "vgg16"): 1308.7},
+    alternatives=(Setup(PS_ROW + ", one worker of 4 GPUs per server", PS_SYNC_AGGREGATED, GRPC, PS_ROW),),
+)
+
+
+def _row(table: PublishedTable, setup: Setup, model: str, published: float | None) -> dict:
+    cluster = table.cluster(model)
+    rate, terms = schemes.predict(setup.scheme, setup.transport, tensors.of(model), cluster,
+                                  tf_cnn_benchmarks_ps(cluster))
+    return {"setup": setup.label, "model": model, "scheme": setup.scheme, "transport": setup.transport,
+            "published_examples_per_s": published, "predicted_examples_per_s": rate,
+            "error": rate / published - 1 if published else None, "compute_s": terms.compute_s,
+            "exposed_communication_s": terms.exposed_communication_s, "step_s": terms.step_s,
+            "published_step_s": cluster.workers * cluster.batch_size / published if published else None}
+
+
+def check(table: PublishedTable = HOROVOD_2017) -> pd.DataFrame:
+    """Every published figure of the table against its prediction, and each alternative
+    reading of a setup beside it (whose error does not count in the summary)."""
+    rows = [_row(table, s, m, table.measured[(s.label, m)]) for s in table.setups for m in table.one_device]
+    for alt in table.alternatives:
+        rows += [{**_row(table, alt, m, table.measured[(alt.measured_as, m)]), "alternative": True}
+                 for m in table.one_device]
+    out = pd.DataFrame(rows)
+    out["alternative"] = out.get("alternative", pd.Series(dtype=bool)).fillna(False).astype(bool)
+    return out
+
+
+def summary(checked: pd.DataFrame) -> dict:
+    errors = checked.loc[~checked["alternative"], "error"].abs()
+    return {"figures": int(len(errors)), "median_abs_error": float(errors.median()),
+            "worst_abs_error": float(errors.max())}

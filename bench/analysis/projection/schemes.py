@@ -1,0 +1,81 @@
+"""Every exchange scheme on one described cluster, one row each: what
+`python -m bench project --device-examples-per-s ...` prints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.analysis.projection import allreduce, parameter_servers
+from bench.analysis.projection.cluster import Cluster, StepTerms
+from bench.analysis.projection.model import HIERARCHICAL, PS_ASYNC, PS_COORDINATOR, PS_SYNC, PS_SYNC_AGGREGATED, RING
+from bench.analysis.projection.parameter_servers import BALANCED, Layout
+from bench.analysis.projection.tensors import ModelTensors
+from bench.analysis.projection.transports import ALLREDUCE_TRANSPORTS, COORDINATOR_FUNCTION_S, GRPC, TRANSPORTS
+from strategies.ps_coordinator import MOST_STEPS_PER_FUNCTION
+
+
+@dataclass(frozen=True)
+class PsSetup:
+    tasks: int
+    colocated: bool  # on worker hosts, else each on a host of its own
+    placement: str  # bench.analysis.projection.parameter_servers.PLACEMENTS
+
+
+def tf_cnn_benchmarks_ps(cluster: Cluster) -> PsSetup:
+    """One ps task on each worker host, variables placed by bytes, as tf_cnn_benchmarks' distributed runs were."""
+    return PsSetup(cluster.hosts, True, BALANCED)
+
+
+def predict(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluster,
+            ps: PsSetup) -> tuple[float, StepTerms]:
+    """(examples/s of the whole cluster, one step's terms) of one scheme over one transport."""
+    chosen = TRANSPORTS[transport]
+    if scheme in (RING, HIERARCHICAL):
+        terms = allreduce.step(tensors, cluster, chosen, hierarchical=scheme == HIERARCHICAL)
+        return cluster.workers * cluster.batch_size / terms.step_s, terms
+    layout = Layout(cluster, ps.tasks, ps.colocated, aggregated=scheme == PS_SYNC_AGGREGATED)
+    if scheme == PS_ASYNC:
+        return parameter_servers.asynchronous_rate(tensors, layout, ps.placement, chosen)
+    if scheme == PS_COORDINATOR:
+        rate, terms = parameter_servers.asynchronous_rate(tensors, layout, ps.placement, chosen)
+        return coordinated(rate, terms, cluster)
+    terms = parameter_servers.synchronous_step(tensors, layout, ps.placement, chosen)
+    return cluster.workers * cluster.batch_size / terms.step_s, terms
+
+
+def coordinated(rate: float, terms: StepTerms, cluster: Cluster) -> tuple[float, StepTerms]:
+    """ps-async's rate, at most what one coordinator schedules: a function of K steps (its default)
+    per COORDINATOR_FUNCTION_S; the workers then wait for it."""
+    cap = MOST_STEPS_PER_FUNCTION * cluster.batch_size / COORDINATOR_FUNCTION_S
+    if rate <= cap:
+        return rate, terms
+    step_s = cluster.workers * cluster.batch_size / cap
+    return cap, StepTerms.of(step_s, terms.compute_s, waiting_s=step_s - terms.step_s)
+
+
+def combinations(cluster: Cluster) -> list[tuple[str, str]]:
+    """(scheme, transport) pairs that make sense on this cluster."""
+    rings = [(RING, t) for t in ALLREDUCE_TRANSPORTS]
+    if cluster.devices_per_host > 1 and cluster.hosts > 1:
+        rings += [(HIERARCHICAL, t) for t in ALLREDUCE_TRANSPORTS]
+    ps = [(PS_SYNC, GRPC), (PS_ASYNC, GRPC), (PS_COORDINATOR, GRPC)]
+    if cluster.devices_per_host > 1:
+        ps.insert(1, (PS_SYNC_AGGREGATED, GRPC))
+    return rings + ps
+
+
+def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup) -> list[dict]:
+    out = []
+    alone = cluster.device_examples_per_s
+    for scheme, transport in combinations(cluster):
+        rate, terms = predict(scheme, transport, tensors, cluster, ps)
+        uses_ps = transport == GRPC
+        out.append({"model": model, "workers": cluster.workers, "devices_per_host": cluster.devices_per_host,
+                    "hosts": cluster.hosts, "link_gbit": cluster.link_gbit, "batch_size": cluster.batch_size,
+                    "scheme": scheme, "transport": transport, "ps": ps.tasks if uses_ps else 0,
+                    "ps_colocated": ps.colocated if uses_ps else None,
+                    "ps_placement": ps.placement if uses_ps else None,
+                    "throughput_examples_per_s": rate, "step_s": terms.step_s, "compute_s": terms.compute_s,
+                    "exposed_communication_s": terms.exposed_communication_s, "waiting_s": terms.waiting_s,
+                    "scaling_efficiency": rate / (cluster.workers * alone)})
+    return out

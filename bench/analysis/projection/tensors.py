@@ -1,0 +1,146 @@
+"""A registered model's gradient tensors as the projection needs them: each trainable
+variable's bytes, its place in creation order (how replica_device_setter meets them), and
+when in the backward pass its gradient is ready.
+
+Readiness comes from the forward graph at the model's own input size, traced once at
+batch 1: each convolution and matrix product costs 2 x output elements x reduction size
+FLOPs, and the backward pass visits the layers in reverse, in time proportional to those
+FLOPs (backward FLOPs are twice the forward ones layer by layer, so the shares are the
+same). A variable's gradient is ready once the backward pass has done every op from the
+end of the forward graph down to the first op that reads the variable."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench import CHECKOUT
+
+COMPUTE_OPS = ("Conv2D", "MatMul", "DepthwiseConv2dNative", "BatchMatMulV2")
+PASS_THROUGH = ("Identity", "Cast", "ReadVariableOp")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    nbytes: int
+    ready: float  # share of the backward pass done when its gradient is ready, 0..1
+
+
+@dataclass(frozen=True)
+class ModelTensors:
+    model: str
+    tensors: tuple[Tensor, ...]  # in creation order
+    forward_gflops: float  # per example
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors)
+
+    def in_ready_order(self) -> list[Tensor]:
+        return sorted(self.tensors, key=lambda t: t.ready)
+
+
+def _flops(op) -> float:
+    out = op.outputs[0].shape
+    if op.type in ("Conv2D", "DepthwiseConv2dNative"):
+        kernel = op.inputs[1].shape
+        reduction = kernel[0] * kernel[1] * (kernel[2] if op.type == "Conv2D" else 1)
+    else:
+        a = op.inputs[0].shape
+        reduction = a[-2] if op.get_attr("transpose_a" if op.type == "MatMul" else "adj_x") else a[-1]
+    return 2.0 * float(np.prod(out[1:])) * reduction
+
+
+def _variable_read(tensor, handles: dict) -> object | None:
+    """The variable a tensor is a read of (through identities and casts), or None."""
+    while tensor.op.type in PASS_THROUGH:
+        if tensor.op.type == "ReadVariableOp":
+            return handles.get(id(tensor.op.inputs[0]))
+        tensor = tensor.op.inputs[0]
+    return None
+
+
+def analyse(model) -> ModelTensors:
+    """Trace `model`'s forward pass at its input shape and place each trainable variable in it."""
+    import tensorflow as tf
+
+    function = tf.function(lambda x: model.logits(x, training=True))
+    graph = function.get_concrete_function(tf.TensorSpec((1, *model.input_shape), model.input_dtype)).graph
+    by_id = {id(v.handle): v for v in model.trainables}
+    handles = {id(internal): by_id[id(external)] for external, internal in graph.captures if id(external) in by_id}
+    first_use: dict[int, int] = {}
+    flops = []
+    for index, op in enumerate(graph.get_operations()):
+        flops.append(_flops(op) if op.type in COMPUTE_OPS else 0.0)
+        for tensor in op.inputs:
+            var = _variable_read(tensor, handles) if op.type != "ReadVariableOp" else None
+            if var is not None:
+                first_use.setdefault(id(var), index)
+    after = np.cumsum(flops[::-1])[::-1]  # FLOPs of every op from index i to the end
+    total = float(after[0])
+    tensors = tuple(Tensor(v.name.split(":")[0], 4 * int(np.prod(v.shape)),
+                           float(after[first_use.get(id(v), 0)]) / total) for v in model.trainables)
+    return ModelTensors(type(model).__name__.lower(), tensors, total / 1e9)
+
+
+def cache_folder() -> Path:
+    """Where analysed models are kept between processes (beside setup's Horovod wheel)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "distbench" / "model-tensors"
+
+
+def _tensorflow_version() -> str:
+    """Read without importing TensorFlow, so a projection from the cache need not."""
+    from importlib import metadata
+
+    for distribution in ("tensorflow", "tensorflow-cpu"):  # setup --gpu installs the first, setup the second
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    import tensorflow as tf
+
+    return tf.__version__
+
+
+@functools.cache
+def _source_key() -> str:
+    """Changes whenever the models' code, this analysis or TensorFlow does."""
+    digest = hashlib.sha256(_tensorflow_version().encode())
+    for path in sorted([*(CHECKOUT / "bench" / "run" / "models").glob("*.py"), Path(__file__)]):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def of(name: str) -> ModelTensors:
+    """The tensors of model `name` at its default input size: a registered one built and traced once,
+    then read from the cache (building VGG-16 initialises 138 million weights)."""
+    from bench.run import models
+
+    if models.user.is_spec(name):  # the user's code changes under the same name: analysed every time
+        result = analyse(models.build(name, 0))
+        return ModelTensors(models.label(name), result.tensors, result.forward_gflops)
+    path = cache_folder() / f"{name}-{_source_key()}.json"
+    try:
+        kept = json.loads(path.read_text())
+        return ModelTensors(name, tuple(Tensor(**t) for t in kept["tensors"]), kept["forward_gflops"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    result = analyse(models.build(name, 0))
+    result = ModelTensors(name, result.tensors, result.forward_gflops)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps({"tensors": [asdict(t) for t in result.tensors],
+                                       "forward_gflops": result.forward_gflops}))
+        partial.replace(path)  # whole or not at all, whoever else writes it at the same time
+    except OSError:
+        pass  # a read-only cache costs the build next time, nothing else
+    return result

@@ -1,0 +1,159 @@
+"""Figures across runs: scaling efficiency, repeats folded into one setting with their
+spread, the best strategy per model and worker count, and ratios to a baseline."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from bench.analysis.report.collect import DECLARED, GROUP_KEY
+from bench.metrics import mean_and_ci95, scaling_efficiency
+
+MATCH_KEY = ["purpose", "strategy", "model", "data", "workers", "batch_size"]
+# the split of a step (bench.run.process.breakdown), median seconds per step of a typical worker
+SPLIT = {"compute_p50_s": "compute", "communication_p50_s": "communication", "waiting_p50_s": "waiting",
+         "other_p50_s": "host time outside the graph"}
+
+
+def add_scaling_efficiency(runs: pd.DataFrame) -> pd.DataFrame:
+    """Scaling efficiency of every run against the mean 1-worker throughput of the baseline
+    strategy (the one that declares itself so) on the same model, data and per-worker batch."""
+    runs = runs.copy()
+    base = baseline_throughput(runs)
+
+    def efficiency(row: pd.Series) -> float:
+        key = (row["model"], row["data"], row["batch_size"])
+        if not row["ok"] or key not in base.index or pd.isna(row["throughput_examples_per_s"]):
+            return math.nan
+        return scaling_efficiency(row["throughput_examples_per_s"], int(row["workers"]), float(base[key]))
+
+    runs["scaling_efficiency"] = runs.apply(efficiency, axis=1) if len(runs) else []
+    return runs
+
+
+def baseline_throughput(runs: pd.DataFrame) -> pd.Series:
+    """Mean throughput of the ok 1-worker baseline runs, by (model, data, batch_size)."""
+    ok = runs[runs["ok"] & runs["scaling_baseline"].fillna(False).astype(bool) & (runs["workers"] == 1)]
+    return ok.groupby(["model", "data", "batch_size"])["throughput_examples_per_s"].mean()
+
+
+def settings(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per setting (repeats folded): mean throughput and a 95% interval over the
+    repeats when there are several, else the single run's own interval."""
+    ok = runs[runs["ok"]]
+    rows = []
+    for key, group in ok.groupby(GROUP_KEY, dropna=False):
+        values = group["throughput_examples_per_s"].dropna().to_numpy()
+        if len(values) >= 2:
+            mean, half = mean_and_ci95(values)
+            spread = "95% CI over repeats"
+        else:
+            mean = float(values[0]) if len(values) else math.nan
+            half = float(group["throughput_ci95_examples_per_s"].iloc[0]) \
+                if len(values) and pd.notna(group["throughput_ci95_examples_per_s"].iloc[0]) else math.nan
+            spread = "95% CI over time windows of the run"
+        rows.append({**dict(zip(GROUP_KEY, key, strict=True)),
+                     **{c: group[c].iloc[0] for c in DECLARED if c in group}, "repeats": len(group),
+                     "throughput_examples_per_s": mean, "throughput_ci95_examples_per_s": half,
+                     "spread": spread, "scaling_efficiency": float(np.nanmean(group["scaling_efficiency"]))
+                     if group["scaling_efficiency"].notna().any() else math.nan,
+                     "step_time_p50_s": float(group["step_time_p50_s"].mean()),
+                     **{part: float(group[part].mean()) if part in group and group[part].notna().any() else math.nan
+                        for part in SPLIT}})
+    return pd.DataFrame(rows)
+
+
+def overlaps_best(best: pd.Series, other: pd.Series) -> bool:
+    """Whether `other`'s 95% interval reaches `best`'s (an unknown interval counts as zero width)."""
+    def half(row: pd.Series) -> float:
+        value = row["throughput_ci95_examples_per_s"]
+        return 0.0 if pd.isna(value) else float(value)
+
+    return other["throughput_examples_per_s"] + half(other) >= best["throughput_examples_per_s"] - half(best)
+
+
+def headline(setting_rows: pd.DataFrame) -> pd.DataFrame:
+    """The fastest strategy for every model and worker count (throughput runs); `fastest` says
+    "tie: a, b" when the runners-up's intervals overlap the best one's."""
+    thr = setting_rows[setting_rows["purpose"] == "throughput"] if len(setting_rows) else setting_rows
+    rows = []
+    for (model, workers), group in thr.groupby(["model", "workers"]):
+        ranked = group.sort_values("throughput_examples_per_s", ascending=False)
+        best = ranked.iloc[0]
+        runner = ranked.iloc[1] if len(ranked) > 1 else None
+        tied = [r["strategy"] for _, r in ranked.iloc[1:].iterrows() if overlaps_best(best, r)]
+        rows.append({"model": model, "workers": int(workers), "best_strategy": best["strategy"],
+                     "fastest": f"tie: {', '.join([best['strategy'], *tied])}" if tied else best["strategy"],
+                     "throughput_examples_per_s": best["throughput_examples_per_s"],
+                     "throughput_ci95_examples_per_s": best["throughput_ci95_examples_per_s"],
+                     "runner_up": runner["strategy"] if runner is not None else "",
+                     "lead": best["throughput_examples_per_s"] / runner["throughput_examples_per_s"]
+                     if runner is not None else math.nan})
+    return pd.DataFrame(rows)
+
+
+def add_baseline(runs: pd.DataFrame, baseline: pd.DataFrame) -> pd.DataFrame:
+    """`throughput_vs_baseline`: this run's throughput / the baseline's mean for the same setting."""
+    runs = runs.copy()
+    ok = baseline[baseline["ok"]] if "ok" in baseline else baseline
+    means = ok.groupby(MATCH_KEY)["throughput_examples_per_s"].mean()
+
+    def ratio(row: pd.Series) -> float:
+        key = tuple(row[k] for k in MATCH_KEY)
+        if key not in means.index or not row["ok"]:
+            return math.nan
+        return row["throughput_examples_per_s"] / means[key]
+
+    runs["throughput_vs_baseline"] = runs.apply(ratio, axis=1) if len(runs) else []
+    return runs
+
+
+def family_answer(setting_rows: pd.DataFrame) -> pd.DataFrame:
+    """Per model, at its largest worker count: the best strategy of each family, the family that
+    wins, its lead over the best of the next family, and the step split's reason: the part of
+    a step in which the runner-up spends the most time beyond the winner."""
+    thr = setting_rows[setting_rows["purpose"] == "throughput"] if len(setting_rows) else setting_rows
+    rows = []
+    for model, group in thr.groupby("model"):
+        group = group[group["workers"] == group["workers"].max()].dropna(subset=["throughput_examples_per_s"])
+        best = (group.sort_values("throughput_examples_per_s", ascending=False).groupby("family", sort=False)
+                .head(1).reset_index(drop=True))
+        if best.empty:
+            continue
+        win = best.iloc[0]
+        row = {"model": model, "workers": int(win["workers"]), "family": win["family"], "strategy": win["variant"],
+               "throughput_examples_per_s": win["throughput_examples_per_s"], "next_family": "", "next_strategy": "",
+               "lead": math.nan, "tie": False, "reason": "no other family ran"}
+        if len(best) > 1:
+            second = best.iloc[1]
+            row.update(next_family=second["family"], next_strategy=second["variant"],
+                       lead=win["throughput_examples_per_s"] / second["throughput_examples_per_s"],
+                       tie=overlaps_best(win, second), reason=split_reason(win, second))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def batch_time_s(row: pd.Series) -> float:
+    """Mean seconds per `workers` x batch examples, from the run's throughput."""
+    return row["workers"] * row["batch_size"] / row["throughput_examples_per_s"]
+
+
+def split_reason(win: pd.Series, other: pd.Series) -> str:
+    """How much longer `other` takes per global batch than `win`, and the part of the split of
+    step time (medians) that differs most."""
+    ms = 1e3
+    examples = int(win["workers"] * win["batch_size"])
+    says = (f"{other['variant']} takes {ms * batch_time_s(other):.1f} ms per {examples:,} examples against "
+            f"{ms * batch_time_s(win):.1f} ms")
+    gaps = {label: other[part] - win[part] for part, label in SPLIT.items()
+            if pd.notna(other.get(part)) and pd.notna(win.get(part))}
+    if not gaps:
+        return says
+    if other["step_time_p50_s"] <= win["step_time_p50_s"]:
+        return (f"{says}; its median step is not longer ({ms * other['step_time_p50_s']:.1f} against "
+                f"{ms * win['step_time_p50_s']:.1f} ms): the difference is in its slowest steps")
+    part = max(gaps, key=gaps.get)
+    column = next(c for c, label in SPLIT.items() if label == part)
+    return f"{says}; its step's {part} is {ms * other[column]:.1f} ms against {ms * win[column]:.1f}"

@@ -1,0 +1,50 @@
+"""summary.csv and report.html from a set of run folders."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from bench.analysis.report import aggregate, collect
+from bench.analysis.report.columns import NETWORK_COLUMNS, SUMMARY_COLUMNS
+from bench.analysis.report.html import note, page
+
+
+def summary_frame(paths: Sequence[Path], baseline: Sequence[Path] | None = None) -> pd.DataFrame:
+    runs = collect.load(paths)
+    if runs.empty:
+        return runs
+    runs = aggregate.add_scaling_efficiency(runs)
+    if baseline:
+        runs = aggregate.add_baseline(runs, aggregate.add_scaling_efficiency(collect.load(baseline)))
+    return runs
+
+
+def write_report(paths: Sequence[Path], out_dir: Path, baseline: Sequence[Path] | None = None,
+                 remark: str = "") -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs = summary_frame(paths, baseline)
+    emulated = "link_mbit" in runs and runs["link_mbit"].notna().any()
+    columns = [c for c in SUMMARY_COLUMNS + (NETWORK_COLUMNS if emulated else []) if c in runs] + \
+        (["throughput_vs_baseline"] if "throughput_vs_baseline" in runs else [])
+    table = runs[columns] if not runs.empty else pd.DataFrame(columns=SUMMARY_COLUMNS)
+    table.to_csv(out_dir / "summary.csv", index=False)
+    html_path = out_dir / "report.html"
+    html_path.write_text(render(runs, paths, remark))
+    return html_path
+
+
+def render(runs: pd.DataFrame, paths: Sequence[Path], remark: str) -> str:
+    from bench.analysis.report import sections
+
+    intro = note(f"{len(runs)} runs from {', '.join(map(str, paths))}. {remark}".strip())
+    from bench.analysis.report.overhead import overhead_sections
+    from bench.analysis.report.projection import projection_sections
+
+    micro = [*sections.micro_sections(paths), *projection_sections(paths), *overhead_sections(paths)]
+    if runs.empty:
+        return page("distbench report", intro, [*micro] or [note("No run folders found.")])
+    return page("distbench report", intro, [*sections.all_sections(runs), *micro])
+

@@ -1,0 +1,111 @@
+"""The report's "Projection" section: what `python -m bench project` wrote (projection.json)
+under the report's folders: its calibration, the projection, and the check against the
+emulated-cluster runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from bench.analysis.report import plots
+from bench.analysis.report.html import figure, note, section, table
+
+PROJECTION_FILE = "projection.json"
+
+
+def projection_sections(paths: Sequence[Path]) -> list[str]:
+    found = sorted({p for root in map(Path, paths) for p in
+                    ([Path(root) / PROJECTION_FILE] if (Path(root) / PROJECTION_FILE).is_file()
+                     else Path(root).rglob(PROJECTION_FILE))})
+    return [projection_section(json.loads(p.read_text()), f"projection-{i}" if i else "projection")
+            for i, p in enumerate(found)]
+
+
+def projection_section(result: dict, ident: str) -> str:
+    parts = calibrated_parts(result, ident) if "calibration" in result else cluster_parts(result, ident)
+    if result.get("published"):
+        parts += published_parts(result["published"], ident)
+    return section(ident, "Projection", *parts)
+
+
+def cluster_parts(result: dict, ident: str) -> list[str]:
+    """A cluster described by its devices, hosts and links (python -m bench project --device-examples-per-s)."""
+    c = result["cluster"]
+    return [
+        note(f"A cluster described, not run: one device {c['device_examples_per_s']:g} examples/s at batch "
+             f"{c['batch_size']}, {c['devices_per_host']} devices per host, {c['intra_host_gbit']:g} Gbit/s "
+             f"inside a host, ps variables placed {c['ps_placement']}."),
+        table(pd.DataFrame(result["projection"]), [
+            ("model", "model", "text"), ("workers", "devices", "int"), ("hosts", "hosts", "int"),
+            ("link_gbit", "link Gbit/s", "ratio"), ("scheme", "scheme", "text"), ("transport", "transport", "text"),
+            ("ps", "ps", "int"), ("throughput_examples_per_s", "examples/s", "rate"),
+            ("scaling_efficiency", "efficiency", "pct"), ("compute_s", "compute", "ms"),
+            ("exposed_communication_s", "exposed communication", "ms")], f"{ident}-cluster"),
+        table(constants_frame(result["constants"]), [("name", "constant", "text"), ("value", "value", "text"),
+                                                     ("source", "source", "text")], f"{ident}-constants"),
+    ]
+
+
+def constants_frame(constants: list[dict]) -> pd.DataFrame:
+    """Constants of every magnitude (50 us, 64 MB, 0.94), each shown as %g."""
+    frame = pd.DataFrame(constants)
+    frame["value"] = frame["value"].map("{:g}".format)
+    return frame
+
+
+def published_parts(checked: dict, ident: str) -> list[str]:
+    """Published figures of a real cluster against the projection's (bench.analysis.projection.published)."""
+    rows = pd.DataFrame(checked["rows"])
+    s = checked["summary"]
+    return [
+        table(rows, [("setup", "published setup", "text"), ("model", "model", "text"),
+                     ("published_examples_per_s", "published", "rate"),
+                     ("predicted_examples_per_s", "predicted", "rate"), ("error", "error", "pct"),
+                     ("published_step_s", "published step", "ms"), ("compute_s", "compute", "ms"),
+                     ("exposed_communication_s", "predicted exposed communication", "ms")], f"{ident}-published"),
+        note(f"Checked against {checked['source']}: median |error| {100 * s['median_abs_error']:.0f}%, worst "
+             f"{100 * s['worst_abs_error']:.0f}% over {s['figures']} figures; the rows of an alternative "
+             "reading of a setup are not counted. Nothing is fitted to these figures."),
+    ]
+
+
+def calibrated_parts(result: dict, ident: str) -> list[str]:
+    cal = result["calibration"]
+    checked = pd.DataFrame(result.get("validation") or [])
+    summary = result.get("validation_summary") or {}
+    latency = "; ".join(f"{k}: {v * 1e6:.1f} us per message ({cal['latency_from'][k]})"
+                        for k, v in cal["latency_s"].items())
+    parts = [
+        table(pd.DataFrame(cal["models"]), [
+            ("model", "model", "text"), ("gradient_bytes", "gradient bytes", "bytes"),
+            ("batch_size", "batch/worker", "int"), ("compute_ms", "compute ms/step", "ratio"),
+            ("compute_sd_ms", "sd ms", "ratio"), ("compute_from", "from", "text")], f"{ident}-calibration"),
+        note(f"Latency: {latency}. Allreduce framework overhead per step: "
+             f"{cal.get('ring_overhead_s', 0) * 1e3:.2f} ms. Bandwidth: the link's."),
+        figure(plots.projected_throughput(pd.DataFrame(result["projection"])),
+               "Projected throughput against workers; darker lines: faster links. Each worker on its own host."),
+        table(pd.DataFrame(result["winners"]), [
+            ("model", "model", "text"), ("workers", "workers", "int"), ("link_gbit", "link Gbit/s", "ratio"),
+            ("fastest", "fastest", "text"), ("fastest_examples_per_s", "examples/s", "rate"),
+            ("fastest_synchronous", "fastest synchronous", "text"),
+            ("fastest_synchronous_examples_per_s", "examples/s", "rate")], f"{ident}-winners"),
+        note("ps hosts above which a ps exchange beats the ring (BytePS, section 4): " + ", ".join(
+            f"{c['workers']} workers: {c['ps_hosts_to_beat_ring']:.1f}" for c in result["crossover"])),
+    ]
+    if len(checked):
+        parts += [table(checked, [
+            ("model", "model", "text"), ("variant", "strategy", "text"), ("workers", "workers", "int"),
+            ("ps", "ps", "int"), ("link_mbit", "link Mbit/s", "int"),
+            ("measured_examples_per_s", "measured", "rate"), ("predicted_examples_per_s", "predicted", "rate"),
+            ("error", "error", "pct"),
+            *[(f"{side}_{term}_s", f"{term} ms, {side}", "ms") for term in ("compute", "communication", "waiting")
+              for side in ("predicted", "measured")]], f"{ident}-validation"),
+            note(f"Checked against {summary['settings']} emulated-cluster settings left out of the calibration: "
+                 f"median |error| {100 * summary['median_abs_error']:.0f}%, worst "
+                 f"{100 * summary['worst_abs_error']:.0f}%.")]
+    else:
+        parts.append(note("No emulated-cluster run to check the model against (./run_bench.sh network)."))
+    return parts

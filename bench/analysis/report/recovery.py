@@ -1,0 +1,51 @@
+"""The report's section on recovery (--recover): what each restart cost each strategy
+(bench.metrics defines downtime, steps lost and time lost)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from bench.analysis.report.html import note, section, table
+
+# summary.csv's columns of a run's recoveries (collect.recovery_columns)
+RECOVERY_COLUMNS = ["recover", "recoveries", "recovered_by", "recovery_downtime_s", "recovery_steps_lost",
+                    "recovery_time_lost_s"]
+COLUMNS = [
+    ("variant", "strategy", "text"), ("failure", "what died", "text"), ("recovered_by", "recovered by", "text"),
+    ("recoveries", "recoveries", "int"), ("recovery_downtime_s", "downtime (s)", "s"),
+    ("recovery_steps_lost", "steps lost", "int"), ("recovery_time_lost_s", "time lost (s)", "s"),
+    ("throughput_examples_per_s", "examples/s", "rate"), ("status", "status", "text")]
+
+
+def recovery_columns(summary: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """A run's recoveries, summed (per recovery they are in its run.json's summary)."""
+    done = summary.get("recoveries") or []
+
+    def total(key: str) -> float | None:
+        values = [r[key] for r in done if r.get(key) is not None]
+        return sum(values) if values else None
+
+    return {"recover": bool(config.get("recover")), "recoveries": len(done),
+            "recovered_by": ", ".join(sorted({r["how"] for r in done})) or None,
+            "recovery_downtime_s": total("downtime_s"), "recovery_steps_lost": total("steps_lost"),
+            "recovery_time_lost_s": total("time_lost_s")}
+
+
+def recovery_section(runs: pd.DataFrame) -> str:
+    """One row per run started with --recover, by strategy and by what was killed."""
+    tried = runs[runs["recover"].fillna(False).astype(bool)].copy()
+    tried["failure"] = [f"ps {str(ps).split('@')[0]}" if isinstance(ps, str) else
+                        f"worker {str(w).split('@')[0]}" if isinstance(w, str) else "none"
+                        for ps, w in zip(tried["kill_ps"], tried["kill_worker"], strict=True)]
+    return section("recovery", "Recovery", note(
+        "Runs started with --recover and one process killed halfway. A dead worker of a parameter-server "
+        "strategy is restarted into the running job (where the workers only serve a coordinator, TensorFlow's "
+        "coordinator takes the restarted server back and meanwhile runs its functions on the others); anything "
+        "else restarts the whole job from its latest checkpoint, and a strategy that saves none is not "
+        "recovered. Downtime: from the "
+        "failure to the first step of what was restarted. Steps lost: global steps done again. Time lost: from "
+        "the failure until the run was past the global step it had reached (a ps-async run goes on meanwhile, "
+        "with one worker fewer). No downtime: the restarted process had not ended a step when the run did."),
+        table(tried.sort_values(["variant", "failure"]), COLUMNS, "recovery-table"))

@@ -1,0 +1,254 @@
+"""The sections of report.html, in reading order."""
+
+from __future__ import annotations
+
+import html as html_lib
+
+import pandas as pd
+
+from bench.analysis.report import aggregate, plots
+from bench.analysis.report.columns import RUN_COLUMNS
+from bench.analysis.report.html import figure, folded, note, section, table
+from bench.run.process.summary import read_steps
+from strategies import registry
+
+
+def micro_sections(paths) -> list[str]:
+    """The communication micro-benchmarks found under `paths` (micro-*/micro-summary.csv)."""
+    from pathlib import Path
+
+    from bench.analysis.micro_summary import SUMMARY_FILE, best_fractions, one_tensor
+
+    out = []
+    for folder in sorted({p.parent for root in map(Path, paths) for p in Path(root).rglob(SUMMARY_FILE)}):
+        sweep = one_tensor(pd.read_csv(folder / SUMMARY_FILE))
+        if sweep.empty:
+            continue
+        best = best_fractions(sweep)
+        out.append(section(f"micro-{folder.name}", f"Communication micro-benchmarks ({folder.name})",
+                           figure(plots.bandwidth_vs_size(sweep),
+                                  "busbw as NCCL's tests define it: allreduce algbw x 2(n-1)/n; ps round trip "
+                                  "2 x algbw; copy algbw. Dashed: single-process memory copy."),
+                           table(best, [("transport", "transport", "text"), ("processes", "processes", "int"),
+                                        ("busbw_gb_per_s", "best busbw GB/s", "ratio"),
+                                        ("fraction_of_mpi4py_best", "of mpi4py's best", "pct")],
+                                 f"micro-table-{folder.name}")))
+    return out
+
+
+def all_sections(runs: pd.DataFrame) -> list[str]:
+    from bench.analysis.report.checkpoints import checkpoints_section
+    from bench.analysis.report.network import network_section
+    from bench.analysis.report.recovery import recovery_section
+    from bench.analysis.report.tradeoffs import tradeoffs_section
+
+    emulated = runs["link_mbit"].notna() if "link_mbit" in runs else pd.Series(False, index=runs.index)
+    converging = emulated & (runs["purpose"] == "convergence")
+    plain = runs[~emulated]
+    ok = plain[plain["ok"]]
+    settings = aggregate.settings(plain)
+    convergence = ok[ok["purpose"] == "convergence"]
+    on_one_machine = [
+        headline(settings),
+        throughput(settings),
+        efficiency(settings),
+        convergence_section(convergence),
+        time_to_accuracy(convergence),
+        time_split(ok),
+        step_times(plain),
+        staleness(ok[ok["asynchronous"].fillna(False).astype(bool)]),
+        *([stragglers(plain)] if (plain["scenario"] != "clean").any() else []),
+    ] if len(plain) else []
+    return [
+        *on_one_machine,
+        *([network_section(runs[emulated & ~converging])] if (emulated & ~converging).any() else []),
+        *([tradeoffs_section(runs[converging])] if converging.any() else []),
+        *([recovery_section(runs)] if runs.get("recover", pd.Series(dtype=bool)).fillna(False).astype(bool).any()
+          else []),
+        *([checkpoints_section(runs)] if runs.get("checkpoints", pd.Series(dtype=float)).fillna(0).gt(0).any()
+          else []),
+        failures(runs[~runs["ok"]]),
+        run_table(runs),  # the long tables last
+        environment(runs),
+    ]
+
+
+def answer_line(row: pd.Series) -> str:
+    """One model's answer: the family that wins at its largest worker count, by how much, and why."""
+    head = f"{row['model']}, {row['workers']} workers: "
+    if not row["next_family"]:
+        return head + f"{row['family']} ({row['strategy']}) is the only family that ran."
+    if row["tie"]:
+        return head + (f"{row['family']} ({row['strategy']}) and {row['next_family']} ({row['next_strategy']}) "
+                       f"tie (their 95% intervals overlap); {row['reason']}.")
+    return head + (f"{row['family']} wins ({row['strategy']}, {row['throughput_examples_per_s']:,.0f} examples/s), "
+                   f"{row['lead']:.2f}x the best {row['next_family']} strategy ({row['next_strategy']}): "
+                   f"{row['reason']}.")
+
+
+def headline(settings: pd.DataFrame) -> str:
+    best = aggregate.headline(settings) if len(settings) else pd.DataFrame()
+    answers = aggregate.family_answer(settings) if len(settings) else pd.DataFrame()
+    lines = "".join(f"<li>{html_lib.escape(answer_line(row))}</li>" for _, row in answers.iterrows())
+    return section("headline", "Fastest strategy per model and worker count",
+                   f'<ul class="answer">{lines}</ul>' if lines else "", table(best, [
+        ("model", "model", "text"), ("workers", "workers", "int"), ("fastest", "fastest", "text"),
+        ("throughput_examples_per_s", "examples/s", "rate"), ("throughput_ci95_examples_per_s", "± 95% CI", "rate"),
+        ("runner_up", "runner-up", "text"), ("lead", "lead over runner-up", "ratio")], "headline-table"),
+        note("Synthetic data, same model, optimizer and per-worker batch for every strategy. "
+             "\"tie\": the runners-up's 95% intervals overlap the fastest one's, so the data cannot rank them."),
+        note("On one machine every worker shares its cores, so in-graph towers win here by avoiding processes "
+             "and copies; which family wins on a cluster is answered by the network preset (links between "
+             "hosts) and by python -m bench project."))
+
+
+def throughput(settings: pd.DataFrame) -> str:
+    if settings.empty or not (settings["purpose"] == "throughput").any():
+        return section("throughput", "Throughput against workers", note("No throughput runs."))
+    return section("throughput", "Throughput against workers", figure(
+        plots.throughput_vs_workers(settings),
+        "Error bars: 95% confidence interval of the mean (over repeats, or over the run's time windows "
+        f"for a single run). Dashed: n times the 1-worker {registry.BASELINE} baseline."))
+
+
+def efficiency(settings: pd.DataFrame) -> str:
+    if settings.empty or settings["scaling_efficiency"].isna().all():
+        return section("scaling", "Scaling efficiency",
+                       note(f"Needs a 1-worker {registry.BASELINE} run of the same model."))
+    return section("scaling", "Scaling efficiency", figure(
+        plots.efficiency_vs_workers(settings),
+        f"throughput / (workers x 1-worker {registry.BASELINE} throughput, same model and per-worker batch)"))
+
+
+def run_table(runs: pd.DataFrame) -> str:
+    columns = list(RUN_COLUMNS)
+    if "throughput_vs_baseline" in runs:
+        columns.append(("throughput_vs_baseline", "vs baseline", "ratio"))
+    return section("runs", "Every run", folded(f"{len(runs)} runs: the rows of summary.csv",
+                                               table(runs, columns, "runs-table")))
+
+
+def convergence_section(runs: pd.DataFrame) -> str:
+    if runs.empty:
+        return section("convergence", "Convergence", note("No convergence runs."))
+    target = runs["target_accuracy"].dropna().iloc[0] if runs["target_accuracy"].notna().any() else None
+    return section("convergence", "Convergence",
+                   figure(plots.loss_curves(runs), "Training loss (mean over the workers' batches of a step)."),
+                   figure(plots.accuracy_vs_time(runs, target),
+                          "Validation accuracy against seconds since each run's first training step; "
+                          "start-up (process start, imports, setup) is left out and listed in the next table."))
+
+
+def time_to_accuracy(runs: pd.DataFrame) -> str:
+    return section("time-to-accuracy", "Time to target accuracy", table(runs, [
+        ("run_id", "run", "text"), ("strategy", "strategy", "text"), ("workers", "workers", "int"),
+        ("target_accuracy", "target", "acc"), ("time_to_target_s", "seconds", "s"),
+        ("steps_to_target", "global steps", "int"), ("startup_s", "start-up s", "s"),
+        ("best_accuracy", "best acc.", "acc"), ("final_accuracy", "final acc.", "acc")], "tta-table"),
+        note("Seconds from the run's first training step; start-up (from the launcher's start to that step) "
+             "is its own column. – : never reached."))
+
+
+def step_times(runs: pd.DataFrame) -> str:
+    if not (runs["ok"] & (runs["purpose"] == "throughput")).any():
+        return section("step-times", "Step-time distributions", note("No throughput runs."))
+    return section("step-times", "Step-time distributions", figure(
+        plots.step_time_boxes(runs), "Each strategy at its largest worker count; post-warm-up steps."))
+
+
+def time_split(runs: pd.DataFrame) -> str:
+    """Where step time goes (bench.run.process.breakdown): per strategy and worker count, and per worker."""
+    ident, title = "breakdown", "Where step time goes"
+    runs = runs[runs["compute_p50_s"].notna()] if "compute_p50_s" in runs else runs.iloc[0:0]
+    if runs.empty:
+        return section(ident, title, note("No run recorded the split of its steps."))
+    typical = runs[runs["purpose"] == "throughput"]
+    typical = typical if len(typical) else runs
+    multi = runs[runs["workers"] > 1]
+    # the per-worker view: runs with a straggler, else each variant at its largest worker count
+    chosen = multi[multi["straggler"].notna()] if multi["straggler"].notna().any() else \
+        multi.sort_values("workers").groupby("variant").tail(1)
+    parts = [figure(plots.breakdown_bars(typical),
+                    "Median ms per step of a typical worker (each part's median, averaged over workers): "
+                    "compute (forward, backward, an update applied locally), communication (gradients and "
+                    "parameters moving), waiting (for other workers), other (host time outside the graph)."),
+             folded(f"the split of {len(typical)} runs, in ms", table(typical, [
+                 ("variant", "strategy", "text"), ("model", "model", "text"),
+                             ("workers", "workers", "int"), ("compute_p50_s", "compute ms", "ms"),
+                             ("communication_p50_s", "communication ms", "ms"), ("waiting_p50_s", "waiting ms", "ms"),
+                             ("other_p50_s", "other ms", "ms"), ("slowest_worker", "slowest worker", "int"),
+                             ("slowest_compute_ratio", "its compute / others'", "ratio")], "breakdown-table"))]
+    if len(chosen):
+        parts.append(figure(plots.per_worker_breakdown(chosen.head(6)),
+                            "Each worker's median split: a straggler shows as one long compute bar, the "
+                            "workers that wait for it as long waiting bars."))
+    return section(ident, title, *parts)
+
+
+def staleness(runs: pd.DataFrame) -> str:
+    if runs.empty:
+        return section("staleness", "Staleness", note("No run of an asynchronous strategy."))
+    return section("staleness", f"Staleness ({', '.join(sorted(runs['strategy'].unique()))})", figure(
+        plots.staleness_histogram(runs), "Updates applied by other workers while a worker computed its own."))
+
+
+def failures(runs: pd.DataFrame) -> str:
+    return section("failed", "Failed runs", table(runs, [
+        ("run_id", "run", "text"), ("strategy", "strategy", "text"), ("model", "model", "text"),
+        ("workers", "workers", "int"), ("status", "status and reason", "text")], "failed-table"))
+
+
+def environment(runs: pd.DataFrame) -> str:
+    cols = ["host", "cpu_model", "cpu_count", "gpus", "python", "tensorflow", "horovod", "mpi", "suite_commit"]
+    present = [c for c in cols if c in runs]
+    env = runs[present].drop_duplicates()
+    return section("environment", "Environment", table(env, [(c, c, "text") for c in present], "env-table"),
+                   note(f"{len(env)} distinct environment(s) across {len(runs)} runs: "
+                        f"{html_lib.escape(', '.join(sorted(runs['host'].dropna().unique())))}"))
+
+
+def stragglers(runs: pd.DataFrame) -> str:
+    """Per strategy variant: throughput with a straggler as a fraction of without, time to
+    accuracy with and without, and how a run with a killed worker ended."""
+    rows = []
+    for variant, group in runs.groupby("variant"):
+        clean, slow = _pick(group, "clean", "throughput"), _pick(group, "straggler", "throughput")
+        row = {"variant": variant,
+               "clean": clean["throughput_examples_per_s"].mean() if clean["ok"].any() else None,
+               "straggler": slow["throughput_examples_per_s"].mean() if slow["ok"].any() else None}
+        row["fraction"] = row["straggler"] / row["clean"] if row["clean"] and row["straggler"] else None
+        tta_clean, tta_slow = _pick(group, "clean", "convergence"), _pick(group, "straggler", "convergence")
+        row["tta_clean"] = tta_clean["time_to_target_s"].mean() if len(tta_clean) else None
+        row["tta_straggler"] = tta_slow["time_to_target_s"].mean() if len(tta_slow) else None
+        row["kill"] = kill_outcome(group[group["scenario"] == "kill"])
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    return section("stragglers", "Stragglers and failures", table(frame, [
+        ("variant", "strategy", "text"), ("clean", "examples/s", "rate"),
+        ("straggler", "with one 3x straggler", "rate"), ("fraction", "fraction kept", "pct"),
+        ("tta_clean", "time to target (s)", "s"), ("tta_straggler", "… with straggler", "s"),
+        ("kill", "one worker killed", "text")], "stragglers-table"),
+        note("fraction kept: throughput with the straggler / without. A killed worker either leaves the run "
+             "to finish with the others, or fails it; seconds from the kill to the end of the run."))
+
+
+def _pick(group: pd.DataFrame, scenario: str, purpose: str) -> pd.DataFrame:
+    return group[(group["scenario"] == scenario) & (group["purpose"] == purpose)]
+
+
+def kill_outcome(runs: pd.DataFrame) -> str:
+    if runs.empty:
+        return ""
+    run = runs.iloc[0]
+    if run["ok"]:
+        if not run["lost_workers"]:
+            return "finished: the worker ended before the step it was to die at"
+        return f"finished without {run['lost_workers']}"
+    if "hung" in str(run["status"]):
+        return "HUNG (ended by the stall detector)"
+    steps = read_steps(run["path"], missing_ok=True)
+    worker = int(str(run["kill_worker"]).split("@")[0]) if run["kill_worker"] else 1
+    last = steps.loc[steps["worker"] == worker, "t_end_s"].max() if len(steps) else None
+    if run["ended_s"] is not None and last is not None and not pd.isna(last):
+        return f"failed fast: {run['ended_s'] - last:.1f} s after the kill"
+    return "failed"

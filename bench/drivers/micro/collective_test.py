@@ -1,0 +1,101 @@
+"""Allreduce benchmarks, run by every rank at once (pytest under mpirun or horovodrun).
+
+Each round starts from a barrier (not timed) so that the timed call is the collective
+alone; every rank runs the same fixed rounds, so no rank waits for another's calibration.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.drivers.micro import settings
+from bench.metrics import ALLREDUCE_OP, algbw, busbw
+
+
+class MPI4Py:
+    def __init__(self) -> None:
+        from mpi4py import MPI
+
+        self.comm = MPI.COMM_WORLD
+        self.op = MPI.SUM
+        self.size = self.comm.Get_size()
+
+    def prepare(self, nbytes: int):
+        send = np.ones(nbytes // 4, np.float32)
+        recv = np.empty_like(send)
+        return lambda: self.comm.Allreduce(send, recv, op=self.op)
+
+    def barrier(self) -> None:
+        self.comm.Barrier()
+
+
+class Horovod:
+    def __init__(self) -> None:
+        import horovod.tensorflow as hvd
+        import tensorflow as tf
+
+        hvd.init()
+        self.hvd, self.tf = hvd, tf
+        self.size = hvd.size()
+        self._token = tf.zeros([1])
+
+    def prepare(self, nbytes: int):
+        tensor = self.tf.ones([nbytes // 4], self.tf.float32)
+        name = f"bench_{nbytes}"
+        return lambda: self.hvd.allreduce(tensor, op=self.hvd.Sum, name=name).numpy()
+
+    def barrier(self) -> None:
+        self.hvd.allreduce(self._token, name="barrier").numpy()
+
+
+class TFCollective:
+    def __init__(self) -> None:
+        import tensorflow as tf
+
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+        self.tf = tf
+        self.strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        self.size = self.strategy.num_replicas_in_sync
+        self._barrier = self._compile(tf.zeros([1]))
+
+    def _compile(self, tensor):
+        tf, strategy = self.tf, self.strategy
+
+        @tf.function
+        def reduce():
+            return strategy.run(lambda: tf.distribute.get_replica_context().all_reduce("sum", tensor))
+
+        return lambda: strategy.experimental_local_results(reduce())[0].numpy()
+
+    def prepare(self, nbytes: int):
+        return self._compile(self.tf.ones([nbytes // 4], self.tf.float32))
+
+    def barrier(self) -> None:
+        self._barrier()
+
+
+TRANSPORTS = {"mpi4py": MPI4Py, "horovod-mpi": Horovod, "horovod-mpi-tuned": Horovod, "horovod-gloo": Horovod,
+              "tf-collective": TFCollective}
+
+
+@pytest.fixture(scope="module")
+def transport():
+    name = settings.transport()
+    if name not in TRANSPORTS:
+        pytest.skip("run through `python -m bench micro`, which starts the ranks")
+    return name, TRANSPORTS[name]()
+
+
+@pytest.mark.parametrize("nbytes", settings.sizes(), ids=settings.label)
+def test_allreduce(benchmark, transport, nbytes):
+    name, impl = transport
+    run = impl.prepare(nbytes)
+    run()  # first call builds buffers / graphs
+    benchmark.group = f"allreduce {settings.label(nbytes)}"
+    benchmark.pedantic(run, setup=impl.barrier, rounds=settings.rounds(), iterations=1, warmup_rounds=1)
+    seconds = benchmark.stats.stats.median
+    benchmark.extra_info.update(transport=settings.label_of(name), kind=ALLREDUCE_OP, processes=impl.size, bytes=nbytes,
+                                algbw_bytes_per_s=algbw(nbytes, seconds),
+                                busbw_bytes_per_s=busbw(ALLREDUCE_OP, nbytes, seconds, impl.size))

@@ -1,0 +1,184 @@
+"""`python -m bench all`: the default comparison.
+
+Every registered strategy at 1, 2 and 4 workers on mlp, cnn and embedding with synthetic
+data (throughput; Zipf-drawn ids for embedding), plus one convergence run of each
+strategy on the teacher task (bench.run.data.teacher); each run in a process of its own;
+then the report. A run that fails is recorded and the matrix goes on. By default a
+strategy of several processes runs at 2 and 4 only (its 1-process run measures its
+machinery, not scaling, whose baseline is the 1-worker run of the baseline strategy);
+--full or --workers runs it at 1 too.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.config import default_warmup
+from bench.drivers.presets.runner import refused_cells, run_all
+from bench.errors import UsageError
+from bench.run import models as known_models
+from bench.run.data import SYNTHETIC
+from bench.run.launch.slurm import srun
+from bench.run.validation import model_refusal
+from bench.usage import OneLineParser, refuse
+from strategies import registry
+from strategies.base import IN_PROCESS
+
+DEFAULT_WORKERS = (1, 2, 4)
+DEFAULT_MODELS = ("mlp", "cnn", "embedding")
+CONVERGENCE = {"model": "mlp", "data": "teacher", "workers": 2, "eval_every": 100}
+CONVERGENCE_STEPS = 2500  # single reaches the teacher task's target after 1,000-2,000
+# throughput steps per model: enough measured time for a small model's sub-millisecond steps
+# (--full, and the network preset: cnn 100; the default's 60 keeps cnn's median 95% interval
+# under 4% of its throughput, docs/presets.md)
+FULL_STEPS = {"mlp": 500, "cnn": 100, "resnet20": 40, "embedding": 200}
+DEFAULT_STEPS = {**FULL_STEPS, "cnn": 60}
+
+
+@dataclass(frozen=True)
+class Planned:
+    strategy: str
+    model: str
+    data: str
+    workers: int
+    steps: int
+    purpose: str  # "throughput" or "convergence"
+    seed: int | None = None  # a convergence repeat's seed (None: the run's default)
+
+    def argv(self, batch_size: int, extra: Sequence[str]) -> list[str]:
+        name = f"{self.purpose}-{self.strategy}-{known_models.label(self.model)}-w{self.workers}"
+        args = ["--strategy", self.strategy, "--model", self.model, "--data", self.data,
+                "--workers", str(self.workers), "--steps", str(self.steps),
+                "--warmup-steps", str(default_warmup(self.steps)),
+                "--batch-size", str(batch_size)]
+        if self.seed is not None:
+            args += ["--seed", str(self.seed)]
+            name += f"-s{self.seed}"
+        args += ["--run-name", name, "--purpose", self.purpose]
+        if self.purpose == "convergence":
+            args += ["--eval-every", str(CONVERGENCE["eval_every"])]
+        else:
+            args += ["--eval-every", "0"]
+        return [*args, *own_flags(self.strategy, extra)]
+
+
+def own_flags(strategy: str, extra: Sequence[str]) -> list[str]:
+    """The extra flags, less the options of other strategies (a run would refuse them): each
+    option takes one value, as `--flag V` or `--flag=V`."""
+    foreign = {opt.flag for opt in registry.others_options(strategy)}
+    out, tokens = [], iter(extra)
+    for token in tokens:
+        if token.split("=", 1)[0] in foreign:
+            if "=" not in token:
+                next(tokens, None)
+            continue
+        out.append(token)
+    return out
+
+
+def worker_counts(strategy: str, wanted: Sequence[int], one_process_runs: bool = True) -> list[int]:
+    """The wanted counts the strategy runs with; a strategy that runs with none of them (single
+    takes 1) runs at its smallest count, as the baseline. Without `one_process_runs`, a strategy
+    of several processes leaves out its 1-worker run where it has others."""
+    declared = registry.get(strategy)
+    low, high = declared.worker_range
+    counts = [n for n in wanted if low <= n and (high is None or n <= high)] or [low]
+    if not one_process_runs and declared.runs_as.kind != IN_PROCESS and len(counts) > 1:
+        counts = [n for n in counts if n > 1]
+    return counts
+
+
+def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int], steps: int | None,
+         convergence_steps: int, repeats: int, convergence_workers: int = CONVERGENCE["workers"],
+         per_model: dict[str, int] = DEFAULT_STEPS, one_process_runs: bool = True) -> list[Planned]:
+    """Throughput runs, `repeats` of each; convergence runs, one per seed 0..repeats-1. A strategy
+    that cannot train a model (bench.run.validation.model_refusal) has no runs of it (runner.refused_cells)."""
+    runs = []
+    for _ in range(repeats):
+        for model in models:
+            for strategy in strategies:
+                if model_refusal(model, registry.get(strategy)):
+                    continue
+                counts = worker_counts(strategy, workers, one_process_runs)
+                n_steps = steps or per_model.get(model, 100)
+                data = SYNTHETIC[known_models.reads(model)]
+                runs += [Planned(strategy, model, data, n, n_steps, "throughput") for n in counts]
+    for seed in range(repeats) if convergence_steps else []:
+        for strategy in strategies:
+            n = worker_counts(strategy, [convergence_workers])[0]
+            runs.append(Planned(strategy, CONVERGENCE["model"], CONVERGENCE["data"], n, convergence_steps,
+                                "convergence", seed if repeats > 1 else None))
+    return runs
+
+
+def _names(text: str) -> list[str]:
+    return [t for t in text.split(",") if t]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m bench all", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--strategies", type=_names, default=None, help="comma-separated (default: every registered)")
+    p.add_argument("--workers", type=lambda t: [int(v) for v in _names(t)], default=None,
+                   help="comma-separated worker counts (default: 1,2,4; a strategy of several processes at "
+                        "2,4 unless --full)")
+    p.add_argument("--models", type=_names, default=list(DEFAULT_MODELS), help="default: mlp,cnn,embedding")
+    p.add_argument("--steps", type=int, default=None,
+                   help="global steps of each throughput run (default: "
+                        f"{', '.join(f'{m} {n}' for m, n in DEFAULT_STEPS.items())})")
+    p.add_argument("--full", action="store_true",
+                   help="longer throughput runs, for narrower intervals: "
+                        f"{', '.join(f'{m} {n}' for m, n in FULL_STEPS.items())} steps; and every strategy at "
+                        "1 worker too")
+    p.add_argument("--convergence-steps", type=int, default=CONVERGENCE_STEPS,
+                   help=f"steps of each convergence run on {CONVERGENCE['data']}; 0 leaves them out "
+                        f"(default: {CONVERGENCE_STEPS})")
+    p.add_argument("--convergence-workers", type=int, default=CONVERGENCE["workers"],
+                   help=f"workers of each convergence run (default: {CONVERGENCE['workers']})")
+    p.add_argument("--batch-size", type=int, default=64, help="per worker (default: 64)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="runs of each throughput setting, and convergence runs of each strategy with seeds "
+                        "0..N-1 (default: 1)")
+    p.add_argument("--output", default="results", help="(default: results)")
+    p.add_argument("--timeout-s", type=float, default=600, help="longest a single run may take (default: 600)")
+    return p
+
+
+def validate(args: argparse.Namespace) -> None:
+    known = registry.all_strategies()
+    args.strategies = args.strategies or sorted(known)
+    for name in args.strategies:
+        registry.get(name)
+    args.models = [known_models.resolve(name) for name in args.models]
+    for name in args.models:
+        known_models.check(name)
+    args.one_process_runs = args.full or args.workers is not None
+    args.workers = list(DEFAULT_WORKERS) if args.workers is None else args.workers
+    if not args.workers or min(args.workers) < 1:
+        raise UsageError("--workers: give positive worker counts, e.g. 1,2,4")
+    for flag, value in (("--repeats", args.repeats), ("--batch-size", args.batch_size),
+                        ("--convergence-workers", args.convergence_workers)):
+        if value < 1:
+            raise UsageError(f"{flag}: must be >= 1, got {value}")
+    if args.steps is not None and args.steps < 5:
+        raise UsageError("--steps: a throughput run needs at least 5 steps")
+    if srun.in_allocation():
+        args.workers = srun.counts_that_fit(args.workers, "--workers")
+        args.convergence_workers = srun.counts_that_fit([args.convergence_workers], "--convergence-workers")[0]
+
+
+def main(argv: Sequence[str]) -> int:
+    args, extra = parser().parse_known_args(list(argv))
+    try:
+        validate(args)
+    except UsageError as exc:
+        return refuse(exc)
+    runs = plan(args.strategies, args.models, args.workers, args.steps, args.convergence_steps, args.repeats,
+                args.convergence_workers, FULL_STEPS if args.full else DEFAULT_STEPS, args.one_process_runs)
+    left_out = refused_cells((strategy, model) for model in args.models for strategy in args.strategies)
+    return run_all("compare", [(f"{run.purpose}: {run.strategy} {known_models.label(run.model)} x{run.workers}",
+                                run.argv(args.batch_size, extra)) for run in runs], Path(args.output), args.timeout_s,
+                   skipped=left_out)

@@ -1,0 +1,174 @@
+"""One run of a preset (the default comparison, stragglers, network) in a process of its own:
+its one-line result shown, everything else logged, and a run past its time limit ended and
+marked as such in its run.json."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from bench.run.launch.interrupts import Interrupted, interruptible
+from bench.run.process.records import RUN_FILE, RunFolder
+
+END_GRACE_S = 15.0  # a launcher ends its own processes on SIGTERM well within this
+
+
+def run_folders(output: Path) -> set[Path]:
+    return {p.parent for p in output.glob(f"*/{RUN_FILE}")}
+
+
+def end_group(process: subprocess.Popen, grace_s: float = END_GRACE_S) -> None:
+    """SIGTERM the run's process group (the launcher ends what it started), SIGKILL what is left."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        os.killpg(process.pid, signal.SIGCONT)  # a stopped process takes SIGTERM only once continued
+    except ProcessLookupError:
+        return
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def mark_timed_out(folders: set[Path], timeout_s: float) -> None:
+    for path in folders:
+        folder = RunFolder(path)
+        record = folder.read_run()
+        folder.update_run(status=f"failed: timed out after {timeout_s:.0f} s (--timeout-s)",
+                          ended_by_launcher_as=record.get("status"))
+
+
+BENCH = (sys.executable, "-m", "bench")
+
+
+def strategy_of(args: Sequence[str]) -> str:
+    """The strategy a preset's run arguments name (`--strategy NAME`)."""
+    return args[list(args).index("--strategy") + 1]
+
+
+def refused_cells(cells: Iterable[tuple[str, str]]) -> list[str]:
+    """The (strategy, model) cells of a preset that a run would refuse (bench.run.validation.model_refusal),
+    one line each with why: the preset leaves them out and its report says so."""
+    from bench.run import models
+    from bench.run.validation import model_refusal
+    from strategies import registry
+
+    return [f"{strategy} x {models.label(model)}: {reason}" for strategy, model in dict.fromkeys(cells)
+            for reason in [model_refusal(model, registry.get(strategy))] if reason]
+
+
+def execute(argv: list[str], timeout_s: float, output: Path, log: Path, command: Sequence[str] = BENCH) -> int:
+    """`python -m bench ARGV` (or `command` ARGV) writing under `output`; returns its exit status (1 when
+    timed out)."""
+    before = run_folders(output)
+    with open(log, "ab") as out:
+        process = subprocess.Popen([*command, *argv], stdout=out, stderr=subprocess.PIPE,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            _, stderr = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            end_group(process)
+            mark_timed_out(run_folders(output) - before, timeout_s)
+            print(f"  failed: timed out after {timeout_s:.0f} s; ended", file=sys.stderr, flush=True)
+            return 1
+        except BaseException:
+            end_group(process, grace_s=5.0)  # Ctrl-C of the preset: the run in progress ends too
+            raise
+        out.write(stderr)
+    lines = stderr.decode(errors="replace").strip().splitlines()
+    result = next((ln for ln in reversed(lines) if ": ok" in ln or ": failed" in ln or ": interrupted" in ln),
+                  lines[-1] if lines else "")
+    print(f"  {result}", file=sys.stderr, flush=True)
+    return process.returncode
+
+
+def time_left(started: float, done: int, total: int) -> str:
+    """ " (3 done, 81 left, about 11 min left)": the runs so far' mean time times the runs left."""
+    if done == 0:
+        return ""
+    per_run = (time.monotonic() - started) / done
+    return f" ({done} done, {total - done} left, about {per_run * (total - done) / 60:.0f} min left)"
+
+
+class InterimReport:
+    """The report rewritten between runs, so that it can be read while the preset goes on; never
+    while a run trains (it would take that run's cores), and at most SHARE of the time so far."""
+
+    SHARE = 0.03  # a full report takes ~3 s at 84 runs: rewritten about every 100 s, ~3% of the preset
+
+    def __init__(self, name: str, folder: Path, output: Path, total: int, started: float) -> None:
+        self.name, self.folder, self.output, self.total, self.started = name, folder, output, total, started
+        self.spent = 0.0
+
+    def after_run(self, done: int) -> None:
+        from bench.analysis.report.build import write_report
+
+        elapsed = time.monotonic() - self.started
+        if self.spent > self.SHARE * elapsed or not run_folders(self.folder):
+            return
+        began = time.monotonic()
+        try:
+            html = write_report([self.folder], self.folder, remark=(
+                f"The {self.name} preset is running: {done} of {self.total} runs in after {elapsed / 60:.1f} min; "
+                "this report is rewritten as runs end."))
+            shutil.copy(html, self.output / "report.html")
+            shutil.copy(self.folder / "summary.csv", self.output / "summary.csv")
+        except Exception as exc:  # noqa: BLE001 - an interim report must not end the preset
+            print(f"  (interim report not written: {exc})", file=sys.stderr, flush=True)
+        self.spent += time.monotonic() - began
+
+
+def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, timeout_s: float,
+            before: Callable[[int], None] | None = None, command: Sequence[str] = BENCH,
+            skipped: Sequence[str] = ()) -> int:
+    """Every run of a preset, one after the other, into `output`/NAME-<time>/; then the report,
+    also copied (with summary.csv) to `output`. `before(i)` prepares run i (a link cap); `command`
+    starts each run (`python -m bench`, or that under salloc). SIGINT or SIGTERM (whatever
+    disposition this process inherited) ends the run in progress and the preset; the report then
+    shows the runs made so far, and the status is 130. `skipped`: cells the preset left out, each with
+    why, which the report's remark lists."""
+    from bench.analysis.report.build import write_report
+
+    folder = output / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for line in skipped:
+        print(f"{name}: left out {line}", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    done, stopped = 0, None
+    interim = InterimReport(name, folder, output, len(runs), started)
+    try:
+        with interruptible():
+            for i, (label, argv) in enumerate(runs, 1):
+                if before is not None:
+                    before(i - 1)
+                print(f"[{i}/{len(runs)}] {label}{time_left(started, i - 1, len(runs))}", file=sys.stderr,
+                      flush=True)
+                execute([*argv, "--output", str(folder)], timeout_s, folder, folder / "matrix.log", command)
+                done = i
+                if i < len(runs):
+                    interim.after_run(i)
+    except Interrupted as exc:
+        stopped = f"interrupted ({exc}) after {done} of {len(runs)} runs"
+        print(f"{name}: {stopped}", file=sys.stderr, flush=True)
+    elapsed = time.monotonic() - started
+    made = f"{len(runs)} runs" if stopped is None else stopped
+    if stopped is not None and not run_folders(folder):
+        return 130  # nothing to report
+    left_out = f" Left out, as a run of each would be refused: {'; '.join(skipped)}." if skipped else ""
+    html = write_report([folder], folder, remark=f"The {name} preset: {made} in {elapsed / 60:.1f} min.{left_out}")
+    shutil.copy(html, output / "report.html")
+    shutil.copy(folder / "summary.csv", output / "summary.csv")
+    print(f"{made} in {elapsed / 60:.1f} min", file=sys.stderr)
+    print(f"report: {(output / 'report.html').resolve()}")
+    return 0 if stopped is None else 130

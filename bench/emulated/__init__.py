@@ -1,1 +1,0 @@
-"""The emulated cluster: network namespaces with shaped links, and runs placed in them."""

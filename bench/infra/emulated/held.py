@@ -1,0 +1,50 @@
+"""An emulated cluster with its Slurm, made for a set of runs and removed after them whatever
+happens: what a preset asks for (the presets never start daemons themselves)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from bench.infra.emulated import network, slurm
+from bench.infra.emulated.claim import claim, release
+
+
+class HeldCluster:
+    """The cluster `name` of `hosts` hosts, its links capped at `link_mbit` until `cap` says otherwise."""
+
+    def __init__(self, name: str, hosts: int, link_mbit: float) -> None:
+        self.name, self.hosts, self.link_mbit = name, hosts, link_mbit
+
+    def cap(self, link_mbit: float) -> None:
+        """Re-cap every host's link (nothing to do when it already is)."""
+        if link_mbit == self.link_mbit:
+            return
+        said(network.up(self.hosts, link_mbit, self.name))
+        self.link_mbit = link_mbit
+
+
+def said(cluster: network.Cluster) -> network.Cluster:
+    print(f"links capped at {cluster.link_mbit:g} Mbit/s on {len(cluster.hosts)} hosts ({cluster.subnet})",
+          file=sys.stderr, flush=True)
+    return cluster
+
+
+@contextmanager
+def cluster_with_slurm(name: str, hosts: int, link_mbit: float) -> Iterator[HeldCluster]:
+    """The cluster up with its Slurm daemons and this process's environment pointing at them (as
+    `eval "$(./run_bench.sh cluster env)"` does for a user); raises UsageError before anything is
+    made when a tool is missing or another process holds the name."""
+    network.require_tools()
+    held = claim(name)
+    try:
+        slurm.require_slurm()
+        slurm.up(said(network.up(hosts, link_mbit, name)))
+        os.environ.update(slurm.slurm_env(name))
+        yield HeldCluster(name, hosts, link_mbit)
+    finally:
+        slurm.down(name)
+        network.down(name)
+        release(held)

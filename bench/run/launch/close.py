@@ -1,0 +1,35 @@
+"""The one end of a run that a launcher (or a hand-started chief) watched: its status as the
+scheduler explains it, the workers' own reports, where its processes ran, then run.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.config import RunConfig
+from bench.run.launch import emulated_hosts
+from bench.run.launch.emulated_hosts import Placement
+from bench.run.launch.slurm.srun import SlurmPlacement
+from bench.run.launch.supervisor import Outcome
+from bench.run.process.lifecycle import close_run, exit_status
+from bench.run.process.records import RunFolder
+from strategies.base import Strategy
+
+
+def close_watched_run(folder: RunFolder, config: RunConfig, strategy: type[Strategy], status: str, run_start: float,
+               outcome: Outcome | None = None, placement: Placement | None = None,
+               scheduled: SlurmPlacement | None = None, **fields: Any) -> int:
+    """Close the run's record; the launcher's exit status for it."""
+    status = scheduled.explain(status) if scheduled else status
+    chief = folder.task_reports().get(0, {})
+    extra: dict[str, Any] = {}
+    if placement:
+        extra["network"] = emulated_hosts.network_record(placement, folder, config, strategy)
+    if scheduled:
+        extra["placement"] = scheduled.describe()
+    if outcome is not None:
+        extra["ended_after_failure_s"] = outcome.ended_after_failure_s
+        if outcome.failed_at_epoch_s is not None:
+            extra["failed_at_s"] = outcome.failed_at_epoch_s - run_start
+    close_run(folder, config, status, startup_s=chief.get("startup_s"), runtime=chief.get("runtime"),
+              strategy_info=chief.get("strategy_info"), **extra, **fields)
+    return exit_status(status)

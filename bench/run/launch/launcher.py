@@ -1,0 +1,53 @@
+"""Turns a validated config into the processes of a run, by the strategy's `launch` kind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.config import RunConfig
+from bench.run.launch.interrupts import Interrupted, interruptible
+from bench.run.launch.slurm import srun
+from bench.run.process.lifecycle import close_run, start_run
+from bench.run.process.process import prepare_process, train
+from bench.usage import refuse
+from strategies.base import IN_PROCESS, MPI, TF_CLUSTER, Strategy, WorkerContext
+
+
+def run_in_process(config: RunConfig, strategy: type[Strategy]) -> int:
+    runtime = prepare_process(config, strategy)
+    folder, run_start = start_run(config, strategy)
+    where = srun.step_record()
+    if where:
+        folder.update_run(placement=where)
+    context = WorkerContext(run_start=run_start, run_dir=str(folder.path))
+    try:
+        with interruptible():  # as the multi-process launchers' supervisor is
+            report = train(config, strategy, context, folder, runtime)
+    except Interrupted as exc:
+        close_run(folder, config, f"interrupted ({exc})")
+        return 130
+    if "error" in report:
+        close_run(folder, config, f"failed: {report['error']}")
+        return 1
+    close_run(folder, config, "ok", startup_s=report["startup_s"], runtime=runtime,
+              strategy_info=report["strategy_info"])
+    return 0
+
+
+def run_one(config: RunConfig, strategy: type[Strategy]) -> int:
+    """Run `config` in this process, or start and watch its processes. `strategy` is the run's,
+    looked up once where the process parsed its config (bench.cli.run_from_args)."""
+    kind = strategy.runs_as.kind
+    if kind == IN_PROCESS:
+        if srun.in_allocation():
+            return srun.run_as_step(config.to_json(), Path(config.output).resolve())
+        return run_in_process(config, strategy)
+    if kind == TF_CLUSTER:
+        from bench.run.launch import cluster as cluster_launcher
+
+        return cluster_launcher.run_cluster(config, strategy)
+    if kind == MPI:
+        from bench.run.launch import mpi as mpi_launcher
+
+        return mpi_launcher.run_ranks(config, strategy)
+    return refuse(f"strategy {config.strategy} has unknown launch kind {kind!r}")

@@ -1,0 +1,166 @@
+"""Runs a strategy with one process per rank: under mpirun / horovodrun, or by
+starting mpirun (or horovodrun --gloo) for the user.
+
+Started by the user as `mpirun -np 4 python -m bench`, rank 0 opens the run folder
+and tells the others its path; started by `--workers N`, this process opens it,
+runs mpirun and watches it like any other multi-process run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+from bench.config import RunConfig
+from bench.errors import UsageError
+from bench.infra.emulated.network import enter
+from bench.infra.tools import find_tool
+from bench.run.faults.recovery import recovering
+from bench.run.launch import emulated_hosts
+from bench.run.launch.close import close_watched_run
+from bench.run.launch.emulated_hosts import Placement, agent_environment, mpirun_host_args
+from bench.run.launch.mpi_environment import under_mpi
+from bench.run.launch.processes import start
+from bench.run.launch.slurm import srun
+from bench.run.launch.slurm.gloo import adopt_slot, rendezvous
+from bench.run.launch.supervisor import steps_written, supervise
+from bench.run.process.lifecycle import close_run, join_environment, joined_run, start_run
+from bench.run.process.records import RunFolder
+from strategies.base import GLOO_CONTROLLER, Strategy, WorkerContext
+
+
+def run_ranks(config: RunConfig, strategy: type[Strategy]) -> int:
+    adopt_slot()  # a Gloo rank started by srun: its Horovod slot
+    if under_mpi():
+        return run_rank(config, strategy)
+    return recovering(config, lambda attempt: start_ranks(attempt, strategy))
+
+
+def mpirun_command(np: int, placement: Placement | None = None) -> list[str]:
+    """mpirun for `np` ranks: on this machine, or one rank per host of an emulated cluster."""
+    mpirun = find_tool("mpirun")
+    if mpirun is None:
+        raise UsageError("mpirun not found: run ./run_bench.sh setup (or install an MPI)")
+    out = os.popen(f"{mpirun} --version 2>/dev/null").read()
+    cmd = [mpirun, "-np", str(np), "--bind-to", "none"]
+    spread = "node" if placement else ""  # one rank per host, in host order
+    if "Open MPI" in out or "OpenRTE" in out:
+        # more ranks than cores is normal on a laptop run; root is normal in containers
+        older = " 4." in out or " 3." in out
+        cmd += ["--oversubscribe"] if older else ["--map-by", f"{spread}:OVERSUBSCRIBE"]
+        if not older and not placement:
+            # ranks on one host talk through shared memory; the libfabric BTL's probe of the
+            # machine's providers costs every rank 1 s of MPI_Init on the project's machine
+            cmd += ["--mca", "btl", "^ofi"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+    elif spread:
+        cmd += ["--map-by", spread]
+    return cmd + (mpirun_host_args(placement) if placement else [])
+
+
+def horovodrun_command(np: int, placement: Placement | None = None) -> list[str]:
+    """horovodrun --gloo for `np` ranks: on this machine, or one rank per host of an emulated cluster."""
+    horovodrun = find_tool("horovodrun")
+    if horovodrun is None:
+        raise UsageError("horovodrun not found: run ./run_bench.sh setup")
+    hosts = ",".join(f"{h.address}:1" for h in placement.roles["worker"]) if placement else f"localhost:{np}"
+    # remote hosts: horovodrun reaches them with `ssh`, which is the namespace agent on PATH
+    nic = ["--network-interface", "eth0"] if placement else []
+    return [horovodrun, "--gloo", "-np", str(np), "-H", hosts, *nic]
+
+
+def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, RunFolder]:
+    """One attempt: mpirun (or horovodrun) started and watched; its exit status and the run folder."""
+    processes = strategy_cls.processes(config)
+    scheduled = srun.place(processes, srun.run_tag()) if srun.in_allocation() else None
+    placement = emulated_hosts.place(config, processes, scheduled) if config.emulated_cluster else None
+    gloo = strategy_cls.runs_as.rank_controller(config) == GLOO_CONTROLLER
+    if scheduled:
+        srun.check_shared(scheduled, Path(config.output).resolve())
+        launcher = scheduled.srun_ranks([], mpi=not gloo)
+    else:
+        launcher = (horovodrun_command if gloo else mpirun_command)(config.workers, placement)
+    folder, run_start = start_run(config, strategy_cls)
+    env = {**join_environment(folder, run_start), **strategy_cls.runs_as.environment(config, str(folder.path))}
+    argv = [*launcher, sys.executable, "-m", "bench", *config_argv(config.replace(emulated_cluster=None))]
+    if placement and not scheduled:
+        env.update(agent_environment(placement, folder.path / "bin"))
+        argv = enter(placement.roles["worker"][0], argv)  # the launcher runs on the first host, as rank 0
+    folder.update_run(launcher=" ".join(launcher))
+    with (emulated_hosts.metered(placement, folder.path, run_start), srun.steps_ended(scheduled),
+          rendezvous(scheduled if gloo else None) as rendezvous_env):
+        child = start("ranks", argv, folder.path / "logs" / "ranks.log", env={**env, **rendezvous_env}, echo=True)
+        if scheduled:
+            scheduled.note_steps(1)
+            folder.update_run(placement=scheduled.describe())
+        outcome = supervise([child], [], False, steps_written(folder), config.stall_timeout_s,
+                            startup_timeout_s=config.startup_timeout_s)
+    status = outcome.status
+    if status.startswith("failed"):
+        status = f"failed: {which_rank_failed(child.log) or status.removeprefix('failed: ')}"
+    return close_watched_run(folder, config, strategy_cls, status, run_start, outcome, placement, scheduled), folder
+
+
+def which_rank_failed(log: Path) -> str | None:
+    """The first rank failure that mpirun or horovodrun reported, as one line."""
+    text = " ".join(log.read_text(errors="replace").split()) if log.exists() else ""
+    mpi = re.search(r"noticed that process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)", text)
+    if mpi:
+        return f"rank {mpi.group(1)} was killed by {signal.Signals(int(mpi.group(2))).name}"
+    mpi = re.search(r"noticed that process rank (\d+) with PID \d+ on node \S+ exited with status (\d+)", text)
+    if mpi:
+        return f"rank {mpi.group(1)} exited with status {mpi.group(2)}"
+    gloo = re.search(r"Process (\d+) exit with status code (\d+)", text)
+    if gloo:
+        code = int(gloo.group(2))
+        how = f"was killed by {signal.Signals(code - 128).name}" if code > 128 else f"exited with status {code}"
+        return f"rank {gloo.group(1)} {how}"
+    return None
+
+
+def config_argv(config: RunConfig) -> list[str]:
+    """The config as the hidden --config-json flag every rank parses."""
+    return ["--config-json", config.to_json()]
+
+
+def run_rank(config: RunConfig, strategy: type[Strategy]) -> int:
+    """This process is one rank."""
+    from bench.run.process.quiet_tf import import_horovod_without_keras
+
+    import_horovod_without_keras()  # TensorFlow quietly, before Horovod imports it
+    import horovod.tensorflow as hvd
+
+    from bench.run.process.process import prepare_process, train
+
+    runtime = prepare_process(config, strategy)
+    # started by the user's mpirun, the ranks get the strategy's settings here (ours come with them)
+    for name, value in strategy.runs_as.environment(config, None).items():
+        os.environ.setdefault(name, value)
+    hvd.init()
+    joined = joined_run()
+    owner = joined is None  # started by the user's mpirun: rank 0 owns run.json
+    if owner:
+        opened, run_start = start_run(config, strategy) if hvd.rank() == 0 else (None, None)
+        path, run_start = hvd.broadcast_object((opened and str(opened.path), run_start), root_rank=0)
+        folder = RunFolder(Path(path))
+    else:
+        folder, run_start = joined
+    context = WorkerContext(rank=hvd.rank(), num_workers=hvd.size(), is_chief=hvd.rank() == 0,
+                            run_start=run_start, run_dir=str(folder.path))
+    report = train(config, strategy, context, folder, runtime, show_progress=hvd.rank() == 0)
+    folder.write_task_report(hvd.rank(), report)
+    if "error" in report:  # the other ranks learn of it through mpirun, which ends them
+        if owner and hvd.rank() == 0:  # under the user's mpirun no launcher is left to say why
+            close_run(folder, config, f"failed: rank 0: {report['error']}", runtime=runtime)
+        # out through the interpreter's exit (Horovod's atexit shutdown), not bench.__main__'s
+        # os._exit after hvd.shutdown(), which is for ranks that finished
+        raise SystemExit(1)
+    hvd.join()  # every rank has written its rows
+    if owner and hvd.rank() == 0:
+        close_run(folder, config, "ok", startup_s=report.get("startup_s"), runtime=runtime,
+                  strategy_info=report.get("strategy_info"))
+    return 0

@@ -1,0 +1,95 @@
+"""Child processes of a run: started so that they die with the launcher, and ended
+together (SIGTERM, then SIGKILL) so that none outlives the run."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+TERM_GRACE_S = 3.0
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    # If the launcher is killed outright, the kernel sends SIGKILL to this child.
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen
+    log: Path
+
+    @property
+    def exited(self) -> bool:
+        return self.process.poll() is not None
+
+    def describe_exit(self) -> str:
+        code = self.process.returncode
+        if code is None:
+            return f"{self.name} is running"
+        if code < 0:
+            return f"{self.name} was killed by {signal.Signals(-code).name}"
+        last = last_line(self.log)
+        return f"{self.name} exited with status {code}" + (f": {last}" if last else "")
+
+
+def last_line(log: Path) -> str:
+    """The last meaningful line of a child's log (its error, usually)."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if not line.startswith(("File ", "^", "~")) and "Traceback" not in line:
+            return line[:300]
+    return ""
+
+
+def start(name: str, argv: Sequence[str], log: Path, env: dict[str, str] | None = None,
+          echo: bool = False) -> Child:
+    """Start a child whose output goes to `log` (and, with `echo`, to our stderr too)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        process = subprocess.Popen(list(argv), stdout=subprocess.PIPE if echo else out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
+                                   preexec_fn=_die_with_parent)
+    if echo:
+        threading.Thread(target=_tee, args=(process.stdout, log), daemon=True).start()
+    return Child(name, process, log)
+
+
+def _tee(stream, log: Path) -> None:
+    with open(log, "ab") as out:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            out.write(chunk)
+            out.flush()
+            sys.stderr.buffer.write(chunk)
+            sys.stderr.flush()
+
+
+def end_all(children: Sequence[Child], grace_s: float = TERM_GRACE_S) -> None:
+    """SIGTERM every child still running, SIGKILL whatever is left after `grace_s`."""
+    alive = [c for c in children if not c.exited]
+    for child in alive:
+        child.process.terminate()
+    deadline = time.monotonic() + grace_s
+    while any(not c.exited for c in alive) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for child in alive:
+        if not child.exited:
+            child.process.kill()
+    for child in alive:
+        child.process.wait()

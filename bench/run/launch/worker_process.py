@@ -1,0 +1,48 @@
+"""One task of a TF-cluster run in this process: a task of the strategy's trainer role (a worker;
+ps-coordinator's chief) trains and reports, any other (a ps; ps-coordinator's workers) serves."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+from bench.config import RunConfig
+from bench.run.launch.tf_config import tf_config
+from bench.run.process.records import RunFolder
+from strategies.base import Strategy, WorkerContext, worker_class
+
+
+def run_role(config: RunConfig, strategy_cls: type[Strategy], folder: RunFolder, role: str, index: int,
+             cluster: dict[str, list[str]], run_start: float, exit_process: bool = True) -> int:
+    """Run this task; a worker writes workers/worker<i>.json with what it reports."""
+    from bench.run.process.process import failure_report, prepare_process, train
+    from bench.run.process.quiet_tf import import_tensorflow_quietly
+
+    import_tensorflow_quietly()  # a ps task imports it too (a worker's prepare_process would)
+    # TensorFlow's own multi-worker strategies read the cluster from here
+    os.environ.setdefault("TF_CONFIG", tf_config(cluster, role, index))
+    code = 0
+    if role != strategy_cls.runs_as.trainer_role(config):
+        try:
+            worker_class(strategy_cls).serve(role, index, config, cluster)
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+            code = 1
+    else:
+        context = WorkerContext(rank=index, num_workers=len(cluster["worker"]), is_chief=index == 0,
+                                run_start=run_start, cluster=cluster, run_dir=str(folder.path))
+        try:
+            runtime = prepare_process(config, strategy_cls)
+        except Exception as exc:  # noqa: BLE001 - reported to the launcher through the file and the exit code
+            report = failure_report(exc)
+        else:
+            report = train(config, strategy_cls, context, folder, runtime, show_progress=index == 0)
+        code = 1 if "error" in report else 0
+        folder.write_task_report(index, report)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if exit_process:
+        # TF servers cannot be shut down cleanly; exiting here avoids hanging in their destructors
+        os._exit(code)
+    return code

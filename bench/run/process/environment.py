@@ -1,0 +1,93 @@
+"""Where a run came from: machine, software versions and the suite's git commit."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bench import CHECKOUT
+
+SUITE_ROOT = CHECKOUT
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpus() -> list[str]:
+    """GPU names from nvidia-smi, without importing TensorFlow."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    out = _run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
+    return out.splitlines() if out else []
+
+
+def gpu_memory_mb() -> list[int]:
+    if not shutil.which("nvidia-smi"):
+        return []
+    out = _run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"])
+    return [int(v) for v in out.split()] if out else []
+
+
+def git_commit() -> str | None:
+    commit = _run(["git", "rev-parse", "HEAD"], SUITE_ROOT)
+    if commit and _run(["git", "status", "--porcelain", "--untracked-files=no"], SUITE_ROOT):
+        commit += "-dirty"
+    return commit
+
+
+def mpi_version() -> str | None:
+    from bench.infra.tools import find_tool
+
+    mpirun = find_tool("mpirun")
+    if not mpirun:
+        return None
+    out = _run([mpirun, "--version"])
+    return out.splitlines()[0] if out else None
+
+
+def describe() -> dict[str, Any]:
+    tf = _version("tensorflow-cpu") or _version("tensorflow")
+    return {
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "gpus": gpus(),
+        "python": platform.python_version(),
+        "tensorflow": tf,
+        "tensorflow_build": "cpu" if _version("tensorflow-cpu") else "cuda",
+        "horovod": _version("horovod"),
+        "mpi": mpi_version(),
+        "mpi4py": _version("mpi4py"),
+        "numpy": _version("numpy"),
+        "pandas": _version("pandas"),
+        "suite_commit": git_commit(),
+    }

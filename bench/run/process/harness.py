@@ -1,0 +1,188 @@
+"""Drives one worker: the clock, the step records, evaluation, and the strategy's life cycle.
+
+The strategy does the training; everything timed and written is done here, the
+same way for every strategy.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench.config import RunConfig
+from bench.run import data as data_sources
+from bench.run import models
+from bench.run.faults.injection import FaultInjection
+from bench.run.process.breakdown import stamped
+from bench.run.process.checkpoints import Checkpoints
+from bench.run.process.events import RunEvents
+from bench.run.process.inputs import load_data, rows_touched
+from bench.run.process.lifecycle import exchange_facts, model_facts
+from bench.run.process.progress import Progress
+from bench.run.process.records import RunFolder
+from bench.run.process.step_log import StepLog
+from strategies.base import StepResult, Strategy, Worker, WorkerContext, local_steps_at, worker_class
+
+
+@dataclass
+class WorkerOutcome:
+    startup_s: float
+    local_steps: int
+    strategy_info: dict[str, Any]
+
+
+class Evaluator:
+    """Evaluates on the validation split every `eval_every` global steps (chief only)."""
+
+    def __init__(self, config: RunConfig, folder: RunFolder, clock, events: RunEvents) -> None:
+        self.every = config.eval_every
+        self.folder = folder
+        self.clock = clock
+        self.events = events
+        self.writer = folder.evals_writer()
+        self.last_step: int | None = config.resume_step or None
+
+    def due(self, global_step: int) -> bool:
+        if not self.every:
+            return False
+        last = self.last_step or 0
+        return global_step // self.every > last // self.every
+
+    def run(self, worker: Worker, split, global_step: int) -> float:
+        started = time.perf_counter()
+        loss, accuracy = worker.evaluate(split)
+        self.writer.write(run_id=self.folder.run_id, global_step=global_step, wall_s=self.clock(),
+                          split="val", loss=loss, accuracy=accuracy,
+                          eval_s=time.perf_counter() - started)
+        self.events.evaluation(global_step, loss, accuracy)
+        self.last_step = global_step
+        return accuracy
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def record_model(config: RunConfig, strategy: type[Strategy], folder: RunFolder, model: Any,
+                 data: data_sources.Dataset) -> None:
+    """The chief's run.json facts of the built model and of the bytes its exchange moves."""
+    touched = rows_touched(config, data, 0, config.workers) if model.tables else 0.0
+    facts = model_facts(model, touched)
+    folder.update_run(model={"name": models.label(config.model), **facts},
+                      exchange=exchange_facts(config, strategy, facts))
+
+
+def run_clock(run_start: float) -> Callable[[], float]:
+    """Seconds since the run's start (epoch seconds, shared by every process): the epoch is read
+    once to align this process with the others, durations come from the monotonic clock."""
+    offset = time.time() - time.monotonic()
+    return lambda: time.monotonic() + offset - run_start
+
+
+class StepLoop:
+    """The step loop of one worker and what watches it: the step log and its progress line, and
+    the observers a run may have (fault injection, the chief's events, evaluator and checkpoints),
+    each None when the run has none."""
+
+    def __init__(self, config: RunConfig, strategy_cls: type[Strategy], context: WorkerContext,
+                 folder: RunFolder, data: data_sources.Dataset, show_progress: bool) -> None:
+        self.clock = run_clock(context.run_start)
+        self.steps_out = folder.steps_writer()
+        self.log = StepLog(self.steps_out, folder.run_id, context.rank, context.run_start)
+        self.progress = Progress(config.steps, f"{config.strategy}/{models.label(config.model)}",
+                                 enabled=show_progress and context.is_chief, processes=context.num_workers)
+        self.events = RunEvents(folder.path) if context.is_chief else None
+        self.evaluator = (Evaluator(config, folder, self.clock, self.events)
+                          if self.events and data.val is not None else None)
+        self.checkpoints = Checkpoints.for_run(config, folder, self.clock, context.is_chief)
+        self.faults = FaultInjection.for_run(config, folder, context.rank,
+                                             strategy_cls.runs_as.steps_elsewhere(config))
+        self.val = data.val
+
+    def flush(self, now: float) -> None:
+        written = self.log.flush(now)
+        if written:
+            self.progress.update(written.global_step, written.loss, written.examples_per_s)
+            if self.events:
+                self.events.train(written)
+
+    def run(self, worker: Worker, local_step: int) -> tuple[StepResult, int]:
+        """Step until the worker says the run is done: its last result and local step count."""
+        clock, faults = self.clock, self.faults
+        while True:
+            if faults:
+                faults.die_if_due(local_step, lambda: self.flush(clock()))
+            t_start = clock()
+            result = worker.step(stamped(local_step))
+            t_end = clock()
+            slept = 0.0
+            if faults:
+                t_end, slept = faults.slow_down(local_step, t_start, t_end, clock)
+            self.log.add(local_step, t_start, t_end, result, slept)
+            local_step += 1
+            if faults and faults.holds_at(result):
+                self.flush(t_end)
+                faults.hold(result)
+            elif self.log.due(t_end):
+                self.flush(t_end)
+            if self.evaluator and self.evaluator.due(result.global_step):
+                accuracy = self.evaluator.run(worker, self.val, result.global_step)
+                self.progress.message(f"step {result.global_step}: validation accuracy {accuracy:.4f}")
+            if worker.finished(result):
+                return result, local_step
+            if self.checkpoints and self.checkpoints.due(result.global_step, t_end):
+                self.checkpoints.save(worker, result.global_step)
+
+    def finish(self, worker: Worker, last: StepResult) -> None:
+        """The records of the last steps, the final evaluation and checkpoint."""
+        self.flush(self.clock())
+        if self.evaluator and self.evaluator.last_step != last.global_step:
+            self.evaluator.run(worker, self.val, last.global_step)
+        if self.checkpoints:
+            self.checkpoints.save(worker, last.global_step)
+
+    def close(self) -> None:
+        try:
+            self.log.flush(self.clock())  # what a failed run did is kept
+        except OSError:
+            pass  # the run's own failure is the one to report
+        self.progress.close()
+        self.steps_out.close()
+        for observer in (self.evaluator, self.events, self.checkpoints):
+            if observer:
+                observer.close()
+
+
+def save_weights(worker: Worker, folder: RunFolder, context: WorkerContext) -> None:
+    weights = worker.weights()
+    np.savez(folder.path / f"weights-worker{context.rank}.npz", *weights)
+    if context.is_chief:
+        np.savez(folder.path / "weights.npz", *weights)
+
+
+def run_worker(config: RunConfig, strategy_cls: type[Strategy], context: WorkerContext, folder: RunFolder,
+               show_progress: bool = True) -> WorkerOutcome:
+    """Train this worker until its strategy says the run is done; write its records."""
+    worker = worker_class(strategy_cls)(config, context, strategy_cls)
+    local_step = local_steps_at(strategy_cls, config, config.resume_step)  # a resumed run's count goes on
+    data = load_data(config, strategy_cls.worker_batch(config), context.rank, first_batch=local_step)
+    loop = StepLoop(config, strategy_cls, context, folder, data, show_progress)
+    began = loop.clock()
+    try:
+        worker.setup(data)
+        if context.is_chief:
+            record_model(config, strategy_cls, folder, worker.model, data)
+        worker.ready()
+        startup_s = loop.clock() - began
+        last, local_step = loop.run(worker, local_step)
+        loop.finish(worker, last)
+        if config.save_weights:
+            save_weights(worker, folder, context)
+        info = worker.info()
+    finally:
+        loop.close()
+        worker.teardown()
+    return WorkerOutcome(startup_s, local_step, info)

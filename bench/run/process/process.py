@@ -1,0 +1,48 @@
+"""Being one training process of a run, the one way the in-process run, a TF-cluster worker
+task and an MPI rank all take: TensorFlow imported and configured for the strategy before its
+runtime starts (`prepare_process`), then training to the report its launcher reads (`train`),
+a failure told in one line."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+from bench.config import RunConfig
+from bench.run.process.harness import run_worker
+from bench.run.process.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
+from bench.run.process.records import RunFolder
+from strategies.base import Strategy, WorkerContext, worker_class
+
+
+def failure_reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def failure_report(exc: BaseException) -> dict[str, str]:
+    """A process's report of a failure: its traceback to stderr, its one line under `error`."""
+    traceback.print_exc()
+    return {"error": failure_reason(exc)}
+
+
+def prepare_process(config: RunConfig, strategy: type[Strategy]) -> dict:
+    """Import TensorFlow and configure it for the strategy, then start its runtime (quietly)."""
+    import_tensorflow_quietly()
+    runtime = worker_class(strategy).configure_runtime(config)
+    start_runtime_quietly()
+    return runtime
+
+
+def train(config: RunConfig, strategy: type[Strategy], context: WorkerContext, folder: RunFolder,
+          runtime: dict, show_progress: bool = True) -> dict[str, Any]:
+    """Train this process's worker to the run's end. Returns its report: `runtime` (what
+    prepare_process did), `startup_s`, `local_steps` and `strategy_info`; or, when training
+    raised, `error` (the failure's one line; its traceback went to stderr). An interruption
+    (a KeyboardInterrupt) is not a failure of training and goes up to the caller."""
+    try:
+        outcome = run_worker(config, strategy, context, folder, show_progress=show_progress)
+    except Exception as exc:  # noqa: BLE001 - any failure is recorded by the caller, from the report
+        return {"runtime": runtime, **failure_report(exc)}
+    return {"runtime": runtime, "startup_s": outcome.startup_s, "local_steps": outcome.local_steps,
+            "strategy_info": outcome.strategy_info}

@@ -1,0 +1,160 @@
+"""The one check of a run, before any work: the typed flags against each other (`check_flags`,
+`check_resume_flags`), then the config's every value, the strategy's own rules, the model, the data
+and the results folder (`validate`, which returns the config with the strategy's options complete)."""
+
+from __future__ import annotations
+
+from bench.config import OPTIMIZERS, RunConfig, check_injection, check_numbers, check_output, check_topology
+from bench.errors import UsageError
+from bench.run import data, models
+from bench.run.data import npz
+from bench.run.models import user
+from strategies import registry
+from strategies.base import IN_PROCESS, Strategy
+
+TABLE_COPIES = 3  # the table, its gradient (when dense) and an optimizer slot or an input copy
+
+
+# flags --resume takes besides its folder, to check the run is the one meant
+RESUME_CHECKS = ("--resume", "--strategy", "--model")
+TABLE_FLAGS = ("embedding_rows", "embedding_width", "id_features", "zipf_exponent")
+TEACHER_FLAGS = ("teacher_factors", "teacher_examples")
+
+
+def check_flags(args: dict, strategy_cls: type[Strategy], under_mpi: bool) -> None:
+    """Flags typed that this run cannot take: another strategy's option, a table's flag without a
+    table, a teacher's without its data, --recover under the user's own mpirun. `args` holds only
+    what was typed for the flags without a default (argparse.SUPPRESS)."""
+    for opt in registry.others_options(strategy_cls.name):
+        if opt.name in args:
+            raise UsageError(f"{opt.flag} is an option of {', '.join(registry.strategies_taking(opt))}; "
+                             f"--strategy {strategy_cls.name} does not take it")
+    if under_mpi and args["recover"]:
+        raise UsageError("--recover: this mpirun is yours, so the suite cannot restart it; start the run with "
+                         "--workers N (the suite then runs mpirun), or run your mpirun again with --resume")
+    for flag in TABLE_FLAGS:
+        if flag in args and models.reads(args["model"]) != data.IDS:
+            raise UsageError(f"--{flag.replace('_', '-')}: only for --model embedding, not {args['model']}")
+    given = data.resolve(args["data"]) if args["data"] is not None else None
+    for flag in TEACHER_FLAGS:
+        if flag in args and given != "teacher":
+            raise UsageError(f"--{flag.replace('_', '-')}: only for --data teacher, not "
+                             f"{given or 'the default data'}")
+
+
+def check_resume_flags(typed: set[str]) -> None:
+    """--resume goes on with the run's own config: nothing else may be typed but its checks."""
+    others = sorted(typed - set(RESUME_CHECKS))
+    if others:
+        raise UsageError(f"--resume goes on with the run's own config; drop {', '.join(others)}")
+
+
+def validate(config: RunConfig, strategy_cls: type[Strategy]) -> RunConfig:
+    """Raise UsageError naming the first problem found; else the config, options complete.
+    `strategy_cls` is the run's, as its process resolved it (bench.cli.run_from_args)."""
+    if config.emulated_cluster is not None and strategy_cls.runs_as.kind == IN_PROCESS:
+        raise UsageError(f"--emulated-cluster: {config.strategy} runs in one process; use a ps or allreduce strategy")
+    check_model(config, strategy_cls)
+    check_numbers(config)
+    check_workers(config, strategy_cls)
+    if config.optimizer not in OPTIMIZERS:
+        raise UsageError(f"--optimizer: {config.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+    if npz.is_file_name(config.data):  # the user's arrays, read once, against the model's input (imports TF)
+        npz.check(config.data, models.input_shape(config.model, config.image_size),
+                  models.signature(config.model).num_classes)
+    else:
+        data.check(config.data, config.data_dir, models.reads(config.model))
+    check_memory(config, strategy_cls)
+    check_topology(config)
+    check_injection(config)
+    check_recovery(config, strategy_cls)
+    config = registry.with_defaults(config, strategy_cls)
+    for opt in strategy_cls.options:
+        opt.validate(config.options[opt.name])
+    strategy_cls.validate(config)
+    if config.checkpointing and not strategy_cls.checkpoints:
+        raise UsageError(f"--checkpoint-every-*: {config.strategy} cannot save checkpoints")
+    check_output(config.output)
+    return config
+
+
+def check_model(config: RunConfig, strategy_cls: type[Strategy]) -> None:
+    """The model is registered or imports; a user's Keras 3 model goes only to a strategy that can build it."""
+    models.check(config.model)
+    models.check_image_size(config.model, config.image_size)
+    refusal = model_refusal(config.model, strategy_cls)
+    if refusal:
+        raise UsageError(f"--model {models.label(config.model)}: {refusal}")
+
+
+def model_refusal(model: str, strategy_cls: type[Strategy]) -> str | None:
+    """Why `strategy_cls` cannot train `model` (a checked model name), or None."""
+    if strategy_cls.v1_graph and user.is_spec(model) and user.kind(model) == user.KERAS:
+        able = [name for name, cls in registry.all_strategies().items() if not cls.v1_graph]
+        return (f"a Keras 3 model cannot be built in the TensorFlow 1 graph {strategy_cls.name} trains in; "
+                f"run it with {', '.join(able)}")
+    return None
+
+
+def check_recovery(config: RunConfig, strategy_cls: type[Strategy]) -> None:
+    """--kill-ps names a ps task this run has; --recover has something to restart, and a
+    checkpoint to restart a whole job from."""
+    kill = config.kill_ps_plan
+    if kill:
+        tasks = strategy_cls.processes(config).get("ps", 0)
+        if config.multi_host or kill[0] >= tasks:
+            raise UsageError(f"--kill-ps: ps task {kill[0]} is not a process this launcher starts "
+                             f"({config.strategy} starts {tasks} here)")
+        if not 0 < kill[1] < config.steps:
+            raise UsageError(f"--kill-ps: global step {kill[1]} is not inside the run (--steps {config.steps})")
+    if not config.recover:
+        return
+    if strategy_cls.runs_as.kind == IN_PROCESS:
+        raise UsageError(f"--recover: {config.strategy} runs in this one process, so nothing outlives a failure "
+                         "to restart it; --resume the failed run instead")
+    if config.multi_host:
+        raise UsageError("--recover: tasks started by hand (--job-name) are restarted by whoever started them, "
+                         "with --resume")
+    if not config.checkpointing and strategy_cls.checkpoints:
+        # a strategy that cannot save one (ps-coordinator) has its lost workers restarted, and nothing else
+        raise UsageError("--recover needs --checkpoint-every-steps K or --checkpoint-every-s T: a job that "
+                         "cannot go on without the dead process restarts from its latest checkpoint")
+
+
+def check_memory(config: RunConfig, strategy_cls: type[Strategy]) -> None:
+    """An embedding table must fit in this machine's memory in every process that holds it."""
+    table, copies = models.table_bytes(config), copies_here(config, strategy_cls)
+    needed = table * TABLE_COPIES * copies
+    available = available_memory()
+    if needed and available and needed > available:
+        raise UsageError(f"--embedding-rows {config.embedding_rows} x --embedding-width {config.embedding_width}: "
+                         f"the table ({table / 2**20:,.0f} MB, with its gradient and optimizer state, in {copies} "
+                         f"process(es) or towers here) needs {needed / 2**30:,.1f} GB; this machine has "
+                         f"{available / 2**30:,.1f} GB available")
+
+
+def copies_here(config: RunConfig, strategy_cls: type[Strategy]) -> int:
+    """Copies of the model's variables this machine holds: one per worker (tower or rank), and
+    the ps tasks' share, unless the run's processes are on other hosts."""
+    if config.multi_host:
+        return 1
+    return config.workers + (1 if strategy_cls.processes(config).get("ps") else 0)
+
+
+def available_memory() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_workers(config: RunConfig, strategy_cls: type[Strategy]) -> None:
+    low, high = strategy_cls.worker_range
+    if config.workers < low or (high is not None and config.workers > high):
+        allowed = f"exactly {low}" if low == high else (f"{low} to {high}" if high else f"{low} or more")
+        raise UsageError(f"--workers {config.workers}: {config.strategy} runs with {allowed} worker(s)")
