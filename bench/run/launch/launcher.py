@@ -1,4 +1,4 @@
-"""Turns a validated config into the processes of a run, by the strategy's `launch` kind."""
+"""Turns a validated config into the processes of a run, by how its strategy runs (`Strategy.runs_as`)."""
 
 from __future__ import annotations
 
