@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import tensorflow as tf
 
-from bench.run.process.checkpoints import CHECKPOINT_DIR
+from bench.run.process.checkpoints import CHECKPOINT_DIR, CHECKPOINTS_FILE
+from tests.reference_runs import SAVE_EVERY, STEPS
 
 
 def latest(run_dir) -> tuple[int, dict[str, np.ndarray]]:
@@ -39,3 +42,14 @@ def assert_same_weights(run_dir: Path, expected_run: Path) -> None:
     assert expected.files == got.files
     for name in expected.files:
         np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6)
+
+
+def assert_saved_the_chief_s_state(run_dir) -> None:
+    """A save at each multiple of the period and one at the end, the latest holding the final
+    weights and a momentum slot of each (where the optimizer has one)."""
+    saves = pd.read_csv(run_dir / CHECKPOINTS_FILE)
+    assert list(saves["global_step"]) == [SAVE_EVERY, STEPS]
+    step, values = latest(run_dir)
+    assert step == STEPS
+    config = json.loads((run_dir / "run.json").read_text())["config"]
+    assert_holds_the_final_weights(run_dir, values, slots=config["optimizer"] == "momentum")

@@ -11,7 +11,7 @@ import pytest
 from bench.cli import main
 from bench.metrics import recovery_costs
 from bench.run.faults.recovery import JOB_RESTARTED, WORKER_RESTARTED
-from tests.checkpoint_values import assert_same_weights
+from tests.checkpoint_values import assert_same_weights, assert_saved_the_chief_s_state
 from tests.conftest import only_run
 from tests.processes import bench
 from tests.reference_runs import COMMON, SAVE_EVERY
@@ -67,7 +67,9 @@ def test_a_killed_allreduce_rank_restarts_the_job_from_its_checkpoint(results, u
     assert rec["time_lost_s"] >= rec["downtime_s"] > 0
     [attempt] = record["resumed_at"]
     assert attempt["global_step"] == SAVE_EVERY and attempt["at_s"] > rec["at_s"]
-    assert_same_weights(only_run(results), uninterrupted("allreduce", TWO))
+    straight = uninterrupted("allreduce", TWO)
+    assert_saved_the_chief_s_state(straight)
+    assert_same_weights(only_run(results), straight)
 
 
 @pytest.mark.slow
@@ -77,7 +79,9 @@ def test_a_killed_ps_restarts_the_job_and_the_chief_restores_the_parameters(resu
     assert rec["how"] == JOB_RESTARTED and rec["what"].startswith("ps 0 was killed by SIGKILL")
     # the workers held at step 55 until the launcher's kill: no step after it, however fast the model
     assert rec["restart_step"] == SAVE_EVERY and rec["step_at_failure"] == 55
-    assert_same_weights(only_run(results), uninterrupted("ps-sync", TWO))
+    straight = uninterrupted("ps-sync", TWO)
+    assert_saved_the_chief_s_state(straight)
+    assert_same_weights(only_run(results), straight)
 
 
 @pytest.mark.parametrize("args, says", [

@@ -136,27 +136,23 @@ def test_a_preset_whose_runs_do_not_fit_the_allocation_is_refused_before_any_run
     assert not list(shared.iterdir())
 
 
-def test_a_narrowed_preset_runs_inside_an_allocation_and_writes_its_report(slurm_env, shared):
-    done = salloc(slurm_env, HOSTS, "all", "--strategies", "ps-sync,allreduce", "--workers", "2,4", "--models",
-                  "mlp", "--steps", "20", "--convergence-steps", "0", "--output", str(shared), timeout=PRESET_LIMIT_S)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "--workers 4 left out" in done.stderr
-    [compare] = [p for p in shared.iterdir() if p.is_dir()]
-    assert (shared / "report.html").exists() and (shared / "summary.csv").exists()
-    runs = records(compare)
-    assert len(runs) == 2 and all(r["status"] == "ok" and r["placement"]["scheduler"] == "slurm" for r in runs)
-
-
-def test_the_sbatch_example_runs_the_comparison_on_the_nodes(slurm_env, shared):
+def test_the_sbatch_example_runs_a_narrowed_comparison_on_the_nodes(slurm_env, shared):
+    # the comparison inside an allocation (sbatch's, as a user submits it): the worker counts that
+    # do not fit are left out, every run is a Slurm job step on its own nodes, the report is written
     out = shared / "job.out"
     done = subprocess.run(["sbatch", "--wait", "-N", str(HOSTS), "-o", str(out), "examples/slurm/compare.sbatch",
-                           "--strategies", "ps-async", "--workers", "2", "--models", "mlp", "--steps", "20",
-                           "--convergence-steps", "0", "--output", str(shared / "results")],
+                           "--strategies", "ps-async,allreduce", "--workers", "2,4", "--models", "mlp", "--steps",
+                           "20", "--convergence-steps", "0", "--output", str(shared / "results")],
                           cwd=ROOT, env=slurm_env, capture_output=True, text=True, timeout=PRESET_LIMIT_S)
-    assert done.returncode == 0, (done.stderr, out.read_text() if out.exists() else "")
-    assert (shared / "results" / "report.html").exists()
-    [run] = records(next(p for p in (shared / "results").iterdir() if p.is_dir()))
-    assert run["status"] == "ok" and len({h["node"] for h in run["placement"]["hosts"].values()}) == 3
+    said = out.read_text() if out.exists() else ""
+    assert done.returncode == 0, (done.stderr, said)
+    assert "--workers 4 left out" in said
+    assert (shared / "results" / "report.html").exists() and (shared / "results" / "summary.csv").exists()
+    runs = {r["config"]["strategy"]: r for r in records(next(p for p in (shared / "results").iterdir() if p.is_dir()))}
+    assert sorted(runs) == ["allreduce", "ps-async"]
+    assert all(r["status"] == "ok" and r["placement"]["scheduler"] == "slurm" for r in runs.values())
+    nodes = {name: {h["node"] for h in r["placement"]["hosts"].values()} for name, r in runs.items()}
+    assert (len(nodes["ps-async"]), len(nodes["allreduce"])) == (3, 2)  # a process per node
 
 
 def start_long_run(env: dict, shared: Path, *flags: str) -> subprocess.Popen:
