@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bench.run import models
-from tests.imagenet_runs import STRATEGIES
+from tests.imagenet_runs import SAME_CODE_AS, STRATEGIES, cases
 from tests.processes import bench, run_record
 
 # Keras applications, weights=None, with the 1000-class top: (all weights, trainable ones)
@@ -60,9 +60,16 @@ def test_a_bad_image_size_is_refused_in_one_line(argv, message, results):
     assert not any(results.iterdir())
 
 
+def test_the_short_runs_cover_every_model_in_every_family_or_its_code_in_each():
+    ran = set(cases())
+    for name in models.IMAGENET:
+        for strategy in STRATEGIES:
+            assert (name, strategy) in ran or (SAME_CODE_AS[name], strategy) in ran
+    assert {name for name, strategy in ran if strategy == "single"} == set(models.IMAGENET)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", STRATEGIES)
-@pytest.mark.parametrize("name", models.IMAGENET)
+@pytest.mark.parametrize("name, strategy", cases())
 def test_one_short_run_of_each_model_ends_ok_in_each_family(name, strategy, imagenet_short_runs):
     assert imagenet_short_runs is not None, "the session did not start the short runs"
     running, results = imagenet_short_runs.runs[name, strategy]
