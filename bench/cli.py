@@ -204,8 +204,9 @@ def run_from_args(argv: Sequence[str]) -> tuple[RunConfig, type[Strategy]]:
     if args["strategy"] is None:
         args["strategy"] = registry.default(under_mpi())
     strategy_cls = registry.get(args["strategy"])
+    args = completed(args, argv, strategy_cls)
     check_flags(args, strategy_cls, under_mpi())
-    return validate(RunConfig.from_dict(completed(args, argv, strategy_cls)), strategy_cls), strategy_cls
+    return validate(RunConfig.from_dict(args), strategy_cls), strategy_cls
 
 
 def completed(args: dict, argv: Sequence[str], strategy_cls: type[Strategy]) -> dict:

@@ -23,8 +23,9 @@ TEACHER_FLAGS = ("teacher_factors", "teacher_examples")
 
 def check_flags(args: dict, strategy_cls: type[Strategy], under_mpi: bool) -> None:
     """Flags typed that this run cannot take: another strategy's option, a table's flag without a
-    table, a teacher's without its data, --recover under the user's own mpirun. `args` holds only
-    what was typed for the flags without a default (argparse.SUPPRESS)."""
+    table, a teacher's without its data, --recover under the user's own mpirun. `args`: the typed
+    flags completed (bench.cli.completed); the flags without a default (argparse.SUPPRESS) are in
+    it only when typed."""
     for opt in registry.others_options(strategy_cls.name):
         if opt.name in args:
             raise UsageError(f"{opt.flag} is an option of {', '.join(registry.strategies_taking(opt))}; "
@@ -35,11 +36,9 @@ def check_flags(args: dict, strategy_cls: type[Strategy], under_mpi: bool) -> No
     for flag in TABLE_FLAGS:
         if flag in args and models.reads(args["model"]) != data.IDS:
             raise UsageError(f"--{flag.replace('_', '-')}: only for --model embedding, not {args['model']}")
-    given = data.resolve(args["data"]) if args["data"] is not None else None
     for flag in TEACHER_FLAGS:
-        if flag in args and given != "teacher":
-            raise UsageError(f"--{flag.replace('_', '-')}: only for --data teacher, not "
-                             f"{given or 'the default data'}")
+        if flag in args and args["data"] != "teacher":
+            raise UsageError(f"--{flag.replace('_', '-')}: only for --data teacher, not {args['data']}")
 
 
 def check_resume_flags(typed: set[str]) -> None:
