@@ -21,14 +21,13 @@ import math
 
 from bench.analysis.projection.cluster import Cluster, StepTerms
 from bench.analysis.projection.tensors import ModelTensors
-from bench.analysis.projection.transports import CYCLE_S, FUSION_BYTES, LATENCY_S, Transport
+from bench.analysis.projection.transports import Transport
 from bench.metrics import ring_factor
 
 
-def buffer_s(nbytes: float, cluster: Cluster, transport: Transport, hierarchical: bool,
-             latency_s: float = LATENCY_S) -> float:
+def buffer_s(nbytes: float, cluster: Cluster, transport: Transport, hierarchical: bool) -> float:
     """One allreduce of `nbytes` over every device of the cluster."""
-    n, g, h = cluster.workers, cluster.devices_per_host, cluster.hosts
+    n, g, h, latency_s = cluster.workers, cluster.devices_per_host, cluster.hosts, transport.latency_s
     if n < 2:
         return 0.0
     intra = cluster.intra_host_bytes_per_s
@@ -45,7 +44,7 @@ def buffer_s(nbytes: float, cluster: Cluster, transport: Transport, hierarchical
 
 
 def fused_buffers(sizes: list[int], threshold: int) -> list[int]:
-    """Buffers of at most `threshold` bytes, in order; a larger tensor goes alone."""
+    """Buffers of at most `threshold` bytes, in order; a larger tensor goes alone (threshold 0: each)."""
     out: list[int] = []
     for size in sizes:
         if out and out[-1] + size <= threshold:
@@ -55,20 +54,21 @@ def fused_buffers(sizes: list[int], threshold: int) -> list[int]:
     return out
 
 
-def communication_end_s(tensors: ModelTensors, cluster: Cluster, transport: Transport, hierarchical: bool,
-                        fusion_bytes: int = FUSION_BYTES, cycle_s: float = CYCLE_S) -> float:
+def communication_end_s(tensors: ModelTensors, cluster: Cluster, transport: Transport, hierarchical: bool) -> float:
     """When the last reduction of a step ends, the step starting at 0."""
+    cycle_s = transport.cycle_s
     pending = [(cluster.forward_s + t.ready * cluster.backward_s, t.nbytes) for t in tensors.in_ready_order()]
     busy_until, i = 0.0, 0
     while i < len(pending):
         # the loop wakes on its cycle once it is free and something is ready
-        tick = math.ceil(max(busy_until, pending[i][0]) / cycle_s) * cycle_s
+        due = max(busy_until, pending[i][0])
+        tick = math.ceil(due / cycle_s) * cycle_s if cycle_s > 0 else due
         ready = []
         while i < len(pending) and pending[i][0] <= tick:
             ready.append(pending[i][1])
             i += 1
         busy_until = tick
-        for size in fused_buffers(ready, fusion_bytes):
+        for size in fused_buffers(ready, transport.fusion_bytes):
             busy_until += buffer_s(size, cluster, transport, hierarchical)
     return busy_until
 

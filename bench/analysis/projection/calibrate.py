@@ -12,14 +12,13 @@ from pathlib import Path
 import pandas as pd
 
 from bench.analysis.micro_summary import SUMMARY_FILE
+from bench.analysis.projection import profile
 from bench.analysis.projection.fit import fit_transports, step_spread
 from bench.errors import UsageError
 from bench.metrics import ALLREDUCE_OP, PS_ROUNDTRIP_OP, Gradient, messages
 from bench.run.process.summary import read_steps
 from strategies.base import ALLREDUCE, PARAMETER_SERVER
 
-# without a micro-benchmark sweep: a TCP round trip between hosts of one rack, about 50 us
-DEFAULT_LATENCY_S = 50e-6
 # which sweep calibrates which exchange's latency per message: (kind, transports in order of preference).
 # The ring's is raw MPI's: a framework's own cost per call (Horovod's cycle and negotiation) is
 # not paid per ring hop, so it is a separate per-step overhead (RING_OVERHEAD_FROM less raw MPI).
@@ -117,9 +116,11 @@ def latencies(fitted: pd.DataFrame) -> tuple[dict[str, float], dict[str, str]]:
                 values[exchange] = float(best["alpha_us"]) / 1e6
                 sources[exchange] = f"{transport} at {int(best['processes'])} processes (micro-benchmark fit)"
                 break
-        else:
-            values[exchange] = DEFAULT_LATENCY_S
-            sources[exchange] = f"default {DEFAULT_LATENCY_S * 1e6:.0f} us (no micro-benchmark under --from)"
+        else:  # without a micro-benchmark sweep: the default profile's
+            default = profile.load(profile.DEFAULT).constants["latency_s"]
+            values[exchange] = default.value
+            sources[exchange] = (f"{default.value * 1e6:.0f} us, profile {profile.DEFAULT}'s latency_s "
+                                 "(no micro-benchmark under --from)")
     return values, sources
 
 

@@ -54,6 +54,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", action="append", default=None, help="(default: every model under --from)")
     p.add_argument("--output", default=None, help=f"folder for {PROJECTION_FILE} (default: --from)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    cluster_cli.add_profile_argument(p)
     cluster_cli.add_arguments(p)
     return p
 
@@ -190,6 +191,7 @@ def main(argv: Sequence[str]) -> int:
         if one_machine_runs(runs).empty and args.compute_ms is None:
             raise UsageError(f"--from {source}: no finished run to calibrate from")
         cal = calibrate(source, runs, args.model, args.compute_ms)
+        used, _ = cluster_cli.chosen_profile(args)  # for the published check; --from calibrates its own rates
     except UsageError as exc:
         return refuse(exc)
     table = projection(cal, args.workers, args.link_gbit, args.ps)
@@ -200,7 +202,7 @@ def main(argv: Sequence[str]) -> int:
               "crossover": crossover(args.workers).to_dict("records"),
               # a term a run did not record is null (NaN is not JSON)
               "validation": checked.astype(object).where(checked.notna(), None).to_dict("records"),
-              "validation_summary": error_summary(checked), "published": cluster_cli.published_result()}
+              "validation_summary": error_summary(checked), "published": cluster_cli.published_result(used)}
     out = Path(args.output) if args.output else source
     out.mkdir(parents=True, exist_ok=True)
     (out / PROJECTION_FILE).write_text(json.dumps(result, indent=1, default=float))

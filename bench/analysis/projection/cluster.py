@@ -1,14 +1,15 @@
 """A GPU cluster as its users describe it: devices in all, devices per host, the host's
 network link, the bandwidth inside a host, and one device's examples/s at its batch.
-Nothing of it runs here; bench.analysis.projection.exchange predicts its step from these facts and
-the model's own tensors (bench.analysis.projection.tensors)."""
+Nothing of it runs here; bench.analysis.projection.allreduce and .parameter_servers predict its
+step from these facts, the model's own tensors (bench.analysis.projection.tensors) and a
+transport profile (bench.analysis.projection.profile)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from bench.analysis.projection.transports import FORWARD_SHARE, PCIE_BYTES_PER_S
+from bench.analysis.projection.transports import FORWARD_SHARE
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class Cluster:
     link_gbit: float  # each host's network link, each way
     device_examples_per_s: float  # one device alone, at `batch_size`
     batch_size: int
-    intra_host_bytes_per_s: float = PCIE_BYTES_PER_S
+    intra_host_bytes_per_s: float  # a device to its host, and devices of one host through it
 
     @property
     def hosts(self) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis.projection import published, schemes, tensors, transports
+from bench.analysis.projection import profile, published, schemes, tensors, transports
 from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.parameter_servers import PLACEMENTS, ROUND_ROBIN
 from bench.analysis.projection.schemes import PsSetup
@@ -29,17 +29,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-size", type=int, default=None, help="per device")
     g.add_argument("--devices-per-host", type=int, default=None, help="devices sharing one host's link (default: 1)")
     g.add_argument("--intra-host-gbit", type=float, default=None,
-                   help="between a device and its host, and devices of one host "
-                        f"(default: {DEFAULTS['intra_host_gbit']:g}, PCIe 3.0 x16)")
+                   help="between a device and its host, and devices of one host (default: the profile's)")
     g.add_argument("--ps-colocated", action="store_true", default=None,
                    help="with --ps: the ps tasks on worker hosts (default without --ps: one per worker host, there)")
     g.add_argument("--ps-placement", choices=PLACEMENTS, default=None,
                    help="variables over ps tasks: replica_device_setter's round-robin (default), or balanced by bytes")
 
 
-# the cluster flags' defaults, filled in once a cluster is described (elsewhere they are refused)
-DEFAULTS = {"devices_per_host": 1, "intra_host_gbit": transports.PCIE_BYTES_PER_S * 8 / 1e9,
-            "ps_colocated": False, "ps_placement": ROUND_ROBIN}
+# the cluster flags' defaults, filled in once a cluster is described (elsewhere they are refused);
+# --intra-host-gbit's is the profile's
+DEFAULTS = {"devices_per_host": 1, "intra_host_gbit": None, "ps_colocated": False, "ps_placement": ROUND_ROBIN}
+
+
+def add_profile_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default=None,
+                   help="transport profile: a file (./run_bench.sh profile writes results/profile.json) or a shipped "
+                        f"name ({', '.join(profile.shipped())}); default: {profile.DEFAULT}")
+
+
+def chosen_profile(args: argparse.Namespace) -> tuple[profile.Profile, str]:
+    """The profile of --profile, or the default one; and why it is the one used."""
+    if args.profile:
+        return profile.load(args.profile), f"--profile {args.profile}"
+    return profile.load(profile.DEFAULT), (f"no --profile given: {profile.DEFAULT}, this project's own machine over "
+                                           "loopback, stands in for your cluster's transports; measure them with "
+                                           "./run_bench.sh profile, or name a documented profile")
 
 
 def refuse_cluster_flags(args: argparse.Namespace) -> None:
@@ -67,6 +81,9 @@ def check(args: argparse.Namespace) -> None:
         if models.reads(name) == models.IDS or (models.user.is_spec(name) and models.signature(name).table_bytes):
             raise UsageError(f"--model {models.label(name)}: the cluster projection takes dense models; "
                              "its embedding table is not modelled")
+    args.profile_used, args.profile_why = chosen_profile(args)
+    if args.intra_host_gbit is None:
+        args.intra_host_gbit = args.profile_used.get("intra_host_bytes_per_s") * 8 / 1e9
     if args.devices_per_host < 1 or not args.intra_host_gbit > 0:
         raise UsageError("--devices-per-host must be >= 1 and --intra-host-gbit > 0")
     if args.ps_colocated and not args.ps:
@@ -83,32 +100,23 @@ def projection(args: argparse.Namespace) -> pd.DataFrame:
                                   args.intra_host_gbit * 1e9 / 8)
                 for k in args.ps or [cluster.hosts]:
                     ps = PsSetup(k, args.ps_colocated or not args.ps, args.ps_placement)
-                    rows += schemes.rows(models.label(name), model_tensors, cluster, ps)
+                    rows += schemes.rows(models.label(name), model_tensors, cluster, ps, args.profile_used)
     return pd.DataFrame(rows)
 
 
-def constants() -> list[dict]:
-    """Every constant the projection used that was not measured in this call, with its source."""
-    fixed = [("tcp_goodput", transports.TCP_GOODPUT, transports.TCP_GOODPUT_SOURCE),
-             ("latency_s", transports.LATENCY_S, transports.LATENCY_SOURCE),
-             ("intra_host_bytes_per_s", transports.PCIE_BYTES_PER_S, transports.PCIE_SOURCE),
-             ("forward_share", transports.FORWARD_SHARE, transports.FORWARD_SHARE_SOURCE),
-             ("fusion_bytes", transports.FUSION_BYTES, transports.FUSION_SOURCE),
-             ("cycle_s", transports.CYCLE_S, transports.FUSION_SOURCE),
-             ("coordinator_function_s", transports.COORDINATOR_FUNCTION_S, transports.COORDINATOR_SOURCE)]
-    out = [{"name": n, "value": v, "source": s} for n, v, s in fixed]
-    for t in transports.TRANSPORTS.values():
-        out.append({"name": f"{t.name}.flow_share", "value": t.flow_share, "source": t.source})
-        if t.process_bytes_per_s:
-            out.append({"name": f"{t.name}.process_bytes_per_s", "value": t.process_bytes_per_s, "source": t.source})
-        if t.message_s:
-            out.append({"name": f"{t.name}.message_s", "value": t.message_s, "source": t.message_source})
-    return out
+def constants(used: profile.Profile) -> list[dict]:
+    """Every constant the projection used that was not measured in this call, with its range and source."""
+    model_facts = [{"name": "forward_share", "value": transports.FORWARD_SHARE, "low": transports.FORWARD_SHARE,
+                    "high": transports.FORWARD_SHARE, "source": transports.FORWARD_SHARE_SOURCE}]
+    return model_facts + used.records()
 
 
-def published_result() -> dict:
-    checked = published.check()
-    return {"source": published.HOROVOD_2017.source, "rows": records(checked), "summary": published.summary(checked)}
+def published_result(used: profile.Profile) -> dict:
+    checked = published.check(used)
+    if checked.empty:
+        return {}
+    return {"source": published.HOROVOD_2017.source, "profile": used.name, "rows": records(checked),
+            "summary": published.summary(checked)}
 
 
 def records(frame: pd.DataFrame) -> list[dict]:
@@ -121,7 +129,9 @@ def main(args: argparse.Namespace) -> int:
     result = {"cluster": {"devices_per_host": args.devices_per_host, "device_examples_per_s":
                           args.device_examples_per_s, "batch_size": args.batch_size,
                           "intra_host_gbit": args.intra_host_gbit, "ps_placement": args.ps_placement},
-              "constants": constants(), "projection": records(table), "published": published_result()}
+              "profile": {**args.profile_used.summary(), "why": args.profile_why},
+              "constants": constants(args.profile_used), "projection": records(table),
+              "published": published_result(args.profile_used)}
     if args.output:
         out = Path(args.output)
         out.mkdir(parents=True, exist_ok=True)
@@ -129,6 +139,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, default=float))
         return 0
+    print(f"profile: {args.profile_used.name} ({args.profile_why})")
     show(table, result["published"])
     return 0
 
@@ -136,13 +147,16 @@ def main(args: argparse.Namespace) -> int:
 def show(table: pd.DataFrame, checked: dict) -> None:
     pd.set_option("display.width", 200)
     columns = ["model", "workers", "hosts", "link_gbit", "scheme", "transport", "ps", "throughput_examples_per_s",
-               "scaling_efficiency", "compute_s", "exposed_communication_s"]
+               "throughput_low", "throughput_high", "scaling_efficiency", "compute_s", "exposed_communication_s"]
     print(table[columns].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
-    print(f"\nChecked against {checked['source']}:")
+    if not checked:
+        return
+    print(f"\nChecked against {checked['source']} with profile {checked['profile']}:")
     print(published_table(pd.DataFrame(checked["rows"])).to_string(index=False))
     s = checked["summary"]
-    print(f"median |error| {s['median_abs_error']:.0%}, worst {s['worst_abs_error']:.0%} over {s['figures']} "
-          "figures (alternative readings not counted)")
+    print(f"{s['inside']} of {s['figures']} published figures inside their intervals (widest half-width "
+          f"{s['widest_half_width']:.0%}); midpoints: median |error| {s['median_abs_error']:.0%}, worst "
+          f"{s['worst_abs_error']:.0%} (alternative readings not counted)")
 
 
 def published_table(checked: pd.DataFrame) -> pd.DataFrame:
@@ -151,6 +165,8 @@ def published_table(checked: pd.DataFrame) -> pd.DataFrame:
         "setup": checked["setup"], "model": checked["model"],
         "published": checked["published_examples_per_s"].map("{:,.1f}".format),
         "predicted": checked["predicted_examples_per_s"].map("{:,.1f}".format),
+        "interval": [f"{lo:,.0f}-{hi:,.0f}" for lo, hi in zip(checked["predicted_low"], checked["predicted_high"],
+                                                              strict=True)],
         "error": checked["error"].map("{:+.0%}".format),
         "step ms (published)": checked["published_step_s"].map(lambda v: f"{v * 1e3:,.0f}"),
         "compute ms": checked["compute_s"].map(lambda v: f"{v * 1e3:,.0f}"),

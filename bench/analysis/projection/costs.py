@@ -12,7 +12,8 @@ gradient bytes over links of latency alpha and bandwidth B (bytes/s) each way.
   where the ring's 2(n-1)/n (D + T) does not; or the whole table in the ring (dense). A ps
   phase moves the worker's larger direction, max(sent, received) of bench.metrics.ps_worker_bytes.
 - ps-async: no worker waits for another; throughput is capped by the workers
-  (n / t_worker) and by the ps links (k B / (2 S): each update crosses them twice).
+  (n / t_worker) and by the ps links (k B / S: each update crosses them once each way, and
+  the two directions carry pushes and pulls at once).
 - a synchronous step waits for the slowest worker's compute: the expected maximum of n
   (with b backup workers, the (n-b)-th fastest) of the workers' step computes.
 - BytePS (OSDI '20, section 4) compares the per-direction times 2(n-1)/n S/B and

@@ -9,9 +9,11 @@
   GPUs do.
 - A variable's push is E copies of its bytes into its ps task (E pushers); the task's process
   moves them at gRPC's rate, and those from other hosts also cross its host's link at the
-  link's rate. A pull is the same the other way. Push and pull use the two directions of a
-  link, so the pull of one variable overlaps the pushes of the next: per task, a two-stage
-  flow shop over its variables in the order their gradients become ready.
+  link's rate. A pull is the same the other way. Per task, three resources taken in the
+  order the gradients become ready: the link's two directions, so the pull of one variable
+  overlaps the pushes of the next on the wire; and the task's one process, which does the
+  work of every push and every pull (its rate is measured with both: counting it once per
+  direction would count a CPU-bound process's capacity twice).
 - A ps on a worker host (colocated) shares that host's link with the host's own workers:
   every host's link carries, each way, what its workers send to tasks elsewhere plus what
   its task receives from workers elsewhere, a bound on the exchange.
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 
 from bench.analysis.projection.cluster import Cluster, StepTerms
 from bench.analysis.projection.tensors import ModelTensors, Tensor
-from bench.analysis.projection.transports import LATENCY_S, Transport
+from bench.analysis.projection.transports import Transport
 
 ROUND_ROBIN, BALANCED = "round-robin", "balanced"
 PLACEMENTS = (ROUND_ROBIN, BALANCED)
@@ -73,24 +75,37 @@ class Layout:
         return self.cluster.batch_size * (self.cluster.devices_per_host if self.aggregated else 1)
 
 
-def _stage_s(layout: Layout, task: int, nbytes: int, transport: Transport, tensors: int = 1) -> float:
-    """One variable's push (or pull) at its task (or `tensors` variables' of `nbytes` in all): all
-    pushers' copies through the task's process, a message each, those from other hosts through
-    its host's link."""
+def _copy_s(nbytes: int, transport: Transport, tensors: int = 1) -> float:
+    """A task's process's work on one pusher's copy of `tensors` variables of `nbytes` in all, one
+    way: the bytes at its rate, and a message per tensor."""
     rate = nbytes / transport.process_bytes_per_s if transport.process_bytes_per_s else 0.0
-    process = layout.pushers * (rate + tensors * transport.message_s)
-    link = layout.remote_pushers(task) * nbytes / transport.network_bytes_per_s(layout.cluster.link_gbit)
-    return max(process, link)
+    return rate + tensors * transport.message_s
+
+
+def _process_s(layout: Layout, nbytes: int, transport: Transport) -> float:
+    """The task's process's work for one push (or pull) of a variable, of every pusher."""
+    return layout.pushers * _copy_s(nbytes, transport)
+
+
+def _link_s(layout: Layout, task: int, nbytes: int, transport: Transport) -> float:
+    """One push (or pull) of `nbytes` on the task's host's link, one direction: the remote pushers' copies."""
+    return layout.remote_pushers(task) * nbytes / transport.network_bytes_per_s(layout.cluster.link_gbit)
 
 
 def _task_end_s(layout: Layout, task: int, variables: list[tuple[float, Tensor]], transport: Transport) -> float:
-    """Two-stage flow shop: pushes in ready order, each variable's pull once its pushes are in."""
-    pushed = pulled = 0.0
+    """Each variable's push once its gradient is ready, then its pull, each taking the task's
+    process and one direction of its link, in ready order: when the task's last pull ends."""
+    process_free = inbound_free = outbound_free = pulled = 0.0
     for ready, tensor in variables:
-        stage = _stage_s(layout, task, tensor.nbytes, transport)
-        pushed = max(ready, pushed) + stage
-        pulled = max(pushed, pulled) + stage
-    return pulled + 2 * LATENCY_S
+        work = _process_s(layout, tensor.nbytes, transport)
+        wire = _link_s(layout, task, tensor.nbytes, transport)
+        start = max(ready, process_free, inbound_free)
+        pushed = start + max(work, wire)
+        process_free, inbound_free = start + work, start + wire
+        start = max(pushed, process_free, outbound_free)
+        pulled = start + max(work, wire)
+        process_free, outbound_free = start + work, start + wire
+    return pulled + 2 * transport.latency_s
 
 
 def _per_task(tensors: ModelTensors, tasks_of: list[int], tasks: int) -> tuple[list[int], list[int]]:
@@ -144,8 +159,11 @@ def asynchronous_rate(tensors: ModelTensors, layout: Layout, placement: str,
     own += _aggregation_s(layout, tensors.nbytes) if layout.aggregated else 0.0
     tasks_of = place(tensors, layout.tasks, placement)
     per_task, count = _per_task(tensors, tasks_of, layout.tasks)
-    # per update a task takes in and sends out its bytes once (the two directions overlap)
-    cap = min((1.0 / _stage_s(layout, k, b, transport, count[k]) * layout.pushers)
+    # per update a task's process takes in and sends out its bytes (both its work); its link's
+    # two directions carry them at once, the remote pushers' share of the updates
+    remote = [layout.remote_pushers(k) / layout.pushers for k in range(layout.tasks)]
+    net = transport.network_bytes_per_s(layout.cluster.link_gbit)
+    cap = min(1.0 / max(2 * _copy_s(b, transport, count[k]), remote[k] * b / net)
               for k, b in enumerate(per_task) if b)
     updates = min(layout.pushers / own, cap)
     step_s = layout.pushers / updates

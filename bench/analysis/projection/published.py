@@ -1,7 +1,7 @@
 """Published measurements of real clusters that the projection is checked against. Each
 figure is predicted from that table's 1-device row, the model's own tensors and the
-cluster's description; nothing is fitted to the figures (the constants are in
-bench.analysis.projection.transports, each with its source).
+cluster's description and a transport profile; nothing is fitted to the figures (the
+profile's constants are data, each with its range and source: bench.analysis.projection.profile).
 
 Horovod's README, October 2017: 4 servers x 4 Pascal GPUs, a RoCE-capable 25 Gbit/s network
 used over TCP, batch 64 per GPU, tf_cnn_benchmarks, examples/s. How each row maps to a scheme:
@@ -24,8 +24,10 @@ import pandas as pd
 from bench.analysis.projection import schemes, tensors
 from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.model import PS_SYNC, PS_SYNC_AGGREGATED, RING
+from bench.analysis.projection.profile import Profile
 from bench.analysis.projection.schemes import tf_cnn_benchmarks_ps
-from bench.analysis.projection.transports import GRPC, MPI, NCCL
+from strategies.base import GRPC, NCCL
+from strategies.base import MPI_CONTROLLER as MPI
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,9 @@ class PublishedTable:
     measured: dict[tuple[str, str], float]  # (setup label, model) -> examples/s of the whole cluster
     alternatives: tuple[Setup, ...] = ()  # predicted beside a setup whose published description admits two
 
-    def cluster(self, model: str) -> Cluster:
-        return Cluster(self.devices, self.devices_per_host, self.link_gbit, self.one_device[model], self.batch_size)
+    def cluster(self, model: str, profile: Profile) -> Cluster:
+        return Cluster(self.devices, self.devices_per_host, self.link_gbit, self.one_device[model], self.batch_size,
+                       profile.get("intra_host_bytes_per_s"))
 
 
 PS_ROW, MPI_ROW, NCCL_ROW = ("distributed TensorFlow (parameter servers)", "TCP Horovod, allreduce on CPU (MPI)",
@@ -66,23 +69,28 @@ HOROVOD_2017 = PublishedTable(
 )
 
 
-def _row(table: PublishedTable, setup: Setup, model: str, published: float | None) -> dict:
-    cluster = table.cluster(model)
-    rate, terms = schemes.predict(setup.scheme, setup.transport, tensors.of(model), cluster,
-                                  tf_cnn_benchmarks_ps(cluster))
+def _row(table: PublishedTable, setup: Setup, model: str, published: float | None, profile: Profile) -> dict:
+    cluster = table.cluster(model, profile)
+    found = schemes.interval(setup.scheme, setup.transport, tensors.of(model), cluster, tf_cnn_benchmarks_ps(cluster),
+                             profile)
+    rate, terms = found.midpoint, found.terms
     return {"setup": setup.label, "model": model, "scheme": setup.scheme, "transport": setup.transport,
             "published_examples_per_s": published, "predicted_examples_per_s": rate,
+            "predicted_low": found.low, "predicted_high": found.high,
+            "inside": bool(published and found.low <= published <= found.high),
             "error": rate / published - 1 if published else None, "compute_s": terms.compute_s,
             "exposed_communication_s": terms.exposed_communication_s, "step_s": terms.step_s,
             "published_step_s": cluster.workers * cluster.batch_size / published if published else None}
 
 
-def check(table: PublishedTable = HOROVOD_2017) -> pd.DataFrame:
-    """Every published figure of the table against its prediction, and each alternative
-    reading of a setup beside it (whose error does not count in the summary)."""
-    rows = [_row(table, s, m, table.measured[(s.label, m)]) for s in table.setups for m in table.one_device]
+def check(profile: Profile, table: PublishedTable = HOROVOD_2017) -> pd.DataFrame:
+    """Every published figure of the table against its prediction with `profile`, and each
+    alternative reading of a setup beside it (whose error does not count in the summary)."""
+    if not all(profile.has(s.transport) for s in (*table.setups, *table.alternatives)):
+        return pd.DataFrame()
+    rows = [_row(table, s, m, table.measured[(s.label, m)], profile) for s in table.setups for m in table.one_device]
     for alt in table.alternatives:
-        rows += [{**_row(table, alt, m, table.measured[(alt.measured_as, m)]), "alternative": True}
+        rows += [{**_row(table, alt, m, table.measured[(alt.measured_as, m)], profile), "alternative": True}
                  for m in table.one_device]
     out = pd.DataFrame(rows)
     out["alternative"] = out.get("alternative", pd.Series(dtype=bool)).fillna(False).astype(bool)
@@ -90,6 +98,9 @@ def check(table: PublishedTable = HOROVOD_2017) -> pd.DataFrame:
 
 
 def summary(checked: pd.DataFrame) -> dict:
-    errors = checked.loc[~checked["alternative"], "error"].abs()
+    main = checked[~checked["alternative"]]
+    errors = main["error"].abs()
+    half = (main["predicted_high"] - main["predicted_low"]) / (main["predicted_high"] + main["predicted_low"])
     return {"figures": int(len(errors)), "median_abs_error": float(errors.median()),
-            "worst_abs_error": float(errors.max())}
+            "worst_abs_error": float(errors.max()), "inside": int(main["inside"].sum()),
+            "widest_half_width": float(half.max())}

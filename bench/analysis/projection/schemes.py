@@ -9,8 +9,10 @@ from bench.analysis.projection import allreduce, parameter_servers
 from bench.analysis.projection.cluster import Cluster, StepTerms
 from bench.analysis.projection.model import HIERARCHICAL, PS_ASYNC, PS_COORDINATOR, PS_SYNC, PS_SYNC_AGGREGATED, RING
 from bench.analysis.projection.parameter_servers import BALANCED, Layout
+from bench.analysis.projection.profile import FAST, SLOW, VALUE, Profile
 from bench.analysis.projection.tensors import ModelTensors
-from bench.analysis.projection.transports import ALLREDUCE_TRANSPORTS, COORDINATOR_FUNCTION_S, GRPC, TRANSPORTS
+from bench.analysis.projection.transports import Transport
+from strategies.base import GRPC
 from strategies.ps_coordinator import MOST_STEPS_PER_FUNCTION
 
 
@@ -26,10 +28,9 @@ def tf_cnn_benchmarks_ps(cluster: Cluster) -> PsSetup:
     return PsSetup(cluster.hosts, True, BALANCED)
 
 
-def predict(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluster,
+def predict(scheme: str, chosen: Transport, tensors: ModelTensors, cluster: Cluster,
             ps: PsSetup) -> tuple[float, StepTerms]:
     """(examples/s of the whole cluster, one step's terms) of one scheme over one transport."""
-    chosen = TRANSPORTS[transport]
     if scheme in (RING, HIERARCHICAL):
         terms = allreduce.step(tensors, cluster, chosen, hierarchical=scheme == HIERARCHICAL)
         return cluster.workers * cluster.batch_size / terms.step_s, terms
@@ -38,44 +39,76 @@ def predict(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluster
         return parameter_servers.asynchronous_rate(tensors, layout, ps.placement, chosen)
     if scheme == PS_COORDINATOR:
         rate, terms = parameter_servers.asynchronous_rate(tensors, layout, ps.placement, chosen)
-        return coordinated(rate, terms, cluster)
+        return coordinated(rate, terms, cluster, chosen.function_s)
     terms = parameter_servers.synchronous_step(tensors, layout, ps.placement, chosen)
     return cluster.workers * cluster.batch_size / terms.step_s, terms
 
 
-def coordinated(rate: float, terms: StepTerms, cluster: Cluster) -> tuple[float, StepTerms]:
+def coordinated(rate: float, terms: StepTerms, cluster: Cluster, function_s: float) -> tuple[float, StepTerms]:
     """ps-async's rate, at most what one coordinator schedules: a function of K steps (its default)
-    per COORDINATOR_FUNCTION_S; the workers then wait for it."""
-    cap = MOST_STEPS_PER_FUNCTION * cluster.batch_size / COORDINATOR_FUNCTION_S
+    per `function_s`; the workers then wait for it."""
+    cap = MOST_STEPS_PER_FUNCTION * cluster.batch_size / function_s
     if rate <= cap:
         return rate, terms
     step_s = cluster.workers * cluster.batch_size / cap
     return cap, StepTerms.of(step_s, terms.compute_s, waiting_s=step_s - terms.step_s)
 
 
-def combinations(cluster: Cluster) -> list[tuple[str, str]]:
-    """(scheme, transport) pairs that make sense on this cluster."""
-    rings = [(RING, t) for t in ALLREDUCE_TRANSPORTS]
+def combinations(cluster: Cluster, profile: Profile) -> list[tuple[str, str]]:
+    """(scheme, transport) pairs that make sense on this cluster, over the transports the profile has."""
+    collectives = [t for t in profile.transport_names if t != GRPC]
+    rings = [(RING, t) for t in collectives]
     if cluster.devices_per_host > 1 and cluster.hosts > 1:
-        rings += [(HIERARCHICAL, t) for t in ALLREDUCE_TRANSPORTS]
-    ps = [(PS_SYNC, GRPC), (PS_ASYNC, GRPC), (PS_COORDINATOR, GRPC)]
+        rings += [(HIERARCHICAL, t) for t in collectives]
+    if not profile.has(GRPC):
+        return rings
+    ps = [(PS_SYNC, GRPC), (PS_ASYNC, GRPC)]
+    if profile.get("coordinator_function_s") is not None:  # TensorFlow 2's coordinator is in this software
+        ps.append((PS_COORDINATOR, GRPC))
     if cluster.devices_per_host > 1:
         ps.insert(1, (PS_SYNC_AGGREGATED, GRPC))
     return rings + ps
 
 
-def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup) -> list[dict]:
+@dataclass(frozen=True)
+class Interval:
+    """A scheme's figure over the profile's ranges: its value at every constant's slow end and at
+    every one's fast end (bench.analysis.projection.profile: the model is monotone in each), the
+    midpoint of the two, and the step's terms at the profile's values."""
+
+    low: float
+    high: float
+    step_s_low: float
+    step_s_high: float
+    terms: StepTerms
+
+    @property
+    def midpoint(self) -> float:
+        return (self.low + self.high) / 2
+
+
+def interval(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup,
+             profile: Profile) -> Interval:
+    (slow, slow_terms), (_, terms), (fast, fast_terms) = (
+        predict(scheme, profile.transports(end)[transport], tensors, cluster, ps) for end in (SLOW, VALUE, FAST))
+    return Interval(slow, fast, fast_terms.step_s, slow_terms.step_s, terms)
+
+
+def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup, profile: Profile) -> list[dict]:
     out = []
     alone = cluster.device_examples_per_s
-    for scheme, transport in combinations(cluster):
-        rate, terms = predict(scheme, transport, tensors, cluster, ps)
+    for scheme, transport in combinations(cluster, profile):
+        found = interval(scheme, transport, tensors, cluster, ps, profile)
+        terms = found.terms
         uses_ps = transport == GRPC
         out.append({"model": model, "workers": cluster.workers, "devices_per_host": cluster.devices_per_host,
                     "hosts": cluster.hosts, "link_gbit": cluster.link_gbit, "batch_size": cluster.batch_size,
                     "scheme": scheme, "transport": transport, "ps": ps.tasks if uses_ps else 0,
                     "ps_colocated": ps.colocated if uses_ps else None,
                     "ps_placement": ps.placement if uses_ps else None,
-                    "throughput_examples_per_s": rate, "step_s": terms.step_s, "compute_s": terms.compute_s,
+                    "throughput_examples_per_s": found.midpoint, "throughput_low": found.low,
+                    "throughput_high": found.high, "step_s": terms.step_s, "step_s_low": found.step_s_low,
+                    "step_s_high": found.step_s_high, "compute_s": terms.compute_s,
                     "exposed_communication_s": terms.exposed_communication_s, "waiting_s": terms.waiting_s,
-                    "scaling_efficiency": rate / (cluster.workers * alone)})
+                    "scaling_efficiency": found.midpoint / (cluster.workers * alone)})
     return out

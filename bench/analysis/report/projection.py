@@ -34,24 +34,31 @@ def projection_section(result: dict, ident: str) -> str:
 def cluster_parts(result: dict, ident: str) -> list[str]:
     """A cluster described by its devices, hosts and links (python -m bench project --device-examples-per-s)."""
     c = result["cluster"]
+    used = result.get("profile") or {}
     return [
         note(f"A cluster described, not run: one device {c['device_examples_per_s']:g} examples/s at batch "
              f"{c['batch_size']}, {c['devices_per_host']} devices per host, {c['intra_host_gbit']:g} Gbit/s "
-             f"inside a host, ps variables placed {c['ps_placement']}."),
+             f"inside a host, ps variables placed {c['ps_placement']}. Transport profile: "
+             f"{used.get('name', '?')} ({used.get('why', '')}). Each figure is an interval: every ranged "
+             "constant of the profile at its slow end, and at its fast end; examples/s is its midpoint."),
         table(pd.DataFrame(result["projection"]), [
             ("model", "model", "text"), ("workers", "devices", "int"), ("hosts", "hosts", "int"),
             ("link_gbit", "link Gbit/s", "ratio"), ("scheme", "scheme", "text"), ("transport", "transport", "text"),
             ("ps", "ps", "int"), ("throughput_examples_per_s", "examples/s", "rate"),
+            ("throughput_low", "low", "rate"), ("throughput_high", "high", "rate"),
             ("scaling_efficiency", "efficiency", "pct"), ("compute_s", "compute", "ms"),
             ("exposed_communication_s", "exposed communication", "ms")], f"{ident}-cluster"),
         table(constants_frame(result["constants"]), [("name", "constant", "text"), ("value", "value", "text"),
-                                                     ("source", "source", "text")], f"{ident}-constants"),
+                                                     ("range", "range", "text"), ("source", "source", "text")],
+              f"{ident}-constants"),
     ]
 
 
 def constants_frame(constants: list[dict]) -> pd.DataFrame:
     """Constants of every magnitude (50 us, 64 MB, 0.94), each shown as %g."""
     frame = pd.DataFrame(constants)
+    frame["range"] = [f"{lo:g}-{hi:g}" if lo != hi else "exact" for lo, hi in zip(frame["low"], frame["high"],
+                                                                                   strict=True)]
     frame["value"] = frame["value"].map("{:g}".format)
     return frame
 
@@ -63,12 +70,14 @@ def published_parts(checked: dict, ident: str) -> list[str]:
     return [
         table(rows, [("setup", "published setup", "text"), ("model", "model", "text"),
                      ("published_examples_per_s", "published", "rate"),
-                     ("predicted_examples_per_s", "predicted", "rate"), ("error", "error", "pct"),
+                     ("predicted_examples_per_s", "predicted", "rate"), ("predicted_low", "low", "rate"),
+                     ("predicted_high", "high", "rate"), ("error", "error", "pct"),
                      ("published_step_s", "published step", "ms"), ("compute_s", "compute", "ms"),
                      ("exposed_communication_s", "predicted exposed communication", "ms")], f"{ident}-published"),
-        note(f"Checked against {checked['source']}: median |error| {100 * s['median_abs_error']:.0f}%, worst "
-             f"{100 * s['worst_abs_error']:.0f}% over {s['figures']} figures; the rows of an alternative "
-             "reading of a setup are not counted. Nothing is fitted to these figures."),
+        note(f"Checked against {checked['source']} with profile {checked.get('profile', '?')}: {s['inside']} of "
+             f"{s['figures']} figures inside their intervals; midpoints: median |error| "
+             f"{100 * s['median_abs_error']:.0f}%, worst {100 * s['worst_abs_error']:.0f}%; the rows of an "
+             "alternative reading of a setup are not counted. Nothing is fitted to these figures."),
     ]
 
 

@@ -1,0 +1,136 @@
+"""Transport profiles: the rates and costs of a cluster's transports, as data.
+
+A profile is a JSON file: per constant its value, a `[low, high]` range, what exactly it
+measures, the software it was measured with, and its source (the command and date that
+measured it, or a citation). The suite ships documented profiles in
+`bench/analysis/projection/profiles/` (`--profile NAME`); `--profile FILE` reads any other.
+
+The projection is monotone in every constant that carries a range: faster for a higher
+rate or share, slower for a higher cost (`COSTS`). So the extremes of a projected figure
+over the box of ranges are its values at two corners: every constant at its slow end, and
+every one at its fast end (`Profile.transports(SLOW)`, `(FAST)`). Constants whose effect
+is not monotone (Horovod's fusion threshold and cycle: a tick falls on the cycle's grid)
+must be exact, `low == value == high`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.analysis.projection.transports import Transport
+from bench.errors import UsageError
+from strategies.base import GLOO_CONTROLLER as GLOO
+from strategies.base import GRPC, NCCL
+from strategies.base import MPI_CONTROLLER as MPI
+
+SHIPPED = Path(__file__).parent / "profiles"
+DEFAULT = "loopback-2026"
+SLOW, VALUE, FAST = "slow", "value", "fast"
+ENDS = (SLOW, VALUE, FAST)
+
+# a higher value of these makes a step longer; of every other ranged constant, shorter
+COSTS = frozenset({"latency_s", "grpc.message_s", "coordinator_function_s"})
+EXACT = frozenset({"horovod.fusion_bytes", "horovod.cycle_s"})
+SHARED = ("latency_s", "link_share", "intra_host_bytes_per_s", "horovod.fusion_bytes", "horovod.cycle_s")
+# the transports a profile may describe, and which carry their buffers through host memory
+HOST_COPIES = {NCCL: False, MPI: True, GLOO: True, GRPC: True}
+FIELDS = ("value", "low", "high", "unit", "measures", "software", "source")
+
+
+@dataclass(frozen=True)
+class Constant:
+    name: str
+    value: float
+    low: float
+    high: float
+    unit: str
+    measures: str  # what exactly the figure is
+    software: str  # what it was measured with (versions)
+    source: str  # the command and date that measured it, or a citation
+
+    def at(self, end: str) -> float:
+        if end == VALUE:
+            return self.value
+        slow = self.high if self.name in COSTS else self.low
+        fast = self.low if self.name in COSTS else self.high
+        return slow if end == SLOW else fast
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    describes: str
+    path: str
+    constants: dict[str, Constant]
+
+    def get(self, name: str, end: str = VALUE) -> float | None:
+        constant = self.constants.get(name)
+        return None if constant is None else constant.at(end)
+
+    def has(self, transport: str) -> bool:
+        return f"{transport}.flow_share" in self.constants
+
+    @property
+    def transport_names(self) -> list[str]:
+        return [t for t in HOST_COPIES if self.has(t)]
+
+    def transports(self, end: str = VALUE) -> dict[str, Transport]:
+        """Each transport the profile describes, its rates and costs at `end` of their ranges."""
+        out = {}
+        for name in self.transport_names:
+            out[name] = Transport(
+                name, self.get(f"{name}.flow_share", end), self.get(f"{name}.process_bytes_per_s", end),
+                HOST_COPIES[name], self.constants[f"{name}.flow_share"].source,
+                link_share=self.get("link_share", end), message_s=self.get(f"{name}.message_s", end) or 0.0,
+                latency_s=self.get("latency_s", end), fusion_bytes=int(self.get("horovod.fusion_bytes", end)),
+                cycle_s=self.get("horovod.cycle_s", end), function_s=self.get("coordinator_function_s", end))
+        return out
+
+    def records(self) -> list[dict]:
+        """The constants as rows, for --json and the report."""
+        return [{"name": c.name, **{f: getattr(c, f) for f in FIELDS}} for c in self.constants.values()]
+
+    def summary(self) -> dict:
+        return {"name": self.name, "describes": self.describes, "path": self.path, "constants": self.records()}
+
+
+def shipped() -> list[str]:
+    return sorted(p.stem for p in SHIPPED.glob("*.json"))
+
+
+def load(name_or_path: str) -> Profile:
+    """A shipped profile by name, or a profile file (what `./run_bench.sh profile` wrote)."""
+    path = Path(name_or_path)
+    if not path.is_file():
+        path = SHIPPED / f"{name_or_path}.json"
+    if not path.is_file():
+        raise UsageError(f"--profile {name_or_path}: no such file, nor a shipped profile "
+                         f"(shipped: {', '.join(shipped())})")
+    try:
+        data = json.loads(path.read_text())
+        return parse(data, str(path))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--profile {name_or_path}: not a transport profile ({exc})") from None
+
+
+def parse(data: dict, path: str) -> Profile:
+    constants = {}
+    for name, fields in data["constants"].items():
+        missing = [f for f in FIELDS if f not in fields]
+        if missing:
+            raise ValueError(f"{name} lacks {', '.join(missing)}")
+        c = Constant(name, *(float(fields[f]) for f in ("value", "low", "high")),
+                     *(str(fields[f]) for f in ("unit", "measures", "software", "source")))
+        if not c.low <= c.value <= c.high:
+            raise ValueError(f"{name}: value {c.value:g} outside [{c.low:g}, {c.high:g}]")
+        if name in EXACT and c.low != c.high:
+            raise ValueError(f"{name} takes no range (its effect on a step is not monotone)")
+        if not c.source.strip():
+            raise ValueError(f"{name} has no source")
+        constants[name] = c
+    missing = [n for n in SHARED if n not in constants]
+    if missing:
+        raise ValueError(f"lacks {', '.join(missing)}")
+    return Profile(str(data["name"]), str(data["describes"]), path, constants)
