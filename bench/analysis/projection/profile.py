@@ -5,17 +5,22 @@ measures, the software it was measured with, and its source (the command and dat
 measured it, or a citation). The suite ships documented profiles in
 `bench/analysis/projection/profiles/` (`--profile NAME`); `--profile FILE` reads any other.
 
-The projection is monotone in every constant that carries a range: faster for a higher
-rate or share, slower for a higher cost (`COSTS`). So the extremes of a projected figure
-over the box of ranges are its values at two corners: every constant at its slow end, and
-every one at its fast end (`Profile.transports(SLOW)`, `(FAST)`). Constants whose effect
-is not monotone (Horovod's fusion threshold and cycle: a tick falls on the cycle's grid)
-must be exact, `low == value == high`.
+A projected figure's interval is the extremes of the figure over the box of ranges. The
+projection is nearly monotone in every ranged constant (faster for a higher rate or share,
+slower for a higher cost, `COSTS`), so the extremes lie at two corners: every constant at
+its slow end, every one at its fast end. Not quite everywhere: Horovod's loop wakes on its
+cycle, so a faster reduction can find fewer tensors ready at its next tick and pay for more
+buffers (0.7 % the wrong way, once in 56 rows of the large-cluster example). The interval is
+therefore the extremes over the two corners, the values and `DRAWS` seeded draws inside
+the ranges (`Profile.points`). Horovod's fusion threshold and cycle themselves must be
+exact, `low == value == high`: their effect is not near monotone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +42,7 @@ SHARED = ("latency_s", "link_share", "intra_host_bytes_per_s", "horovod.fusion_b
 # the transports a profile may describe, and which carry their buffers through host memory
 HOST_COPIES = {NCCL: False, MPI: True, GLOO: True, GRPC: True}
 FIELDS = ("value", "low", "high", "unit", "measures", "software", "source")
+DRAWS = 16
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,16 @@ class Profile:
                 link_share=self.get("link_share", end), message_s=self.get(f"{name}.message_s", end) or 0.0,
                 latency_s=self.get("latency_s", end), fusion_bytes=int(self.get("horovod.fusion_bytes", end)),
                 cycle_s=self.get("horovod.cycle_s", end), function_s=self.get("coordinator_function_s", end))
+        return out
+
+    def points(self) -> list[dict[str, Transport]]:
+        """The transports at the slow corner, the values, the fast corner, then at DRAWS seeded
+        uniform draws inside the ranges."""
+        out = [self.transports(end) for end in ENDS]
+        rng = random.Random(0)
+        for _ in range(DRAWS):
+            drawn = {n: dataclasses.replace(c, value=rng.uniform(c.low, c.high)) for n, c in self.constants.items()}
+            out.append(dataclasses.replace(self, constants=drawn).transports())
         return out
 
     def records(self) -> list[dict]:

@@ -4,13 +4,14 @@ cluster's description and a transport profile; nothing is fitted to the figures 
 profile's constants are data, each with its range and source: bench.analysis.projection.profile).
 
 Horovod's README, October 2017: 4 servers x 4 Pascal GPUs, a RoCE-capable 25 Gbit/s network
-used over TCP, batch 64 per GPU, tf_cnn_benchmarks, examples/s. How each row maps to a scheme:
-- "distributed TensorFlow (parameter servers)": synchronous ps over gRPC, one worker task per
-  GPU (TensorFlow's distributed guide of the time: several tasks per machine, one per
-  device), one ps task per server on the worker servers, variables placed by bytes
-  (tf_cnn_benchmarks' GreedyLoadBalancingStrategy, variable_mgr.py at its 2017-10-05
-  commit). tf_cnn_benchmarks with one worker task of 4 GPUs per server sums the 4 GPUs'
-  gradients on the server before pushing; that alternative is predicted beside it.
+used over TCP, batch 64 per GPU, tf_cnn_benchmarks, examples/s. How each row maps to a scheme
+(docs/projection.md gives the documents and quotes):
+- "distributed TensorFlow (parameter servers)": tf_cnn_benchmarks with plain gRPC and
+  `--variable_update=parameter_server` on TensorFlow 1.3.0 (horovod/horovod#246), whose
+  workers of several GPUs sum their towers' gradients before the ps and fetch each variable
+  once per worker: synchronous ps, one worker per server (host-aggregated), one ps task per
+  server on the worker servers, variables placed by bytes (GreedyLoadBalancingStrategy). One
+  worker task per GPU is predicted beside it.
 - "TCP Horovod, allreduce on CPU (MPI)": a flat ring over Horovod's MPI path (host memory).
 - "TCP Horovod, allreduce on GPU with NCCL": a flat ring over NCCL's socket transport.
 """
@@ -61,11 +62,11 @@ HOROVOD_2017 = PublishedTable(
     source="Horovod README, October 2017: 4 servers x 4 Pascal GPUs, 25 Gbit/s network over TCP, batch 64 per GPU",
     devices=16, devices_per_host=4, link_gbit=25, batch_size=64,
     one_device={"inception3": 134.4, "resnet101": 119.4, "vgg16": 130.9},
-    setups=(Setup(PS_ROW, PS_SYNC, GRPC), Setup(MPI_ROW, RING, MPI), Setup(NCCL_ROW, RING, NCCL)),
+    setups=(Setup(PS_ROW, PS_SYNC_AGGREGATED, GRPC), Setup(MPI_ROW, RING, MPI), Setup(NCCL_ROW, RING, NCCL)),
     measured={(PS_ROW, "inception3"): 1345.8, (PS_ROW, "resnet101"): 959.6, (PS_ROW, "vgg16"): 74.7,
               (MPI_ROW, "inception3"): 2073.3, (MPI_ROW, "resnet101"): 1338.3, (MPI_ROW, "vgg16"): 616.8,
               (NCCL_ROW, "inception3"): 1990.7, (NCCL_ROW, "resnet101"): 1685.1, (NCCL_ROW, "vgg16"): 1308.7},
-    alternatives=(Setup(PS_ROW + ", one worker of 4 GPUs per server", PS_SYNC_AGGREGATED, GRPC, PS_ROW),),
+    alternatives=(Setup(PS_ROW + ", one worker task per GPU", PS_SYNC, GRPC, PS_ROW),),
 )
 
 

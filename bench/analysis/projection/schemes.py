@@ -9,7 +9,7 @@ from bench.analysis.projection import allreduce, parameter_servers
 from bench.analysis.projection.cluster import Cluster, StepTerms
 from bench.analysis.projection.model import HIERARCHICAL, PS_ASYNC, PS_COORDINATOR, PS_SYNC, PS_SYNC_AGGREGATED, RING
 from bench.analysis.projection.parameter_servers import BALANCED, Layout
-from bench.analysis.projection.profile import FAST, SLOW, VALUE, Profile
+from bench.analysis.projection.profile import Profile
 from bench.analysis.projection.tensors import ModelTensors
 from bench.analysis.projection.transports import Transport
 from strategies.base import GRPC
@@ -72,9 +72,9 @@ def combinations(cluster: Cluster, profile: Profile) -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class Interval:
-    """A scheme's figure over the profile's ranges: its value at every constant's slow end and at
-    every one's fast end (bench.analysis.projection.profile: the model is monotone in each), the
-    midpoint of the two, and the step's terms at the profile's values."""
+    """A scheme's figure over the profile's ranges: its extremes over the points
+    bench.analysis.projection.profile.Profile.points gives (the two corners, the values and
+    seeded draws), their midpoint, and the step's terms at the profile's values."""
 
     low: float
     high: float
@@ -89,9 +89,9 @@ class Interval:
 
 def interval(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup,
              profile: Profile) -> Interval:
-    (slow, slow_terms), (_, terms), (fast, fast_terms) = (
-        predict(scheme, profile.transports(end)[transport], tensors, cluster, ps) for end in (SLOW, VALUE, FAST))
-    return Interval(slow, fast, fast_terms.step_s, slow_terms.step_s, terms)
+    found = [predict(scheme, point[transport], tensors, cluster, ps) for point in profile.points()]
+    rates, steps = [rate for rate, _ in found], [terms.step_s for _, terms in found]
+    return Interval(min(rates), max(rates), min(steps), max(steps), found[1][1])  # points()[1]: the values
 
 
 def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup, profile: Profile) -> list[dict]:
