@@ -9,6 +9,7 @@
 #   ./run_bench.sh stragglers|network|tradeoffs [flags]  presets (network, tradeoffs: root)
 #   ./run_bench.sh micro|overhead [flags]  allreduce/ps micro-benchmarks; the harness's cost
 #   ./run_bench.sh project [flags] throughput at cluster sizes nobody here can run
+#   ./run_bench.sh profile [flags] the transport profile of these machines (salloc -N 2: across nodes)
 #   ./run_bench.sh cluster up --hosts H --link-mbit M | env | down | status | check
 #                                  hosts in network namespaces with Slurm, links capped (root)
 # Inside a Slurm allocation (salloc, sbatch) every run's processes are srun job steps.
@@ -280,7 +281,7 @@ main() {
             log "ready: source .venv/bin/activate"
             return ;;
         -h|--help|help)
-            sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
             return ;;
     esac
     local flavor_flag=""
@@ -296,7 +297,7 @@ main() {
         cluster)
             [[ "${1:-}" == up ]] && ensure_slurm
             exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
-        all|report|matrix|micro|stragglers|network|tradeoffs|overhead|project)
+        all|report|matrix|micro|stragglers|network|tradeoffs|overhead|project|profile)
             exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
         *) exec "$VENV/bin/python" -m bench --strategy "$cmd" "$@" ;;
     esac

@@ -28,7 +28,7 @@ SUBCOMMANDS = {"report": "bench.analysis.report.cli:main", "all": "bench.drivers
                "stragglers": "bench.drivers.presets.stragglers:main", "micro": "bench.drivers.micro.run:main",
                "cluster": "bench.infra.emulated.cli:main", "network": "bench.drivers.presets.network:main",
                "tradeoffs": "bench.drivers.presets.tradeoffs:main", "project": "bench.analysis.projection.cli:main",
-               "overhead": "bench.drivers.overhead.run:main"}
+               "overhead": "bench.drivers.overhead.run:main", "profile": "bench.drivers.profile.run:main"}
 
 
 def _hosts(text: str) -> tuple[str, ...]:

@@ -241,3 +241,36 @@ def test_cluster_down_leaves_no_daemon_and_no_namespace(tmp_path):
     assert not [ns for ns in network.namespaces() if ns.startswith(f"{name}-")]
     assert not slurm.state_dir(name).exists()
     assert subprocess.run(["ip", "link", "show", network.login_device(name)], capture_output=True).returncode != 0
+
+
+def test_the_users_projection_path_profile_on_two_nodes_then_project_and_report(slurm_env, shared):
+    # docs/projection.md's path: the nodes' transport profile measured across them, then a cluster
+    # described with it, and the report. PRESET_LIMIT_S: the profile is a dozen measurements of a
+    # few processes each (2.5 min here)
+    done = salloc(slurm_env, 2, "profile", "--rounds", "2", "--ps-workers", "1", "--output", str(shared),
+                  timeout=PRESET_LIMIT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    measured = json.loads((shared / "profile.json").read_text())
+    assert "2 nodes of a Slurm allocation" in measured["describes"]
+    constants = measured["constants"]
+    for name in ("latency_s", "mpi.process_bytes_per_s", "gloo.process_bytes_per_s", "grpc.process_bytes_per_s",
+                 "grpc.message_s"):
+        c = constants[name]
+        assert c["source"].startswith("measured: ./run_bench.sh profile --repeats 3"), (name, c)
+        assert c["low"] <= c["value"] <= c["high"] and c["value"] > 0, (name, c)
+    # across a 1000 Mbit/s link: Horovod's rates are the link's (goodput 117.7 MB/s), not loopback's GB/s
+    assert 50e6 < constants["mpi.process_bytes_per_s"]["value"] < 125e6
+    assert constants["nccl.flow_share"]["source"].startswith("not measured by ./run_bench.sh profile")
+    done = bench("project", "--profile", str(shared / "profile.json"), "--model", "resnet50",
+                 "--device-examples-per-s", "200", "--batch-size", "64", "--devices-per-host", "8", "--link-gbit",
+                 "100", "--workers", "16,128,1024", "--output", str(shared), "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["profile"]["name"] == "measured" and result["profile"]["why"].startswith("--profile ")
+    assert {r["workers"] for r in result["projection"]} == {16, 128, 1024}
+    assert all(r["throughput_low"] <= r["throughput_examples_per_s"] <= r["throughput_high"]
+               for r in result["projection"])
+    from bench.analysis.report.build import write_report
+
+    page = write_report([shared], shared).read_text()
+    assert 'id="projection-cluster"' in page and "Transport profile: measured" in page

@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 
 from bench.run.launch.mpi_environment import world_rank, world_size
+from bench.run.launch.slurm.gloo import adopt_slot
 from bench.run.launch.tf_config import tf_config
 
 
 def main() -> int:
     out, name, test_file = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    adopt_slot()  # a Gloo rank of a Slurm step: its Horovod slot (nothing elsewhere)
     rank, size = world_rank() or 0, world_size() or 1
     ports = os.environ.get("DISTBENCH_MICRO_TF_PORTS")
     if ports:

@@ -25,6 +25,10 @@ def fast() -> bool:
 
 
 def sizes() -> tuple[int, ...]:
+    """The buffer sizes of the run: the mode's, or those DISTBENCH_MICRO_SIZES lists (bytes, commas)."""
+    asked = os.environ.get("DISTBENCH_MICRO_SIZES")
+    if asked:
+        return tuple(int(v) for v in asked.split(","))
     return FAST_SIZES if fast() else FULL_SIZES
 
 

@@ -1,0 +1,1 @@
+"""`python -m bench profile`: the transport profile of the machines it runs on."""

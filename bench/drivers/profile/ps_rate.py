@@ -1,0 +1,105 @@
+"""One task of the gRPC measurement of `python -m bench profile`: a ps task that serves, or a
+worker that pushes its variables into the ps task and pulls them back, round after round.
+
+Every worker runs the same parts in order, each after a barrier (a file per worker in the
+output folder, which every node sees): RATE, all workers at once, so that several push into
+the one ps task and its pushes and pulls overlap; then ONE_TENSOR and MANY_TENSORS, worker 0
+alone, the same bytes in 1 and in `MANY` variables (each its own message). Each worker writes
+`ps-worker<i>.json`: per part, its rounds' start, end and bytes moved (push and pull).
+
+    python -m bench.drivers.profile.ps_rate OUT CLUSTER_JSON ROLE INDEX ROUNDS
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+RATE_BYTES = 64 * 2**20  # the fusion buffer's size, as the allreduce figures
+MESSAGE_BYTES, MANY = 64 * 1024, 64  # a ps task's cost per tensor: the same bytes in 1 and in MANY tensors
+RATE, ONE_TENSOR, MANY_TENSORS = "rate", "one-tensor", "many-tensors"
+PARTS = ((RATE, RATE_BYTES, 1, "all"), (ONE_TENSOR, MESSAGE_BYTES, 1, "first"),
+         (MANY_TENSORS, MESSAGE_BYTES, MANY, "first"))
+BARRIER_LIMIT_S = 600  # every worker reaches each barrier within its own start-up and one part's rounds
+
+
+def barrier(out: Path, name: str, index: int, workers: int) -> None:
+    (out / f".{name}-{index}").touch()
+    deadline = time.monotonic() + BARRIER_LIMIT_S
+    while sum((out / f".{name}-{k}").exists() for k in range(workers)) < workers:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"barrier {name}: not every worker arrived")
+        time.sleep(0.01)
+
+
+def round_trip(tf, worker: object, index: int, nbytes: int, tensors: int):
+    """A callable pushing `nbytes` in `tensors` variables into ps task 0, then pulling them back."""
+    import numpy as np
+
+    graph = tf.Graph()
+    with graph.as_default():
+        parts = np.array_split(np.ones(nbytes // 4, np.float32), tensors)
+        with tf.device(f"/job:worker/task:{index}"):
+            local = [tf.compat.v1.Variable(p, name=f"local{i}") for i, p in enumerate(parts)]
+        with tf.device("/job:ps/task:0"):
+            remote = [tf.compat.v1.Variable(np.zeros_like(p), name=f"w{index}_remote{i}") for i, p in enumerate(parts)]
+        push = [r.assign(v, read_value=False) for r, v in zip(remote, local, strict=True)]
+        with tf.control_dependencies(push), tf.device(f"/job:worker/task:{index}"):
+            pull = tf.group([v.assign(r, read_value=False) for v, r in zip(local, remote, strict=True)])
+        init = tf.compat.v1.variables_initializer([*local, *remote])
+    session = tf.compat.v1.Session(worker.target, graph=graph)
+    session.run(init)
+    step = session.make_callable(pull)
+    step()  # warm-up
+    return step, session
+
+
+def work(out: Path, cluster: dict, index: int, rounds: int) -> None:
+    from bench.run.process.quiet_tf import import_tensorflow_quietly
+
+    import_tensorflow_quietly()
+    import tensorflow as tf
+
+    workers = len(cluster["worker"])
+    server = tf.distribute.Server(tf.train.ClusterSpec(cluster), "worker", index)
+    report = {}
+    for name, nbytes, tensors, who in PARTS:
+        runs = who == "all" or index == 0
+        step, session = round_trip(tf, server, index, nbytes, tensors) if runs else (None, None)
+        barrier(out, name, index, workers)
+        if runs:
+            times = []
+            start = time.time()
+            for _ in range(rounds):
+                began = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - began)
+            report[name] = {"start": start, "end": time.time(), "bytes": 2 * nbytes * rounds, "tensors": tensors,
+                            "round_s": times}
+            session.close()
+        barrier(out, f"{name}-done", index, workers)
+    (out / f"ps-worker{index}.json").write_text(json.dumps(report))
+
+
+def serve(cluster: dict, index: int) -> None:
+    from bench.run.process.quiet_tf import import_tensorflow_quietly
+
+    import_tensorflow_quietly()
+    import tensorflow as tf
+
+    tf.distribute.Server(tf.train.ClusterSpec(cluster), "ps", index).join()
+
+
+def main() -> None:
+    out, cluster, role, index, rounds = Path(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4]), \
+        int(sys.argv[5])
+    if role == "ps":
+        serve(cluster, index)
+    else:
+        work(out, cluster, index, rounds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""`python -m bench profile [--repeats 3] [--ranks-per-node G] [--output results]`: the transport
+profile of the machines it runs on, for `python -m bench project --profile results/profile.json`.
+
+Inside a Slurm allocation of 2 or more nodes (`salloc -N 2 ./run_bench.sh profile`) it measures
+across the nodes over their network, each process a job step on its node; elsewhere on this
+machine over loopback. Each repetition measures, in turn: MPI's own allreduce (mpi4py: its
+per-hop latency fitted over 64 KB and 64 MB), Horovod's allreduce over MPI and over Gloo (G
+ranks per node; bus bandwidth at 64 MB), then gRPC (several workers pushing 64 MB into one ps
+task and pulling it back at once; then one worker's 64 KB in 1 and in 64 tensors, a ps task's
+cost per message). Each constant's
+value is the median of the repetitions, its range what they gave. A few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+
+from bench.drivers.profile import fold
+from bench.drivers.profile.where import Where
+from bench.errors import UsageError
+from bench.infra.tools import find_tool
+from bench.usage import OneLineParser, refuse
+
+PROFILE_FILE = "profile.json"
+LEAST_REPEATS = 3
+
+
+def parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m bench profile", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repeats", type=int, default=LEAST_REPEATS,
+                   help=f"repetitions of every measurement, interleaved (at least {LEAST_REPEATS})")
+    p.add_argument("--ranks-per-node", type=int, default=1, help="allreduce ranks per node (GPUs per host)")
+    p.add_argument("--ps-workers", type=int, default=2, help="workers pushing into the one ps task at once")
+    p.add_argument("--rounds", type=int, default=5, help="timed round trips per gRPC part")
+    p.add_argument("--output", default="results", help=f"folder for {PROFILE_FILE}")
+    p.add_argument("--timeout-s", type=float, default=600, help="limit of each measurement's processes")
+    return p
+
+
+def check(args: argparse.Namespace) -> None:
+    if args.repeats < LEAST_REPEATS:
+        raise UsageError(f"--repeats must be >= {LEAST_REPEATS}: a range needs repetitions")
+    for name in ("ranks_per_node", "ps_workers", "rounds"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
+
+
+def software() -> str:
+    versions = []
+    for package in ("tensorflow", "horovod"):
+        try:
+            versions.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{package} (not installed)")
+    mpirun = find_tool("mpirun")
+    if mpirun:
+        import subprocess
+
+        first = subprocess.run([mpirun, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+        versions.append(first[0] if first else "mpirun")
+    return ", ".join(versions)
+
+
+def measure(where: Where, args: argparse.Namespace, folder: Path) -> tuple[dict[str, float], list[str]]:
+    """One repetition: its figures, and what failed."""
+    figures, failed = {}, []
+    for transport in ("mpi4py", "horovod-mpi", "horovod-gloo"):
+        part = folder / transport
+        part.mkdir(parents=True)
+        if where.allreduce(transport, part, args.timeout_s):
+            figures.update(fold.allreduce_figures(part))
+        else:
+            failed.append(transport)
+    part = folder / "grpc"
+    part.mkdir()
+    if where.ps_job(args.ps_workers, part, args.rounds, args.timeout_s):
+        figures.update(fold.grpc_figures(part))
+    else:
+        failed.append("grpc")
+    return figures, failed
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
+    try:
+        check(args)
+        where = Where.here(args.ranks_per_node)
+    except UsageError as exc:
+        return refuse(exc)
+    out = Path(args.output) / f"profile-{time.strftime('%Y%m%d-%H%M%S')}"
+    rounds, failures = [], []
+    for r in range(args.repeats):
+        print(f"profile: repetition {r + 1} of {args.repeats} ({where.describes})", file=sys.stderr, flush=True)
+        figures, failed = measure(where, args, out / f"repetition{r + 1}")
+        rounds.append(figures)
+        failures += [f"{name} (repetition {r + 1})" for name in failed]
+    if failures:
+        print(f"profile: failed: {', '.join(failures)} (see {out}/*/*/profile.log)", file=sys.stderr)
+        return 1
+    command = f"./run_bench.sh profile --repeats {args.repeats} --ranks-per-node {args.ranks_per_node} " \
+              f"--ps-workers {args.ps_workers}, {time.strftime('%Y-%m-%d')}"
+    data = fold.fold(rounds, where.describes, software(), command)
+    for path in (out / PROFILE_FILE, Path(args.output) / PROFILE_FILE):
+        path.write_text(json.dumps(data, indent=1))
+    print(fold.rounds_table(rounds).to_string(index=False), file=sys.stderr)
+    print(f"profile: {(Path(args.output) / PROFILE_FILE).resolve()}")
+    return 0

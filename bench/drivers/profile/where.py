@@ -1,0 +1,120 @@
+"""Where `python -m bench profile` measures: across the nodes of the Slurm allocation it runs
+in (2 or more), each process a job step on its node; or on this machine, over loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.drivers.micro.run import collective_argv, horovod_environment
+from bench.infra.tools import free_ports
+from bench.run.launch.slurm import gloo, srun
+
+RANK = [sys.executable, "-m", "bench.drivers.micro.rank_pytest"]
+COLLECTIVES = Path(__file__).parent.parent / "micro" / "collective_test.py"
+PS_TASK = [sys.executable, "-m", "bench.drivers.profile.ps_rate"]
+# the figures an allreduce run gives: Horovod's bus bandwidth at 64 MB (and 64 KB, for the summary's
+# fit); raw MPI's latency, fitted over small sizes to 64 MB
+SIZES = {"mpi4py": f"1024,4096,{64 * 1024},{64 * 2**20}", "horovod-mpi": f"{64 * 1024},{64 * 2**20}",
+         "horovod-gloo": f"{64 * 1024},{64 * 2**20}"}
+ROUNDS = 5
+# on one machine MPI would move its bytes through shared memory: TCP, as between hosts
+LOOPBACK_TCP = {"OMPI_MCA_btl": "tcp,self"}
+ENDING_S = 10  # a measurement past its limit: SIGTERM, then SIGKILL after this
+
+
+@dataclass
+class Where:
+    placement_of: object | None  # a function (roles) -> srun.SlurmPlacement, or None on one machine
+    nodes: tuple[str, ...]
+    ranks_per_node: int
+
+    @classmethod
+    def here(cls, ranks_per_node: int) -> Where:
+        if srun.in_allocation():
+            allocation = srun.Allocation.current()
+            if len(allocation.nodes) >= 2:
+                return cls(lambda roles: srun.SlurmPlacement(allocation, roles, "own", f"profile-{os.getpid()}"),
+                           allocation.nodes, ranks_per_node)
+        return cls(None, ("localhost",), ranks_per_node)
+
+    @property
+    def describes(self) -> str:
+        if self.placement_of is None:
+            return "this machine over loopback (TCP), measured by ./run_bench.sh profile"
+        return (f"{len(self.nodes)} nodes of a Slurm allocation ({', '.join(self.nodes)}), {self.ranks_per_node} "
+                "allreduce rank(s) per node, measured across them by ./run_bench.sh profile")
+
+    def allreduce(self, transport: str, out: Path, timeout_s: float) -> bool:
+        """One run of `transport`'s allreduce benchmark, its JSON into `out`."""
+        env = {**os.environ, "DISTBENCH_MICRO_MODE": "fast", "DISTBENCH_MICRO_SIZES": SIZES[transport],
+               "DISTBENCH_MICRO_ROUNDS": str(ROUNDS), "DISTBENCH_MICRO_TRANSPORT": transport,
+               **horovod_environment(transport)}
+        if self.placement_of is None:
+            ranks = max(2, self.ranks_per_node)
+            return _run(collective_argv(transport, ranks, out), {**env, **LOOPBACK_TCP}, out, timeout_s)
+        ranks = len(self.nodes) * self.ranks_per_node
+        placement = self.placement_of({"worker": [self.nodes[i % len(self.nodes)] for i in range(ranks)]})
+        argv = [*RANK, str(out), f"{transport}-np{ranks}", str(COLLECTIVES)]
+        with gloo.rendezvous(placement if transport == "horovod-gloo" else None) as meet:  # srun meets MPI by PMIx
+            return _run(placement.srun_ranks(argv, mpi=transport != "horovod-gloo"), {**env, **meet}, out, timeout_s)
+
+    def ps_job(self, workers: int, out: Path, rounds: int, timeout_s: float) -> bool:
+        """One ps task and `workers` workers of the gRPC measurement (bench.drivers.profile.ps_rate):
+        the ps on a node of its own, the workers on another."""
+        ps_argv, worker_argvs = self._ps_commands(workers, [str(out)], [str(rounds)])
+        with _log(out) as log:
+            ps = subprocess.Popen(ps_argv, stdout=subprocess.DEVNULL, stderr=log)
+            try:
+                done = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log) for argv in worker_argvs]
+                return all(_wait(p, timeout_s) == 0 for p in done)
+            finally:
+                _wait(ps, 0)
+
+    def _ps_commands(self, workers: int, before: list[str], after: list[str]) -> tuple[list[str], list[list[str]]]:
+        """The ps task's command and each worker's: `before` CLUSTER ROLE INDEX `after`."""
+        if self.placement_of is None:
+            ports = free_ports(workers + 1)
+            cluster = {"ps": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{p}" for p in ports[1:]]}
+
+            def wrap(role: str, index: int) -> list[str]:
+                return list(PS_TASK)
+        else:
+            placement = self.placement_of({"worker": [self.nodes[0]] * workers, "ps": [self.nodes[1]]})
+            cluster = placement.tf_cluster()
+
+            def wrap(role: str, index: int) -> list[str]:
+                return placement.srun(role, index, PS_TASK)
+
+        def command(role: str, index: int) -> list[str]:
+            return [*wrap(role, index), *before, json.dumps(cluster), role, str(index), *after]
+
+        return command("ps", 0), [command("worker", i) for i in range(workers)]
+
+
+def _log(out: Path):
+    return open(out / "profile.log", "ab")  # noqa: SIM115 - handed to a child process, closed with ours
+
+
+def _wait(process: subprocess.Popen, timeout_s: float) -> int | None:
+    """Its exit status; past `timeout_s`, None, once it is ended: SIGTERM first, which srun passes
+    on to its job step's tasks, then SIGKILL."""
+    try:
+        return process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.terminate()
+        try:
+            process.wait(timeout=ENDING_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        return None
+
+
+def _run(argv: list[str], env: dict[str, str], out: Path, timeout_s: float) -> bool:
+    with _log(out) as log:
+        return _wait(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT), timeout_s) == 0
