@@ -316,22 +316,30 @@ def ps_link_utilisation(table: pd.DataFrame) -> str:
 
 
 def projected_throughput(table: pd.DataFrame) -> str:
-    """Projected examples/s against workers: a row per model, a panel per link; colour: scheme,
-    dashed: a quarter as many ps tasks as workers (solid: one)."""
+    """Projected examples/s against workers: a row per model, a panel per link; colour: scheme
+    (and transport, for a described cluster), dashed: a quarter as many ps tasks as workers
+    (solid: one); error bars: each figure's interval, where it has one."""
     models, links = sorted(table["model"].unique()), sorted(table["link_gbit"].unique())
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    colours = {scheme: palette[i % len(palette)] for i, scheme in enumerate(sorted(table["scheme"].unique()))}
+    keyed = table.assign(line=table["scheme"] + (", " + table["transport"] if "transport" in table else ""),
+                         rule=table["ps_rule"] if "ps_rule" in table else "")
+    colours = {line: palette[i % len(palette)] for i, line in enumerate(sorted(keyed["line"].unique()))}
     fig, axes = plt.subplots(len(models), len(links), figsize=(3.2 * len(links), 2.8 * len(models)),
                              squeeze=False, sharey="row")
     for r, model in enumerate(models):
         for c, gbit in enumerate(links):
             ax = axes[r][c]
-            rows = table[(table["model"] == model) & (table["link_gbit"] == gbit)]
-            for (scheme, rule), group in rows.groupby(["scheme", "ps_rule"]):
+            rows = keyed[(keyed["model"] == model) & (keyed["link_gbit"] == gbit)]
+            for (line, rule), group in rows.groupby(["line", "rule"]):
                 group = group.sort_values("workers")
-                ax.plot(group["workers"], group["throughput_examples_per_s"], marker=".",
-                        color=colours[scheme], linestyle="--" if rule == "n/4" else "-",
-                        label=f"{scheme}{f', {rule} ps' if rule else ''}")
+                mid = group["throughput_examples_per_s"]
+                style = {"marker": ".", "color": colours[line], "linestyle": "--" if rule == "n/4" else "-",
+                         "label": f"{line}{f', {rule} ps' if rule else ''}"}
+                if "throughput_low" in group:
+                    ax.errorbar(group["workers"], mid, yerr=[mid - group["throughput_low"],
+                                                             group["throughput_high"] - mid], capsize=2, **style)
+                else:
+                    ax.plot(group["workers"], mid, **style)
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_title(f"{model}, {gbit:g} Gbit/s", fontsize=9)

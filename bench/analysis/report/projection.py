@@ -39,8 +39,8 @@ def cluster_parts(result: dict, ident: str) -> list[str]:
         note(f"A cluster described, not run: one device {c['device_examples_per_s']:g} examples/s at batch "
              f"{c['batch_size']}, {c['devices_per_host']} devices per host, {c['intra_host_gbit']:g} Gbit/s "
              f"inside a host, ps variables placed {c['ps_placement']}. Transport profile: "
-             f"{used.get('name', '?')} ({used.get('why', '')}). Each figure is an interval: every ranged "
-             "constant of the profile at its slow end, and at its fast end; examples/s is its midpoint."),
+             f"{used.get('name', '?')} ({used.get('why', '')}). Each figure is an interval, its extremes over the "
+             "profile's ranges; examples/s is its midpoint."),
         table(pd.DataFrame(result["projection"]), [
             ("model", "model", "text"), ("workers", "devices", "int"), ("hosts", "hosts", "int"),
             ("link_gbit", "link Gbit/s", "ratio"), ("scheme", "scheme", "text"), ("transport", "transport", "text"),
@@ -48,6 +48,9 @@ def cluster_parts(result: dict, ident: str) -> list[str]:
             ("throughput_low", "low", "rate"), ("throughput_high", "high", "rate"),
             ("scaling_efficiency", "efficiency", "pct"), ("compute_s", "compute", "ms"),
             ("exposed_communication_s", "exposed communication", "ms")], f"{ident}-cluster"),
+        figure(plots.projected_throughput(pd.DataFrame(result["projection"])),
+               "Projected examples/s of the described cluster per scheme and transport; the bars are each "
+               "figure's interval over the profile's ranges."),
         table(constants_frame(result["constants"]), [("name", "constant", "text"), ("value", "value", "text"),
                                                      ("range", "range", "text"), ("source", "source", "text")],
               f"{ident}-constants"),
