@@ -60,8 +60,9 @@ def cluster_parts(result: dict, ident: str) -> list[str]:
 def constants_frame(constants: list[dict]) -> pd.DataFrame:
     """Constants of every magnitude (50 us, 64 MB, 0.94), each shown as %g."""
     frame = pd.DataFrame(constants)
-    frame["range"] = [f"{lo:g}-{hi:g}" if lo != hi else "exact" for lo, hi in zip(frame["low"], frame["high"],
-                                                                                   strict=True)]
+    if {"low", "high"} <= set(frame.columns):  # a projection.json written before ranges had none
+        frame["range"] = [f"{lo:g}-{hi:g}" if lo != hi else "exact" for lo, hi in zip(frame["low"], frame["high"],
+                                                                                       strict=True)]
     frame["value"] = frame["value"].map("{:g}".format)
     return frame
 
@@ -77,8 +78,8 @@ def published_parts(checked: dict, ident: str) -> list[str]:
                      ("predicted_high", "high", "rate"), ("error", "error", "pct"),
                      ("published_step_s", "published step", "ms"), ("compute_s", "compute", "ms"),
                      ("exposed_communication_s", "predicted exposed communication", "ms")], f"{ident}-published"),
-        note(f"Checked against {checked['source']} with profile {checked.get('profile', '?')}: {s['inside']} of "
-             f"{s['figures']} figures inside their intervals; midpoints: median |error| "
+        note(f"Checked against {checked['source']} with profile {checked.get('profile', '?')}: "
+             f"{s.get('inside', '?')} of {s['figures']} figures inside their intervals; midpoints: median |error| "
              f"{100 * s['median_abs_error']:.0f}%, worst {100 * s['worst_abs_error']:.0f}%; the rows of an "
              "alternative reading of a setup are not counted. Nothing is fitted to these figures."),
     ]
