@@ -233,8 +233,9 @@ def test_an_interval_holds_the_figure_at_other_points_of_the_profiles_ranges(mod
         assert bounds.low <= bounds.midpoint <= bounds.high
         for _ in range(5):
             drawn = {n: dataclasses.replace(c, value=rng.uniform(c.low, c.high)) for n, c in LOOPBACK.constants.items()}
-            point = dataclasses.replace(LOOPBACK, constants=drawn).transports()[transport]
-            rate, _ = schemes.predict(scheme, point, tensors.of(model), cluster, ps)
+            point = dataclasses.replace(LOOPBACK, constants=drawn)
+            here = dataclasses.replace(cluster, intra_host_bytes_per_s=point.get("intra_host_bytes_per_s"))
+            rate, _ = schemes.predict(scheme, point.transports()[transport], tensors.of(model), here, ps)
             assert bounds.low * 0.99 <= rate <= bounds.high * 1.01, (scheme, transport, drawn)
 
 

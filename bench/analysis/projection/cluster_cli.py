@@ -82,6 +82,7 @@ def check(args: argparse.Namespace) -> None:
             raise UsageError(f"--model {models.label(name)}: the cluster projection takes dense models; "
                              "its embedding table is not modelled")
     args.profile_used, args.profile_why = chosen_profile(args)
+    args.intra_host_from_profile = args.intra_host_gbit is None
     if args.intra_host_gbit is None:
         args.intra_host_gbit = args.profile_used.get("intra_host_bytes_per_s") * 8 / 1e9
     if args.devices_per_host < 1 or not args.intra_host_gbit > 0:
@@ -100,7 +101,8 @@ def projection(args: argparse.Namespace) -> pd.DataFrame:
                                   args.intra_host_gbit * 1e9 / 8)
                 for k in args.ps or [cluster.hosts]:
                     ps = PsSetup(k, args.ps_colocated or not args.ps, args.ps_placement)
-                    rows += schemes.rows(models.label(name), model_tensors, cluster, ps, args.profile_used)
+                    rows += schemes.rows(models.label(name), model_tensors, cluster, ps, args.profile_used,
+                                         args.intra_host_from_profile)
     return pd.DataFrame(rows)
 
 

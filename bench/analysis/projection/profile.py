@@ -94,14 +94,15 @@ class Profile:
                 cycle_s=self.get("horovod.cycle_s", end), function_s=self.get("coordinator_function_s", end))
         return out
 
-    def points(self) -> list[dict[str, Transport]]:
-        """The transports at the slow corner, the values, the fast corner, then at DRAWS seeded
-        uniform draws inside the ranges."""
-        out = [self.transports(end) for end in ENDS]
+    def points(self) -> list[Profile]:
+        """The profile at the slow corner, at its values, at the fast corner, then at DRAWS seeded
+        uniform draws inside the ranges: each a profile whose values are that point's."""
+        out = [dataclasses.replace(self, constants={n: dataclasses.replace(c, value=c.at(end))
+                                                    for n, c in self.constants.items()}) for end in ENDS]
         rng = random.Random(0)
         for _ in range(DRAWS):
             drawn = {n: dataclasses.replace(c, value=rng.uniform(c.low, c.high)) for n, c in self.constants.items()}
-            out.append(dataclasses.replace(self, constants=drawn).transports())
+            out.append(dataclasses.replace(self, constants=drawn))
         return out
 
     def records(self) -> list[dict]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from bench.analysis.projection import allreduce, parameter_servers
@@ -88,17 +89,24 @@ class Interval:
 
 
 def interval(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup,
-             profile: Profile) -> Interval:
-    found = [predict(scheme, point[transport], tensors, cluster, ps) for point in profile.points()]
+             profile: Profile, intra_host_from_profile: bool = True) -> Interval:
+    """`intra_host_from_profile`: the cluster's intra-host rate is the profile's, and takes its range too
+    (not when the user gave it)."""
+    found = []
+    for point in profile.points():
+        here = dataclasses.replace(cluster, intra_host_bytes_per_s=point.get("intra_host_bytes_per_s")) \
+            if intra_host_from_profile else cluster
+        found.append(predict(scheme, point.transports()[transport], tensors, here, ps))
     rates, steps = [rate for rate, _ in found], [terms.step_s for _, terms in found]
     return Interval(min(rates), max(rates), min(steps), max(steps), found[1][1])  # points()[1]: the values
 
 
-def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup, profile: Profile) -> list[dict]:
+def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup, profile: Profile,
+         intra_host_from_profile: bool = True) -> list[dict]:
     out = []
     alone = cluster.device_examples_per_s
     for scheme, transport in combinations(cluster, profile):
-        found = interval(scheme, transport, tensors, cluster, ps, profile)
+        found = interval(scheme, transport, tensors, cluster, ps, profile, intra_host_from_profile)
         terms = found.terms
         uses_ps = transport == GRPC
         out.append({"model": model, "workers": cluster.workers, "devices_per_host": cluster.devices_per_host,
