@@ -118,6 +118,17 @@ def _source_key() -> str:
     return digest.hexdigest()[:16]
 
 
+def _built(name: str):
+    """Model `name` built, TensorFlow imported and started quietly (its C++ start-up lines would
+    bury the projection's table)."""
+    from bench.run import models
+    from bench.run.process.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
+
+    import_tensorflow_quietly()
+    start_runtime_quietly()
+    return models.build(name, 0)
+
+
 @functools.cache
 def of(name: str) -> ModelTensors:
     """The tensors of model `name` at its default input size: a registered one built and traced once,
@@ -125,7 +136,7 @@ def of(name: str) -> ModelTensors:
     from bench.run import models
 
     if models.user.is_spec(name):  # the user's code changes under the same name: analysed every time
-        result = analyse(models.build(name, 0))
+        result = analyse(_built(name))
         return ModelTensors(models.label(name), result.tensors, result.forward_gflops)
     path = cache_folder() / f"{name}-{_source_key()}.json"
     try:
@@ -133,7 +144,7 @@ def of(name: str) -> ModelTensors:
         return ModelTensors(name, tuple(Tensor(**t) for t in kept["tensors"]), kept["forward_gflops"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    result = analyse(models.build(name, 0))
+    result = analyse(_built(name))
     result = ModelTensors(name, result.tensors, result.forward_gflops)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
