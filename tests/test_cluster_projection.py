@@ -338,3 +338,29 @@ def test_every_module_or_name_the_projections_docstrings_point_to_exists():
             for name in parts[cut:]:
                 assert hasattr(found, name), f"{path.name} names {dotted}, which does not exist"
                 found = getattr(found, name)
+
+
+def test_a_message_rate_that_falls_with_size_is_read_between_its_points_and_moves_with_the_range():
+    # gRPC before TensorFlow's 2017 upgrade: a 512 MB tensor moved at a third of a 128 MB one's rate
+    grpc = profile.load("tf1-2017")
+    at = grpc.transports()[GRPC]
+    assert at.message_rate(1e6) == pytest.approx(9e8)  # below the first point: flat
+    assert at.message_rate(1.28e8) == pytest.approx(5.6927e8)
+    assert 2.0246e8 < at.message_rate(4e8) < 3.6297e8  # between 256 and 512 MB, log-log
+    assert at.message_rate(5e9) == pytest.approx(1.0629e8)  # beyond the last: flat
+    slow, fast = grpc.transports(profile.SLOW)[GRPC], grpc.transports(profile.FAST)[GRPC]
+    ratio = grpc.constants["grpc.process_bytes_per_s"]
+    assert slow.message_rate(1.28e8) == pytest.approx(5.6927e8 * ratio.low / ratio.value)
+    assert fast.message_rate(1.28e8) == pytest.approx(5.6927e8 * ratio.high / ratio.value)
+    # a ps task's work on one pusher's copy of a 512 MB variable is at the 512 MB rate
+    layout = Layout(Cluster(1, 1, 100, 100, 50, 4e9), tasks=1, colocated=False, aggregated=False)
+    big = model_of((int(5.12e8), 1.0))
+    step = parameter_servers.synchronous_step(big, layout, ROUND_ROBIN, at).step_s
+    assert step == pytest.approx(0.5 + 2 * 5.12e8 / 2.0246e8 + 2 * at.latency_s, rel=1e-3)
+
+
+def test_points_by_size_out_of_order_are_refused():
+    data = json.loads((profile.SHIPPED / "tf1-2017.json").read_text())
+    data["constants"]["grpc.process_bytes_per_s"]["by_bytes"] = [[2e8, 1e8], [1e8, 2e8]]
+    with pytest.raises(ValueError, match="by_bytes"):
+        profile.parse(data, "test")

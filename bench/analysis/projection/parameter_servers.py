@@ -78,8 +78,8 @@ class Layout:
 def _copy_s(nbytes: int, transport: Transport, tensors: int = 1) -> float:
     """A task's process's work on one pusher's copy of `tensors` variables of `nbytes` in all, one
     way: the bytes at its rate, and a message per tensor."""
-    rate = nbytes / transport.process_bytes_per_s if transport.process_bytes_per_s else 0.0
-    return rate + tensors * transport.message_s
+    rate = transport.message_rate(nbytes / tensors)
+    return (nbytes / rate if rate else 0.0) + tensors * transport.message_s
 
 
 def _process_s(layout: Layout, nbytes: int, transport: Transport) -> float:

@@ -55,6 +55,14 @@ class Constant:
     measures: str  # what exactly the figure is
     software: str  # what it was measured with (versions)
     source: str  # the command and date that measured it, or a citation
+    # ((bytes, value), ...): where the figure depends on a message's size, the documented points, given
+    # at `by_bytes_at` (the value they scale with as the value moves over its range)
+    by_bytes: tuple[tuple[float, float], ...] = ()
+    by_bytes_at: float = 0.0
+
+    def curve(self) -> tuple[tuple[float, float], ...]:
+        scale = self.value / self.by_bytes_at if self.by_bytes else 1.0
+        return tuple((b, v * scale) for b, v in self.by_bytes)
 
     def at(self, end: str) -> float:
         if end == VALUE:
@@ -91,8 +99,15 @@ class Profile:
                 HOST_COPIES[name], self.constants[f"{name}.flow_share"].source,
                 link_share=self.get("link_share", end), message_s=self.get(f"{name}.message_s", end) or 0.0,
                 latency_s=self.get("latency_s", end), fusion_bytes=int(self.get("horovod.fusion_bytes", end)),
-                cycle_s=self.get("horovod.cycle_s", end), function_s=self.get("coordinator_function_s", end))
+                cycle_s=self.get("horovod.cycle_s", end), function_s=self.get("coordinator_function_s", end),
+                rate_by_bytes=self._curve(f"{name}.process_bytes_per_s", end))
         return out
+
+    def _curve(self, name: str, end: str) -> tuple[tuple[float, float], ...]:
+        constant = self.constants.get(name)
+        if constant is None or not constant.by_bytes:
+            return ()
+        return dataclasses.replace(constant, value=constant.at(end)).curve()
 
     def points(self) -> list[Profile]:
         """The profile at the slow corner, at its values, at the fast corner, then at DRAWS seeded
@@ -107,7 +122,9 @@ class Profile:
 
     def records(self) -> list[dict]:
         """The constants as rows, for --json and the report."""
-        return [{"name": c.name, **{f: getattr(c, f) for f in FIELDS}} for c in self.constants.values()]
+        return [{"name": c.name, **{f: getattr(c, f) for f in FIELDS},
+                 **({"by_bytes": [list(p) for p in c.by_bytes]} if c.by_bytes else {})}
+                for c in self.constants.values()]
 
     def summary(self) -> dict:
         return {"name": self.name, "describes": self.describes, "path": self.path, "constants": self.records()}
@@ -146,6 +163,11 @@ def parse(data: dict, path: str) -> Profile:
             raise ValueError(f"{name} takes no range (its effect on a step is not monotone)")
         if not c.source.strip():
             raise ValueError(f"{name} has no source")
+        if "by_bytes" in fields:
+            points = tuple((float(b), float(v)) for b, v in fields["by_bytes"])
+            if not points or any(b <= 0 or v <= 0 for b, v in points) or list(points) != sorted(points):
+                raise ValueError(f"{name}: by_bytes must be (bytes, value) pairs, > 0, in order of bytes")
+            c = dataclasses.replace(c, by_bytes=points, by_bytes_at=c.value)
         constants[name] = c
     missing = [n for n in SHARED if n not in constants]
     if missing:

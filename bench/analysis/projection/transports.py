@@ -5,6 +5,7 @@ model rather than of the cluster (`FORWARD_SHARE`)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 # the backward pass costs twice the forward pass's FLOPs, layer by layer
@@ -24,7 +25,9 @@ class Transport:
     latency instead); `latency_s`: one message's fixed cost between hosts; `fusion_bytes`,
     `cycle_s`: Horovod's fusion threshold and cycle (0: each tensor alone, at once);
     `function_s`: what TensorFlow 2's ClusterCoordinator spends per function it schedules (None:
-    no coordinator in this software)."""
+    no coordinator in this software); `rate_by_bytes`: ((bytes, process bytes/s), ...) where one
+    message's rate depends on its size (gRPC before TensorFlow's August 2017 upgrade: a large
+    tensor's RecvTensor slowed with its size), between its points log-log, flat beyond them."""
 
     name: str
     flow_share: float
@@ -37,6 +40,20 @@ class Transport:
     fusion_bytes: int = 0
     cycle_s: float = 0.0
     function_s: float | None = None
+    rate_by_bytes: tuple[tuple[float, float], ...] = ()
+
+    def message_rate(self, nbytes: float) -> float | None:
+        """What one process of it moves per second in a message of `nbytes`."""
+        points = self.rate_by_bytes
+        if not points:
+            return self.process_bytes_per_s
+        if nbytes <= points[0][0]:
+            return points[0][1]
+        for (b0, r0), (b1, r1) in zip(points, points[1:], strict=False):
+            if nbytes <= b1:
+                share = math.log(nbytes / b0) / math.log(b1 / b0)
+                return math.exp(math.log(r0) + share * (math.log(r1) - math.log(r0)))
+        return points[-1][1]
 
     def network_bytes_per_s(self, link_gbit: float, flows: int = 1) -> float:
         """The rate of a transfer between hosts carried by `flows` flows (processes, or sockets) at once."""
