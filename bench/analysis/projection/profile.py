@@ -19,6 +19,7 @@ exact, `low == value == high`: their effect is not near monotone.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import random
 from dataclasses import dataclass
@@ -109,6 +110,7 @@ class Profile:
             return ()
         return dataclasses.replace(constant, value=constant.at(end)).curve()
 
+    @functools.cached_property
     def points(self) -> list[Profile]:
         """The profile at the slow corner, at its values, at the fast corner, then at DRAWS seeded
         uniform draws inside the ranges: each a profile whose values are that point's."""

@@ -93,12 +93,12 @@ def interval(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluste
     """`intra_host_from_profile`: the cluster's intra-host rate is the profile's, and takes its range too
     (not when the user gave it)."""
     found = []
-    for point in profile.points():
+    for point in profile.points:
         here = dataclasses.replace(cluster, intra_host_bytes_per_s=point.get("intra_host_bytes_per_s")) \
             if intra_host_from_profile else cluster
         found.append(predict(scheme, point.transports()[transport], tensors, here, ps))
     rates, steps = [rate for rate, _ in found], [terms.step_s for _, terms in found]
-    return Interval(min(rates), max(rates), min(steps), max(steps), found[1][1])  # points()[1]: the values
+    return Interval(min(rates), max(rates), min(steps), max(steps), found[1][1])  # points[1]: the values
 
 
 def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup, profile: Profile,

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bench.drivers.micro import settings
+from bench.drivers.micro.ps_graph import push_pull
 from bench.metrics import COPY_OP, PS_ROUNDTRIP_OP, algbw, busbw
 
 # one task of a cluster, a process of its own: argv cluster (JSON), role, index
@@ -68,19 +69,7 @@ def round_trip(benchmark, ps_cluster, nbytes: int, tensors_per_task: int) -> Non
     import tensorflow as tf
 
     tasks, worker = ps_cluster
-    graph = tf.Graph()
-    with graph.as_default():
-        parts = np.array_split(np.ones(nbytes // 4, np.float32), tasks * tensors_per_task)
-        with tf.device("/job:worker/task:0"):
-            local = [tf.compat.v1.Variable(p, name=f"local{i}") for i, p in enumerate(parts)]
-        remote = []
-        for i, p in enumerate(parts):
-            with tf.device(f"/job:ps/task:{i % tasks}"):
-                remote.append(tf.compat.v1.Variable(np.zeros_like(p), name=f"remote{i}"))
-        push = [r.assign(v, read_value=False) for r, v in zip(remote, local, strict=True)]
-        with tf.control_dependencies(push), tf.device("/job:worker/task:0"):
-            pull = tf.group([v.assign(r, read_value=False) for v, r in zip(local, remote, strict=True)])
-        init = tf.compat.v1.global_variables_initializer()
+    graph, init, pull = push_pull(tf, 0, tasks, nbytes, tensors_per_task)
     with tf.compat.v1.Session(worker.target, graph=graph) as sess:
         sess.run(init)
         step = sess.make_callable(pull)

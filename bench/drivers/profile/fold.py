@@ -8,8 +8,6 @@ import json
 import statistics
 from pathlib import Path
 
-import pandas as pd
-
 from bench.analysis.micro_summary import summarize
 from bench.analysis.projection import profile
 from bench.analysis.projection.fit import fit_transports
@@ -77,7 +75,3 @@ def fold(rounds: list[dict[str, float]], describes: str, software: str, command:
                                "source": f"not measured by ./run_bench.sh profile; as documented in profile "
                                          f"{base.name}: {known.source}"}
     return {"name": "measured", "describes": describes, "constants": constants}
-
-
-def rounds_table(rounds: list[dict[str, float]]) -> pd.DataFrame:
-    return pd.DataFrame(rounds)

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench.drivers.micro.ps_graph import push_pull
+
 RATE_BYTES = 64 * 2**20  # the fusion buffer's size, as the allreduce figures
 MESSAGE_BYTES, MANY = 64 * 1024, 64  # a ps task's cost per tensor: the same bytes in 1 and in MANY tensors
 RATE, ONE_TENSOR, MANY_TENSORS = "rate", "one-tensor", "many-tensors"
@@ -36,19 +38,7 @@ def barrier(out: Path, name: str, index: int, workers: int) -> None:
 
 def round_trip(tf, worker: object, index: int, nbytes: int, tensors: int):
     """A callable pushing `nbytes` in `tensors` variables into ps task 0, then pulling them back."""
-    import numpy as np
-
-    graph = tf.Graph()
-    with graph.as_default():
-        parts = np.array_split(np.ones(nbytes // 4, np.float32), tensors)
-        with tf.device(f"/job:worker/task:{index}"):
-            local = [tf.compat.v1.Variable(p, name=f"local{i}") for i, p in enumerate(parts)]
-        with tf.device("/job:ps/task:0"):
-            remote = [tf.compat.v1.Variable(np.zeros_like(p), name=f"w{index}_remote{i}") for i, p in enumerate(parts)]
-        push = [r.assign(v, read_value=False) for r, v in zip(remote, local, strict=True)]
-        with tf.control_dependencies(push), tf.device(f"/job:worker/task:{index}"):
-            pull = tf.group([v.assign(r, read_value=False) for v, r in zip(local, remote, strict=True)])
-        init = tf.compat.v1.variables_initializer([*local, *remote])
+    graph, init, pull = push_pull(tf, index, 1, nbytes, tensors, prefix=f"w{index}_remote")
     session = tf.compat.v1.Session(worker.target, graph=graph)
     session.run(init)
     step = session.make_callable(pull)

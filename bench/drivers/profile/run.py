@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
+import pandas as pd
+
 from bench.drivers.profile import fold
 from bench.drivers.profile.where import Where
 from bench.errors import UsageError
@@ -109,6 +111,6 @@ def main(argv: Sequence[str]) -> int:
     data = fold.fold(rounds, where.describes, software(), command)
     for path in (out / PROFILE_FILE, Path(args.output) / PROFILE_FILE):
         path.write_text(json.dumps(data, indent=1))
-    print(fold.rounds_table(rounds).to_string(index=False), file=sys.stderr)
+    print(pd.DataFrame(rounds).to_string(index=False), file=sys.stderr)
     print(f"profile: {(Path(args.output) / PROFILE_FILE).resolve()}")
     return 0

@@ -73,7 +73,7 @@ class Where:
                 done = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log) for argv in worker_argvs]
                 return all(_wait(p, timeout_s) == 0 for p in done)
             finally:
-                _wait(ps, 0)
+                _end(ps)  # a ps task serves until it is ended
 
     def _ps_commands(self, workers: int, before: list[str], after: list[str]) -> tuple[list[str], list[list[str]]]:
         """The ps task's command and each worker's: `before` CLUSTER ROLE INDEX `after`."""
@@ -100,18 +100,22 @@ def _log(out: Path):
     return open(out / "profile.log", "ab")  # noqa: SIM115 - handed to a child process, closed with ours
 
 
+def _end(process: subprocess.Popen) -> None:
+    """SIGTERM, which srun passes on to its job step's tasks; SIGKILL if it is still there after ENDING_S."""
+    process.terminate()
+    try:
+        process.wait(timeout=ENDING_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def _wait(process: subprocess.Popen, timeout_s: float) -> int | None:
-    """Its exit status; past `timeout_s`, None, once it is ended: SIGTERM first, which srun passes
-    on to its job step's tasks, then SIGKILL."""
+    """Its exit status; past `timeout_s`, None, once it is ended."""
     try:
         return process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        process.terminate()
-        try:
-            process.wait(timeout=ENDING_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _end(process)
         return None
 
 
