@@ -82,6 +82,11 @@ def default_environment(name: str, workers: int = 1) -> dict[str, str]:
     return runs_as.environment(with_defaults(RunConfig(strategy=name, workers=workers)), None)
 
 
+def is_baseline(name: str) -> bool:
+    """Whether the strategy's 1-worker throughput is what scaling efficiency divides by."""
+    return name == BASELINE
+
+
 def default(under_mpi: bool) -> str:
     """What runs without --strategy: the baseline, or under mpirun the allreduce."""
     return UNDER_MPIRUN if under_mpi else BASELINE
@@ -91,7 +96,7 @@ def facts(strategy: type[Strategy], config: RunConfig) -> dict[str, Any]:
     """run.json's "strategy": what the report, presets and launchers read instead of its name."""
     sparse = strategy.sparse_exchange(config)
     return {"name": strategy.name, "family": strategy.family, "variant": strategy.variant(config),
-            "launch": strategy.runs_as.kind, "baseline": strategy.name == BASELINE,
+            "launch": strategy.runs_as.kind, "baseline": is_baseline(strategy.name),
             "asynchronous": strategy.asynchronous,
             "checkpoints": strategy.checkpoints, "parameter_servers": strategy.processes(config).get("ps", 0),
             "sparse_exchange": sparse.how, "table_dense": sparse.table_dense, "wire": strategy.wire(config)}

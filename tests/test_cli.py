@@ -122,3 +122,21 @@ def test_the_default_comparison_runs_a_strategy_of_several_processes_from_2_work
     assert default["single"] == {1} and default["multi-tower"] == {1, 2, 4}  # in one process: from 1
     assert default["ps-sync"] == default["allreduce"] == {2, 4}
     assert full["ps-sync"] == full["allreduce"] == asked["allreduce"] == {1, 2, 4}
+
+
+def test_the_default_comparison_runs_the_baseline_three_times_per_model_spread_among_its_runs():
+    from bench.drivers.presets import matrix
+
+    def baseline_positions(repeats: int) -> dict[str, list[int]]:
+        planned = matrix.plan(["allreduce", "multi-tower", "ps-sync", "single"], ["mlp", "cnn"], [1, 2, 4],
+                              None, 0, repeats, one_process_runs=False)
+        out: dict[str, list[int]] = {}
+        for i, run in enumerate(planned):
+            if run.strategy == "single":
+                out.setdefault(run.model, []).append(i)
+        return out
+
+    for model, positions in baseline_positions(1).items():
+        assert len(positions) == matrix.BASELINE_REPEATS == 3, model
+        assert min(b - a for a, b in zip(positions, positions[1:])) >= 2, positions  # other runs between
+    assert all(len(p) == 4 for p in baseline_positions(4).values())  # --repeats 4: no extra runs

@@ -15,6 +15,7 @@ import pandas as pd
 import psutil
 import pytest
 
+from bench.drivers.presets.matrix import BASELINE_REPEATS
 from tests.conftest import ROOT
 from tests.processes import PRESET_LIMIT_S, RUN_LIMIT_S, leftover_processes, task_processes
 
@@ -23,6 +24,9 @@ pytestmark = pytest.mark.slow
 # run and a ps-sync run's first steps must come well inside it: ~7 s here (5 of them start-up), ~14 s
 # beside a busy process
 REPEATS, TIMEOUT_S = 2, 30
+# single's 1-worker run is the baseline: repeated to BASELINE_REPEATS whatever --repeats
+BASELINE_RUNS = max(REPEATS, BASELINE_REPEATS)
+RUNS = REPEATS + BASELINE_RUNS
 # Long enough that ps-sync is still training after a few of its 0.5 s writes of steps.csv
 # (step_log.FLUSH_S): at 60 steps the rows appeared only as the worker ended.
 STEPS = 1000
@@ -75,10 +79,10 @@ def comparison(tmp_path_factory):
 
 def test_every_run_was_made_and_reported(comparison):
     assert comparison["code"] == 0, comparison["stderr"][-3000:]
-    assert comparison["stderr"].count("] throughput: ") == 2 * REPEATS
+    assert comparison["stderr"].count("] throughput: ") == RUNS
     summary = pd.read_csv(comparison["out"] / "summary.csv")
-    assert len(summary) == 2 * REPEATS
-    assert (summary["status"] == "ok").sum() == 2 * REPEATS - 2
+    assert len(summary) == RUNS
+    assert (summary["status"] == "ok").sum() == RUNS - 2
     assert (comparison["out"] / "report.html").is_file()
 
 
@@ -104,14 +108,14 @@ def test_a_run_past_its_time_limit_is_ended_and_marked(comparison):
 def test_repeats_are_folded_with_an_interval_over_them(comparison):
     summary = pd.read_csv(comparison["out"] / "summary.csv")
     singles = summary[(summary["strategy"] == "single") & (summary["status"] == "ok")]["throughput_examples_per_s"]
-    assert len(singles) == REPEATS
+    assert len(singles) == BASELINE_RUNS
     page = (comparison["out"] / "report.html").read_text()
     body = page[page.index('<table id="headline-table">'):]
     row = next(r for r in re.findall(r"<tr data-run=[^>]*>(.*?)</tr>", body[: body.index("</table>")])
                if 'data-col="workers" data-value="1"' in r)
     values = dict(re.findall(r'data-col="([^"]+)" data-value="([^"]*)"', row))
     samples = singles.to_numpy()
-    half = T_975[REPEATS - 1] * np.std(samples, ddof=1) / math.sqrt(REPEATS)
+    half = T_975[BASELINE_RUNS - 1] * np.std(samples, ddof=1) / math.sqrt(BASELINE_RUNS)
     assert float(values["throughput_examples_per_s"]) == pytest.approx(samples.mean(), rel=1e-9)
     assert float(values["throughput_ci95_examples_per_s"]) == pytest.approx(half, rel=1e-6)
 

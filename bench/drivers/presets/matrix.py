@@ -36,6 +36,12 @@ CONVERGENCE_STEPS = 2500  # single reaches the teacher task's target after 1,000
 # under 4% of its throughput, docs/presets.md)
 FULL_STEPS = {"mlp": 500, "cnn": 100, "resnet20": 40, "embedding": 200}
 DEFAULT_STEPS = {**FULL_STEPS, "cnn": 60}
+# The baseline's 1-worker run divides every scaling figure of its model. One run of it was one
+# draw: in a default comparison, mirrored at 1 replica came out 1.16x single on cnn, while 6
+# alternated pairs of the two measured a median 0.92 (0.89-1.09; docs/overhead.md). At least
+# this many runs of it per model, spread over the model's runs, give the mean the report divides
+# by and an interval over them.
+BASELINE_REPEATS = 3
 
 
 @dataclass(frozen=True)
@@ -94,24 +100,41 @@ def worker_counts(strategy: str, wanted: Sequence[int], one_process_runs: bool =
 def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int], steps: int | None,
          convergence_steps: int, repeats: int, convergence_workers: int = CONVERGENCE["workers"],
          per_model: dict[str, int] = DEFAULT_STEPS, one_process_runs: bool = True) -> list[Planned]:
-    """Throughput runs, `repeats` of each; convergence runs, one per seed 0..repeats-1. A strategy
-    that cannot train a model (bench.run.validation.model_refusal) has no runs of it (runner.refused_cells)."""
+    """Throughput runs, `repeats` of each (the baseline's 1-worker one at least BASELINE_REPEATS
+    times, the extra runs spread through its model's last round); convergence runs, one per seed
+    0..repeats-1. A strategy that cannot train a model (bench.run.validation.model_refusal) has no
+    runs of it (runner.refused_cells)."""
     runs = []
-    for _ in range(repeats):
+    for round_ in range(repeats):
         for model in models:
+            block = []
             for strategy in strategies:
                 if model_refusal(model, registry.get(strategy)):
                     continue
                 counts = worker_counts(strategy, workers, one_process_runs)
                 n_steps = steps or per_model.get(model, 100)
                 data = SYNTHETIC[known_models.reads(model)]
-                runs += [Planned(strategy, model, data, n, n_steps, "throughput") for n in counts]
+                block += [Planned(strategy, model, data, n, n_steps, "throughput") for n in counts]
+            if round_ == repeats - 1:
+                block = with_baseline_repeats(block, BASELINE_REPEATS - repeats)
+            runs += block
     for seed in range(repeats) if convergence_steps else []:
         for strategy in strategies:
             n = worker_counts(strategy, [convergence_workers])[0]
             runs.append(Planned(strategy, CONVERGENCE["model"], CONVERGENCE["data"], n, convergence_steps,
                                 "convergence", seed if repeats > 1 else None))
     return runs
+
+
+def with_baseline_repeats(block: list[Planned], extra: int) -> list[Planned]:
+    """A model's runs with `extra` more runs of its 1-worker baseline, at even intervals among them."""
+    base = next((run for run in block if run.workers == 1 and registry.is_baseline(run.strategy)), None)
+    if base is None or extra < 1:
+        return block
+    out = list(block)
+    for i in range(extra, 0, -1):
+        out.insert(round(len(block) * i / (extra + 1)), base)
+    return out
 
 
 def _names(text: str) -> list[str]:
