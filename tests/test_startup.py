@@ -32,3 +32,18 @@ def test_a_training_process_imports_tensorflow_without_keras_and_keras_still_wor
         "assert 'tensorflow' in sys.modules and 'keras' not in sys.modules, 'keras was imported'; "
         "assert 'keras.src.optimizers' not in sys.modules, 'the hidden module was left hidden'; "
         "import tensorflow as tf; assert tf.keras.optimizers.SGD(0.1).learning_rate == 0.1")
+
+
+def test_mpiruns_version_is_asked_once_per_process(monkeypatch):
+    # the launcher's command, run.json's environment and the profile's software each read it
+    import bench.infra.tools as tools
+    from bench.drivers.profile.run import software
+    from bench.run.launch.mpi import mpirun_command
+    from bench.run.process.environment import mpi_version
+
+    asked = []
+    real = tools.subprocess.run
+    monkeypatch.setattr(tools.subprocess, "run", lambda argv, **kw: asked.append(argv) or real(argv, **kw))
+    tools.mpirun_version.cache_clear()
+    mpirun_command(2), mpi_version(), software(), mpirun_command(4)
+    assert len([argv for argv in asked if "--version" in argv]) == 1, asked

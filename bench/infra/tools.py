@@ -4,9 +4,11 @@ without activating the venv; and ports free to listen on."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import socket
+import subprocess
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -17,6 +19,19 @@ def find_tool(name: str) -> str | None:
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
     return shutil.which(name)
+
+
+@functools.lru_cache(maxsize=1)
+def mpirun_version() -> str:
+    """What `mpirun --version` prints ("" without an mpirun, or if it fails), read once a process."""
+    mpirun = find_tool("mpirun")
+    if mpirun is None:
+        return ""
+    try:
+        done = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip()
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:

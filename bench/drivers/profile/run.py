@@ -26,7 +26,7 @@ import pandas as pd
 from bench.drivers.profile import fold
 from bench.drivers.profile.where import Where
 from bench.errors import UsageError
-from bench.infra.tools import find_tool
+from bench.run.process.environment import mpi_version
 from bench.usage import OneLineParser, refuse
 
 PROFILE_FILE = "profile.json"
@@ -61,12 +61,9 @@ def software() -> str:
             versions.append(f"{package} {metadata.version(package)}")
         except metadata.PackageNotFoundError:
             versions.append(f"{package} (not installed)")
-    mpirun = find_tool("mpirun")
-    if mpirun:
-        import subprocess
-
-        first = subprocess.run([mpirun, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
-        versions.append(first[0] if first else "mpirun")
+    mpi = mpi_version()
+    if mpi:
+        versions.append(mpi)
     return ", ".join(versions)
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +30,7 @@ ENDING_S = 10  # a measurement past its limit: SIGTERM, then SIGKILL after this
 
 @dataclass
 class Where:
-    placement_of: object | None  # a function (roles) -> srun.SlurmPlacement, or None on one machine
+    placement_of: Callable[[dict[str, list[str]]], srun.SlurmPlacement] | None  # None: on one machine
     nodes: tuple[str, ...]
     ranks_per_node: int
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.infra.emulated.network import enter
-from bench.infra.tools import find_tool
+from bench.infra.tools import find_tool, mpirun_version
 from bench.run.faults.recovery import recovering
 from bench.run.launch import emulated_hosts
 from bench.run.launch.close import close_watched_run
@@ -44,7 +44,7 @@ def mpirun_command(np: int, placement: Placement | None = None) -> list[str]:
     mpirun = find_tool("mpirun")
     if mpirun is None:
         raise UsageError("mpirun not found: run ./run_bench.sh setup (or install an MPI)")
-    out = os.popen(f"{mpirun} --version 2>/dev/null").read()
+    out = mpirun_version()
     cmd = [mpirun, "-np", str(np), "--bind-to", "none"]
     spread = "node" if placement else ""  # one rank per host, in host order
     if "Open MPI" in out or "OpenRTE" in out:

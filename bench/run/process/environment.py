@@ -64,12 +64,9 @@ def git_commit() -> str | None:
 
 
 def mpi_version() -> str | None:
-    from bench.infra.tools import find_tool
+    from bench.infra.tools import mpirun_version
 
-    mpirun = find_tool("mpirun")
-    if not mpirun:
-        return None
-    out = _run([mpirun, "--version"])
+    out = mpirun_version()
     return out.splitlines()[0] if out else None
 
 
