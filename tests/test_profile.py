@@ -17,11 +17,11 @@ def test_each_measured_constant_is_the_median_of_its_repetitions_and_its_range_w
     rounds = [{"mpi.process_bytes_per_s": 1.0e9, "grpc.message_s": 40e-6},
               {"mpi.process_bytes_per_s": 0.8e9, "grpc.message_s": 30e-6},
               {"mpi.process_bytes_per_s": 1.2e9, "grpc.message_s": 50e-6}]
-    data = fold.fold(rounds, "two test nodes", "tensorflow x", "./run_bench.sh profile --repeats 3, today")
+    data = fold.fold(rounds, "two test nodes", "tensorflow x", "./run_bench.sh profile --repeats 3, today", 2**26)
     mpi = data["constants"]["mpi.process_bytes_per_s"]
     assert (mpi["value"], mpi["low"], mpi["high"]) == (1.0e9, 0.8e9, 1.2e9)
     assert mpi["source"].startswith("measured: ./run_bench.sh profile --repeats 3")
-    assert mpi["software"] == "tensorflow x"
+    assert mpi["software"] == "tensorflow x" and mpi["measures"].endswith("at 64 MiB")
     nccl = data["constants"]["nccl.flow_share"]  # NCCL does not run here: documented, and said so
     assert nccl["source"].startswith(f"not measured by ./run_bench.sh profile; as documented in profile "
                                      f"{profile.DEFAULT}")
@@ -46,6 +46,7 @@ def test_the_grpc_figures_are_the_ps_tasks_rate_with_every_worker_and_its_cost_p
 @pytest.mark.parametrize("argv, message", [
     (["--repeats", "2"], "--repeats must be >= 3"),
     (["--ranks-per-node", "0"], "--ranks-per-node must be >= 1"),
+    (["--bytes", "65536"], "--bytes must be >= 1048576 (1 MiB)"),
 ])
 def test_bad_input_is_refused_in_one_line(argv, message):
     done = bench("profile", *argv)

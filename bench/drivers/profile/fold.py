@@ -11,29 +11,33 @@ from pathlib import Path
 from bench.analysis.micro_summary import summarize
 from bench.analysis.projection import profile
 from bench.analysis.projection.fit import fit_transports
-from bench.drivers.profile.ps_rate import MANY, MANY_TENSORS, ONE_TENSOR, RATE, RATE_BYTES
-
-# what each measured constant is, beyond the software and the command
-MEANS = {
-    "latency_s": "one message's fixed cost: the per-hop intercept of MPI's own allreduce (mpi4py) fitted over 64 KB "
-                 "and 64 MB",
-    "mpi.process_bytes_per_s": "Horovod allreduce bus bandwidth over MPI at 64 MB (the fusion buffer)",
-    "gloo.process_bytes_per_s": "Horovod allreduce bus bandwidth over Gloo at 64 MB",
-    "grpc.process_bytes_per_s": "one ps task's process: bytes pushed and pulled per second in all while several "
-                                "workers push 64 MB into it and pull it back at once",
-    "grpc.message_s": f"a ps task's cost per tensor: a 64 KB push and pull in {MANY} tensors against 1, per message",
-}
+from bench.drivers.profile.ps_rate import MANY, MANY_TENSORS, ONE_TENSOR, RATE
 
 
-def allreduce_figures(folder: Path) -> dict[str, float]:
-    """Rate (64 MB bus bandwidth) of each Horovod transport measured in `folder`, and raw MPI's per-hop latency
-    (Horovod's own intercept holds its cycle and negotiation, which the projection models apart)."""
+def means(rate_bytes: int) -> dict[str, str]:
+    """What each measured constant is, beyond the software and the command."""
+    size = f"{rate_bytes / 2**20:g} MiB"
+    return {
+        "latency_s": f"one message's fixed cost: the per-hop intercept of MPI's own allreduce (mpi4py) fitted over "
+                     f"1 KiB to {size}",
+        "mpi.process_bytes_per_s": f"Horovod allreduce bus bandwidth over MPI at {size}",
+        "gloo.process_bytes_per_s": f"Horovod allreduce bus bandwidth over Gloo at {size}",
+        "grpc.process_bytes_per_s": "one ps task's process: bytes pushed and pulled per second in all while several "
+                                    f"workers push {size} into it and pull it back at once",
+        "grpc.message_s": f"a ps task's cost per tensor: a 64 KiB push and pull in {MANY} tensors against 1, "
+                          "per message",
+    }
+
+
+def allreduce_figures(folder: Path, rate_bytes: int) -> dict[str, float]:
+    """Rate (bus bandwidth at `rate_bytes`) of each Horovod transport measured in `folder`, and raw MPI's per-hop
+    latency (Horovod's own intercept holds its cycle and negotiation, which the projection models apart)."""
     table = summarize(folder)
     out: dict[str, float] = {}
     if table.empty:
         return out
     for transport, name in (("horovod-mpi", "mpi"), ("horovod-gloo", "gloo")):
-        rows = table[(table["transport"] == transport) & (table["bytes"] == RATE_BYTES)]
+        rows = table[(table["transport"] == transport) & (table["bytes"] == rate_bytes)]
         if len(rows):
             out[f"{name}.process_bytes_per_s"] = float(rows["busbw_gb_per_s"].max()) * 1e9
     fits = fit_transports(table)
@@ -58,15 +62,16 @@ def grpc_figures(folder: Path) -> dict[str, float]:
     return out
 
 
-def fold(rounds: list[dict[str, float]], describes: str, software: str, command: str) -> dict:
+def fold(rounds: list[dict[str, float]], describes: str, software: str, command: str, rate_bytes: int) -> dict:
     """The profile (profile.json's content) of the repetitions' figures."""
     base = profile.load(profile.DEFAULT)
+    meaning = means(rate_bytes)
     constants = {}
     for name, known in base.constants.items():
         values = [r[name] for r in rounds if name in r]
         if values:
             constants[name] = {"value": statistics.median(values), "low": min(values), "high": max(values),
-                               "unit": known.unit, "measures": MEANS.get(name, known.measures), "software": software,
+                               "unit": known.unit, "measures": meaning.get(name, known.measures), "software": software,
                                "source": f"measured: {command}, {len(values)} repetitions, interleaved "
                                          f"({', '.join(f'{v:.4g}' for v in values)})"}
         else:

@@ -7,7 +7,7 @@ the one ps task and its pushes and pulls overlap; then ONE_TENSOR and MANY_TENSO
 alone, the same bytes in 1 and in `MANY` variables (each its own message). Each worker writes
 `ps-worker<i>.json`: per part, its rounds' start, end and bytes moved (push and pull).
 
-    python -m bench.drivers.profile.ps_rate OUT CLUSTER_JSON ROLE INDEX ROUNDS
+    python -m bench.drivers.profile.ps_rate OUT CLUSTER_JSON ROLE INDEX ROUNDS RATE_BYTES
 """
 
 from __future__ import annotations
@@ -19,11 +19,8 @@ from pathlib import Path
 
 from bench.drivers.micro.ps_graph import push_pull
 
-RATE_BYTES = 64 * 2**20  # the fusion buffer's size, as the allreduce figures
 MESSAGE_BYTES, MANY = 64 * 1024, 64  # a ps task's cost per tensor: the same bytes in 1 and in MANY tensors
 RATE, ONE_TENSOR, MANY_TENSORS = "rate", "one-tensor", "many-tensors"
-PARTS = ((RATE, RATE_BYTES, 1, "all"), (ONE_TENSOR, MESSAGE_BYTES, 1, "first"),
-         (MANY_TENSORS, MESSAGE_BYTES, MANY, "first"))
 BARRIER_LIMIT_S = 600  # every worker reaches each barrier within its own start-up and one part's rounds
 
 
@@ -46,7 +43,13 @@ def round_trip(tf, worker: object, index: int, nbytes: int, tensors: int):
     return step, session
 
 
-def work(out: Path, cluster: dict, index: int, rounds: int) -> None:
+def parts(rate_bytes: int) -> tuple[tuple[str, int, int, str], ...]:
+    """(part, bytes, tensors, who runs it): the rate at `rate_bytes`, then the cost per message."""
+    return ((RATE, rate_bytes, 1, "all"), (ONE_TENSOR, MESSAGE_BYTES, 1, "first"),
+            (MANY_TENSORS, MESSAGE_BYTES, MANY, "first"))
+
+
+def work(out: Path, cluster: dict, index: int, rounds: int, rate_bytes: int) -> None:
     from bench.run.process.quiet_tf import import_tensorflow_quietly
 
     import_tensorflow_quietly()
@@ -55,7 +58,7 @@ def work(out: Path, cluster: dict, index: int, rounds: int) -> None:
     workers = len(cluster["worker"])
     server = tf.distribute.Server(tf.train.ClusterSpec(cluster), "worker", index)
     report = {}
-    for name, nbytes, tensors, who in PARTS:
+    for name, nbytes, tensors, who in parts(rate_bytes):
         runs = who == "all" or index == 0
         step, session = round_trip(tf, server, index, nbytes, tensors) if runs else (None, None)
         barrier(out, name, index, workers)
@@ -83,12 +86,11 @@ def serve(cluster: dict, index: int) -> None:
 
 
 def main() -> None:
-    out, cluster, role, index, rounds = Path(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4]), \
-        int(sys.argv[5])
+    out, cluster, role, index = Path(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     if role == "ps":
         serve(cluster, index)
     else:
-        work(out, cluster, index, rounds)
+        work(out, cluster, index, int(sys.argv[5]), int(sys.argv[6]))
 
 
 if __name__ == "__main__":

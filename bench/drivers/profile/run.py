@@ -1,13 +1,13 @@
-"""`python -m bench profile [--repeats 3] [--ranks-per-node G] [--output results]`: the transport
-profile of the machines it runs on, for `python -m bench project --profile results/profile.json`.
+"""`python -m bench profile [--repeats 3] [--ranks-per-node G] [--bytes B] [--output results]`: the
+transport profile of the machines it runs on, for `python -m bench project --profile results/profile.json`.
 
 Inside a Slurm allocation of 2 or more nodes (`salloc -N 2 ./run_bench.sh profile`) it measures
 across the nodes over their network, each process a job step on its node; elsewhere on this
 machine over loopback. Each repetition measures, in turn: MPI's own allreduce (mpi4py: its
-per-hop latency fitted over 64 KB and 64 MB), Horovod's allreduce over MPI and over Gloo (G
-ranks per node; bus bandwidth at 64 MB), then gRPC (several workers pushing 64 MB into one ps
-task and pulling it back at once; then one worker's 64 KB in 1 and in 64 tensors, a ps task's
-cost per message). Each constant's
+per-hop latency fitted over 1 KiB to B), Horovod's allreduce over MPI and over Gloo (G
+ranks per node; bus bandwidth at B, 64 MiB by default), then gRPC (several workers pushing B into
+one ps task and pulling it back at once; then one worker's 64 KiB in 1 and in 64 tensors, a ps
+task's cost per message). Each constant's
 value is the median of the repetitions, its range what they gave. A few minutes on 2 cores.
 """
 
@@ -31,6 +31,11 @@ from bench.usage import OneLineParser, refuse
 
 PROFILE_FILE = "profile.json"
 LEAST_REPEATS = 3
+# each rate's buffer: a step's gradients fused, at Horovod's fusion threshold before 0.21 (64 MiB;
+# 128 since, horovod/horovod#2468); at 10 Gbit/s a message's fixed cost (tens of us) is under 0.1 %
+# of its 54 ms
+RATE_BYTES = 64 * 2**20
+LEAST_RATE_BYTES = 2**20  # below it a rate measures the fixed cost of a message more than the link
 
 
 def parser() -> argparse.ArgumentParser:
@@ -41,6 +46,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ranks-per-node", type=int, default=1, help="allreduce ranks per node (GPUs per host)")
     p.add_argument("--ps-workers", type=int, default=2, help="workers pushing into the one ps task at once")
     p.add_argument("--rounds", type=int, default=5, help="timed round trips per gRPC part")
+    p.add_argument("--bytes", type=int, default=RATE_BYTES,
+                   help=f"the buffer every rate is measured at (default {RATE_BYTES // 2**20} MiB; at least 1 MiB)")
     p.add_argument("--output", default="results", help=f"folder for {PROFILE_FILE}")
     p.add_argument("--timeout-s", type=float, default=600, help="limit of each measurement's processes")
     return p
@@ -52,6 +59,9 @@ def check(args: argparse.Namespace) -> None:
     for name in ("ranks_per_node", "ps_workers", "rounds"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
+    if args.bytes < LEAST_RATE_BYTES:
+        raise UsageError(f"--bytes must be >= {LEAST_RATE_BYTES} (1 MiB): a smaller buffer measures a message's "
+                         "fixed cost more than the link's rate")
 
 
 def software() -> str:
@@ -73,13 +83,13 @@ def measure(where: Where, args: argparse.Namespace, folder: Path) -> tuple[dict[
     for transport in ("mpi4py", "horovod-mpi", "horovod-gloo"):
         part = folder / transport
         part.mkdir(parents=True)
-        if where.allreduce(transport, part, args.timeout_s):
-            figures.update(fold.allreduce_figures(part))
+        if where.allreduce(transport, part, args.bytes, args.timeout_s):
+            figures.update(fold.allreduce_figures(part, args.bytes))
         else:
             failed.append(transport)
     part = folder / "grpc"
     part.mkdir()
-    if where.ps_job(args.ps_workers, part, args.rounds, args.timeout_s):
+    if where.ps_job(args.ps_workers, part, args.rounds, args.bytes, args.timeout_s):
         figures.update(fold.grpc_figures(part))
     else:
         failed.append("grpc")
@@ -104,8 +114,8 @@ def main(argv: Sequence[str]) -> int:
         print(f"profile: failed: {', '.join(failures)} (see {out}/*/*/profile.log)", file=sys.stderr)
         return 1
     command = f"./run_bench.sh profile --repeats {args.repeats} --ranks-per-node {args.ranks_per_node} " \
-              f"--ps-workers {args.ps_workers}, {time.strftime('%Y-%m-%d')}"
-    data = fold.fold(rounds, where.describes, software(), command)
+              f"--ps-workers {args.ps_workers} --bytes {args.bytes}, {time.strftime('%Y-%m-%d')}"
+    data = fold.fold(rounds, where.describes, software(), command, args.bytes)
     for path in (out / PROFILE_FILE, Path(args.output) / PROFILE_FILE):
         path.write_text(json.dumps(data, indent=1))
     print(pd.DataFrame(rounds).to_string(index=False), file=sys.stderr)

@@ -18,10 +18,9 @@ from bench.run.launch.slurm import gloo, srun
 RANK = [sys.executable, "-m", "bench.drivers.micro.rank_pytest"]
 COLLECTIVES = Path(__file__).parent.parent / "micro" / "collective_test.py"
 PS_TASK = [sys.executable, "-m", "bench.drivers.profile.ps_rate"]
-# the figures an allreduce run gives: Horovod's bus bandwidth at 64 MB (and 64 KB, for the summary's
-# fit); raw MPI's latency, fitted over small sizes to 64 MB
-SIZES = {"mpi4py": f"1024,4096,{64 * 1024},{64 * 2**20}", "horovod-mpi": f"{64 * 1024},{64 * 2**20}",
-         "horovod-gloo": f"{64 * 1024},{64 * 2**20}"}
+# the sizes of an allreduce run, with the rate's buffer last: Horovod's bus bandwidth at it (and at
+# 64 KB, for the summary's fit); raw MPI's latency, fitted over small sizes up to it
+SMALL_SIZES = {"mpi4py": (1024, 4096, 64 * 1024), "horovod-mpi": (64 * 1024,), "horovod-gloo": (64 * 1024,)}
 ROUNDS = 5
 # on one machine MPI would move its bytes through shared memory: TCP, as between hosts
 LOOPBACK_TCP = {"OMPI_MCA_btl": "tcp,self"}
@@ -50,9 +49,10 @@ class Where:
         return (f"{len(self.nodes)} nodes of a Slurm allocation ({', '.join(self.nodes)}), {self.ranks_per_node} "
                 "allreduce rank(s) per node, measured across them by ./run_bench.sh profile")
 
-    def allreduce(self, transport: str, out: Path, timeout_s: float) -> bool:
+    def allreduce(self, transport: str, out: Path, rate_bytes: int, timeout_s: float) -> bool:
         """One run of `transport`'s allreduce benchmark, its JSON into `out`."""
-        env = {**os.environ, "DISTBENCH_MICRO_MODE": "fast", "DISTBENCH_MICRO_SIZES": SIZES[transport],
+        sizes = ",".join(str(b) for b in (*SMALL_SIZES[transport], rate_bytes))
+        env = {**os.environ, "DISTBENCH_MICRO_MODE": "fast", "DISTBENCH_MICRO_SIZES": sizes,
                "DISTBENCH_MICRO_ROUNDS": str(ROUNDS), "DISTBENCH_MICRO_TRANSPORT": transport,
                **horovod_environment(transport)}
         if self.placement_of is None:
@@ -64,10 +64,10 @@ class Where:
         with gloo.rendezvous(placement if transport == "horovod-gloo" else None) as meet:  # srun meets MPI by PMIx
             return _run(placement.srun_ranks(argv, mpi=transport != "horovod-gloo"), {**env, **meet}, out, timeout_s)
 
-    def ps_job(self, workers: int, out: Path, rounds: int, timeout_s: float) -> bool:
+    def ps_job(self, workers: int, out: Path, rounds: int, rate_bytes: int, timeout_s: float) -> bool:
         """One ps task and `workers` workers of the gRPC measurement (bench.drivers.profile.ps_rate):
         the ps on a node of its own, the workers on another."""
-        ps_argv, worker_argvs = self._ps_commands(workers, [str(out)], [str(rounds)])
+        ps_argv, worker_argvs = self._ps_commands(workers, [str(out)], [str(rounds), str(rate_bytes)])
         with _log(out) as log:
             ps = subprocess.Popen(ps_argv, stdout=subprocess.DEVNULL, stderr=log)
             try:
