@@ -6,6 +6,7 @@ from bench.run.models.base import NUM_CLASSES, Model
 
 
 class CNN(Model):
+    autograph = False  # see Model.autograph
     input_shape = (28, 28, 1)
 
     def build(self) -> None:

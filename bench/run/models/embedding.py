@@ -18,6 +18,7 @@ INIT_SCALE = 0.05
 
 
 class Embedding(Model):
+    autograph = False  # see Model.autograph
     input_shape = (None,)  # one row id per feature; as many features as the data has
     input_dtype = tf.int32
     num_classes = 2

@@ -13,6 +13,7 @@ from bench.run.models.layers import Apply, Create
 
 
 class ImageNetModel(Model):
+    autograph = False  # see Model.autograph
     input_shape = (224, 224, 3)
     num_classes = 1000
     bn_epsilon: ClassVar[float] = 1.001e-5

@@ -8,6 +8,7 @@ HIDDEN = 100
 
 
 class MLP(Model):
+    autograph = False  # see Model.autograph
     input_shape = (28, 28, 1)
 
     def build(self) -> None:

@@ -17,6 +17,7 @@ BN_EPSILON = 1e-5
 
 
 class ResNet20(Model):
+    autograph = False  # see Model.autograph
     input_shape = (32, 32, 3)
 
     def build(self) -> None:
