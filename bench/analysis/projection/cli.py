@@ -175,10 +175,10 @@ def main(argv: Sequence[str]) -> int:
     if args.device_examples_per_s is not None:
         try:
             check_counts(args)
-            cluster_cli.check(args)
+            chosen = cluster_cli.check(args)
         except UsageError as exc:
             return refuse(exc)
-        return cluster_cli.main(args)
+        return cluster_cli.main(args, chosen)
     source = Path(args.source)
     try:
         if not source.is_dir():

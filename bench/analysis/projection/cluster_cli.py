@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -64,7 +65,17 @@ def refuse_cluster_flags(args: argparse.Namespace) -> None:
         raise UsageError(f"{flags}: only with --device-examples-per-s (a cluster described, not calibrated from runs)")
 
 
-def check(args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class Chosen:
+    """The profile a described cluster is projected with, why it is that one, and whether the
+    cluster's intra-host rate is the profile's (with its range) or the user's."""
+
+    profile: profile.Profile
+    why: str
+    intra_host_from_profile: bool
+
+
+def check(args: argparse.Namespace) -> Chosen:
     """Refuse a badly described cluster; fill in the defaults of the flags not typed."""
     for name, value in DEFAULTS.items():
         if getattr(args, name) is None:
@@ -81,17 +92,18 @@ def check(args: argparse.Namespace) -> None:
         if models.reads(name) == models.IDS or (models.user.is_spec(name) and models.signature(name).table_bytes):
             raise UsageError(f"--model {models.label(name)}: the cluster projection takes dense models; "
                              "its embedding table is not modelled")
-    args.profile_used, args.profile_why = chosen_profile(args)
-    args.intra_host_from_profile = args.intra_host_gbit is None
+    used, why = chosen_profile(args)
+    chosen = Chosen(used, why, intra_host_from_profile=args.intra_host_gbit is None)
     if args.intra_host_gbit is None:
-        args.intra_host_gbit = args.profile_used.get("intra_host_bytes_per_s") * 8 / 1e9
+        args.intra_host_gbit = used.get("intra_host_bytes_per_s") * 8 / 1e9
     if args.devices_per_host < 1 or not args.intra_host_gbit > 0:
         raise UsageError("--devices-per-host must be >= 1 and --intra-host-gbit > 0")
     if args.ps_colocated and not args.ps:
         raise UsageError("--ps-colocated goes with --ps K (without --ps, one ps task per worker host is colocated)")
+    return chosen
 
 
-def projection(args: argparse.Namespace) -> pd.DataFrame:
+def projection(args: argparse.Namespace, chosen: Chosen) -> pd.DataFrame:
     rows = []
     for name in args.model:
         model_tensors = tensors.of(name)
@@ -101,8 +113,8 @@ def projection(args: argparse.Namespace) -> pd.DataFrame:
                                   args.intra_host_gbit * 1e9 / 8)
                 for k in args.ps or [cluster.hosts]:
                     ps = PsSetup(k, args.ps_colocated or not args.ps, args.ps_placement)
-                    rows += schemes.rows(models.label(name), model_tensors, cluster, ps, args.profile_used,
-                                         args.intra_host_from_profile)
+                    rows += schemes.rows(models.label(name), model_tensors, cluster, ps, chosen.profile,
+                                         chosen.intra_host_from_profile)
     return pd.DataFrame(rows)
 
 
@@ -126,14 +138,14 @@ def records(frame: pd.DataFrame) -> list[dict]:
     return frame.astype(object).where(frame.notna(), None).to_dict("records")
 
 
-def main(args: argparse.Namespace) -> int:
-    table = projection(args)
+def main(args: argparse.Namespace, chosen: Chosen) -> int:
+    table = projection(args, chosen)
     result = {"cluster": {"devices_per_host": args.devices_per_host, "device_examples_per_s":
                           args.device_examples_per_s, "batch_size": args.batch_size,
                           "intra_host_gbit": args.intra_host_gbit, "ps_placement": args.ps_placement},
-              "profile": {**args.profile_used.summary(), "why": args.profile_why},
-              "constants": constants(args.profile_used), "projection": records(table),
-              "published": published_result(args.profile_used)}
+              "profile": {**chosen.profile.summary(), "why": chosen.why},
+              "constants": constants(chosen.profile), "projection": records(table),
+              "published": published_result(chosen.profile)}
     if args.output:
         out = Path(args.output)
         out.mkdir(parents=True, exist_ok=True)
@@ -141,7 +153,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, default=float))
         return 0
-    print(f"profile: {args.profile_used.name} ({args.profile_why})")
+    print(f"profile: {chosen.profile.name} ({chosen.why})")
     show(table, result["published"])
     return 0
 
