@@ -80,3 +80,27 @@ def test_a_v1_graph_holds_no_constant_of_a_weights_size(partition):
         fed = initial_values()
         assert max(consts, default=0) < max(value.size for value in fed.values())
         assert sum(value.size for value in fed.values()) == model.num_params
+
+
+@pytest.mark.parametrize("name", [*IMAGE_MODELS, "embedding"])
+def test_the_suites_models_step_the_same_without_autograph(name):
+    # their steps are traced without AutoGraph (Model.autograph): no control flow on tensors to convert
+    from bench.run.models.base import Model
+
+    model = models.build(name, seed=0, **({"rows": 50, "width": 4} if name == "embedding" else {}))
+    assert not model.autograph and Model.autograph  # a user's own Model subclass keeps it
+    high = model.input_high or 50
+    shape = (3, *(d or 5 for d in model.input_shape))
+    x = tf.random.uniform(shape, maxval=high, dtype=tf.int32) if model.input_dtype == tf.int32 \
+        else tf.random.uniform(shape)
+    y = tf.constant([0, 1, 0])
+
+    def step():
+        with tf.GradientTape() as tape:
+            loss = model.loss(x, y)
+        return loss, tape.gradient(loss, model.trainables)
+
+    plain, converted = (tf.function(step, autograph=flag)() for flag in (False, True))
+    np.testing.assert_array_equal(plain[0].numpy(), converted[0].numpy())
+    for a, b in zip(plain[1], converted[1], strict=True):
+        np.testing.assert_array_equal(tf.convert_to_tensor(a).numpy(), tf.convert_to_tensor(b).numpy())
