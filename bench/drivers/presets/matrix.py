@@ -38,9 +38,9 @@ FULL_STEPS = {"mlp": 500, "cnn": 100, "resnet20": 40, "embedding": 200}
 DEFAULT_STEPS = {**FULL_STEPS, "cnn": 60}
 # The baseline's 1-worker run divides every scaling figure of its model. One run of it was one
 # draw: in a default comparison, mirrored at 1 replica came out 1.16x single on cnn, while 6
-# alternated pairs of the two measured a median 0.92 (0.89-1.09; docs/micro-benchmarks.md, "The baseline at its best"). At least
-# this many runs of it per model, spread over the model's runs, give the mean the report divides
-# by and an interval over them.
+# alternated pairs of the two measured a median 0.92 (0.89-1.09; docs/micro-benchmarks.md, "The
+# baseline at its best"). At least this many runs of it per model, spread over the model's runs,
+# give the mean the report divides by and an interval over them.
 BASELINE_REPEATS = 3
 
 
