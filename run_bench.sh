@@ -293,9 +293,7 @@ main() {
         test)
             ensure_browser
             ensure_slurm
-            # two workers: the slow tests in one group, one after another; the fast ones beside them
-            # (tests/conftest.py's SERIAL_GROUP says why)
-            exec "$VENV/bin/python" -m pytest -m "slow or not slow" -n 2 --dist loadgroup "$@" ;;
+            exec "$VENV/bin/python" -m pytest -m "slow or not slow" "$@" ;;
         cluster)
             [[ "${1:-}" == up ]] && ensure_slurm
             exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;

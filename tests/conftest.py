@@ -15,19 +15,13 @@ LOGICAL_CPUS = 4
 
 def _split_cpu() -> None:
     """Multi-device tests need logical CPU devices, made before TF's runtime starts."""
-    from bench.run.process.quiet_tf import import_tensorflow_quietly
-
-    import_tensorflow_quietly()
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * LOGICAL_CPUS)
 
 
-def pytest_configure(config) -> None:
-    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
-        return  # pytest-xdist's controller runs no test: TensorFlow is its workers'
-    _split_cpu()
+_split_cpu()
 
 
 @pytest.fixture(scope="session")
@@ -65,17 +59,6 @@ def only_run(results: Path) -> Path:
 FIRST_RUN_TEST = "tests/test_first_run.py"
 BACKGROUND_SETUP = pytest.StashKey()
 IMAGENET_RUNS = pytest.StashKey()
-BACKGROUND_STARTED = pytest.StashKey()
-# ./run_bench.sh test runs two pytest-xdist workers (--dist loadgroup): the slow multi-process tests
-# one after another in this one group, as before, and the fast in-process ones on the other worker
-# beside them. The slow tests leave a core idle while they wait on start-ups, links and time
-# limits (30-45 % of the CPU in the suite's second half); the fast ones run on one core.
-SERIAL_GROUP = "serial"
-
-
-def pytest_itemcollected(item) -> None:
-    if item.get_closest_marker("slow") is not None:
-        item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
 
 
 def _imagenet_run_test(item) -> bool:
@@ -91,20 +74,12 @@ def pytest_collection_modifyitems(items: list) -> None:
     items.sort(key=lambda item: (item.nodeid.startswith(FIRST_RUN_TEST), _imagenet_run_test(item)))
 
 
-def pytest_runtest_setup(item) -> None:
-    """The background work starts with the first slow test, in the process that runs them (under
-    pytest-xdist, the worker of their group; the other never starts it)."""
-    config = item.config
-    if item.get_closest_marker("slow") is None or config.stash.get(BACKGROUND_STARTED, False):
-        return
-    config.stash[BACKGROUND_STARTED] = True
-    start_background(item.session)
-
-
-def start_background(session) -> None:
+def pytest_collection_finish(session) -> None:
     from tests import first_run
     from tests.imagenet_runs import ShortRuns
 
+    if session.config.option.collectonly:
+        return
     if any(_imagenet_run_test(item) for item in session.items):
         session.config.stash[IMAGENET_RUNS] = ShortRuns()
     wanted = any(item.nodeid.startswith(FIRST_RUN_TEST) for item in session.items)
