@@ -265,3 +265,18 @@ def test_overlapping_intervals_make_the_answer_a_tie():
                              _setting("allreduce", "allreduce", 990, 258, 200, 12)])
     row = aggregate.family_answer(settings).iloc[0]
     assert row["tie"] and "tie (their 95% intervals overlap)" in answer_line(row)
+
+
+def test_scaling_efficiency_divides_by_the_median_of_the_baselines_runs():
+    from bench.analysis.report import aggregate
+
+    def run(strategy: str, rate: float, baseline: bool) -> dict:
+        return {"ok": True, "scaling_baseline": baseline, "workers": 1, "model": "cnn", "data": "synthetic",
+                "batch_size": 64, "strategy": strategy, "throughput_examples_per_s": rate}
+
+    # one comparison's three baseline runs on this machine: the first disturbed throughout
+    runs = pd.DataFrame([run("single", 1611, True), run("single", 2451, True), run("single", 2871, True),
+                         run("mirrored", 2664, False)])
+    efficiency = aggregate.add_scaling_efficiency(runs).set_index("strategy")["scaling_efficiency"]
+    assert efficiency["mirrored"] == pytest.approx(2664 / 2451)
+    assert sorted(efficiency["single"]) == pytest.approx([1611 / 2451, 1.0, 2871 / 2451])

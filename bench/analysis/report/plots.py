@@ -60,7 +60,8 @@ def throughput_vs_workers(settings: pd.DataFrame) -> str:
     def draw(ax: plt.Axes, model: str) -> None:
         rows = thr[thr["model"] == model]
         base = rows[rows["scaling_baseline"].fillna(False).astype(bool) & (rows["workers"] == 1)]
-        base = base["throughput_examples_per_s"]
+        # what scaling efficiency divides by (aggregate.baseline_throughput): its own runs' efficiency is 1 against it
+        base = (base["throughput_examples_per_s"] / base["scaling_efficiency"]).dropna()
         for strategy, group in rows.groupby("strategy"):
             group = group.sort_values("workers")
             ax.errorbar(group["workers"], group["throughput_examples_per_s"],

@@ -40,7 +40,7 @@ DEFAULT_STEPS = {**FULL_STEPS, "cnn": 60}
 # draw: in a default comparison, mirrored at 1 replica came out 1.16x single on cnn, while 6
 # alternated pairs of the two measured a median 0.92 (0.89-1.09; docs/micro-benchmarks.md, "The
 # baseline at its best"). At least this many runs of it per model, spread over the model's runs,
-# give the mean the report divides by and an interval over them.
+# give the median the report divides by (report.aggregate.baseline_throughput) and an interval.
 BASELINE_REPEATS = 3
 
 
