@@ -56,7 +56,7 @@ class EagerWorker(Worker):
         step_fn = getattr(train_step, "python_function", train_step)
 
         def traced(stamped: bool):
-            return tf.function(lambda: step_fn(stamped), autograph=model.autograph).get_concrete_function()
+            return model.function(lambda: step_fn(stamped)).get_concrete_function()
 
         self._trace = traced
         self._train_steps = {flag: traced(flag) for flag in self._variants_used()}
@@ -79,7 +79,7 @@ class EagerWorker(Worker):
         weights, optimizer state and step count come back from its checkpoint here."""
         self.model = model
         self.optimizer = optimizer
-        self._eval = tf.function(model.evaluate, reduce_retracing=True, autograph=model.autograph)
+        self._eval = model.function(model.evaluate, reduce_retracing=True)
         self._step = self.config.resume_step
         self._batch = self.strategy.worker_batch(self.config)
         self._checkpoints: tf.train.CheckpointManager | None = None

@@ -86,7 +86,7 @@ class LocalSgdWorker(AllreduceWorker):
                                             averaging.allreduce if kind == SYNC else None)
 
         def traced(kind: str, stamped: bool):
-            return tf.function(lambda: train_step(kind, stamped), autograph=model.autograph).get_concrete_function()
+            return model.function(lambda: train_step(kind, stamped)).get_concrete_function()
 
         # the local step first: tracing it creates the optimizer's slots the average may include
         self._steps = {(LOCAL, flag): traced(LOCAL, flag) for flag in (False, True)}

@@ -80,7 +80,7 @@ class PSCoordinatorWorker(Worker):
         iterator = iter(self.coordinator.create_per_worker_dataset(self._dataset_fn(data)))
         self._function = self._train_function(variables)
         self._iterator = iterator
-        self._eval = tf.function(self.model.evaluate, reduce_retracing=True, autograph=self.model.autograph)
+        self._eval = self.model.function(self.model.evaluate, reduce_retracing=True)
         self._in_flight: collections.deque = collections.deque()
         self._to_schedule = -(-(config.steps - config.resume_step) // self.k)  # functions left to run
         self._steps_scheduled = self._to_schedule * self.k
@@ -120,7 +120,7 @@ class PSCoordinatorWorker(Worker):
         model, optimizer, global_step, strategy, k = self.model, self.optimizer, self.global_step, self.strategy_tf, \
             self.k
 
-        @tf.function(autograph=model.autograph)
+        @model.function
         def train(iterator):
             stamps = Stamps(True)
             stamps.take()  # the function's start on its worker

@@ -54,6 +54,10 @@ class Model(tf.Module):
     def build(self) -> None:
         raise NotImplementedError(f"{type(self).__name__} must create its variables in build()")
 
+    def function(self, fn, **options):
+        """`tf.function(fn)` of a step or evaluation of this model, with AutoGraph only where it needs it."""
+        return tf.function(fn, autograph=self.autograph, **options)
+
     def logits(self, x: tf.Tensor, training: bool) -> tf.Tensor:
         raise NotImplementedError(f"{type(self).__name__} must implement logits(x, training)")
 
