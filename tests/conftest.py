@@ -24,12 +24,13 @@ def _split_cpu() -> None:
 _split_cpu()
 
 
-@pytest.fixture(scope="session")
-def uninterrupted(tmp_path_factory):
-    """uninterrupted(strategy, extra): a 100-step reference run's folder (tests.reference_runs)."""
-    from tests.reference_runs import UninterruptedRuns
+@pytest.fixture
+def uninterrupted(background):
+    """uninterrupted(strategy, extra): the folder of a 100-step reference run the test's module
+    declared (tests/reference_runs.py), once it is made."""
+    from tests.reference_runs import key
 
-    return UninterruptedRuns(tmp_path_factory.mktemp("uninterrupted"))
+    return lambda strategy, extra: background.result(key(strategy, extra))
 
 
 @pytest.fixture
@@ -58,7 +59,7 @@ def only_run(results: Path) -> Path:
 
 FIRST_RUN_TEST = "tests/test_first_run.py"
 BACKGROUND_SETUP = pytest.StashKey()
-IMAGENET_RUNS = pytest.StashKey()
+BACKGROUND_RUNS = pytest.StashKey()
 
 
 def _imagenet_run_test(item) -> bool:
@@ -69,26 +70,31 @@ def _imagenet_run_test(item) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list) -> None:
-    """What runs in the background while the others run is checked last: the ImageNet short
-    runs (tests/imagenet_runs.py), then the first-run setup (tests/first_run.py)."""
-    items.sort(key=lambda item: (item.nodeid.startswith(FIRST_RUN_TEST), _imagenet_run_test(item)))
+    """What runs in the background while the others run is checked last: the runs of
+    tests/background.py (the ImageNet short runs after the others), then the first-run setup
+    (tests/first_run.py)."""
+    from tests.background import declared_jobs
+
+    items.sort(key=lambda item: (item.nodeid.startswith(FIRST_RUN_TEST), _imagenet_run_test(item),
+                                 bool(declared_jobs(item))))
 
 
 def pytest_collection_finish(session) -> None:
     from tests import first_run
-    from tests.imagenet_runs import ShortRuns
+    from tests.background import BackgroundRuns, declared_jobs
 
     if session.config.option.collectonly:
         return
-    if any(_imagenet_run_test(item) for item in session.items):
-        session.config.stash[IMAGENET_RUNS] = ShortRuns()
+    jobs = {key: job for item in session.items for key, job in declared_jobs(item).items()}
+    if jobs:
+        session.config.stash[BACKGROUND_RUNS] = BackgroundRuns(jobs)
     wanted = any(item.nodeid.startswith(FIRST_RUN_TEST) for item in session.items)
     if wanted and os.environ.get(first_run.SKIP_VARIABLE) != "1":
         session.config.stash[BACKGROUND_SETUP] = first_run.start(ROOT)
 
 
 def pytest_sessionfinish(session) -> None:
-    for key in (IMAGENET_RUNS, BACKGROUND_SETUP):
+    for key in (BACKGROUND_RUNS, BACKGROUND_SETUP):
         started = session.config.stash.get(key, None)
         if started is not None:
             started.end()
@@ -101,9 +107,11 @@ def background_setup(request):
 
 
 @pytest.fixture
-def imagenet_short_runs(request):
-    """The ImageNet short runs started when the session began (tests/imagenet_runs.py)."""
-    return request.config.stash.get(IMAGENET_RUNS, None)
+def background(request):
+    """The runs started when the session began (tests/background.py)."""
+    started = request.config.stash.get(BACKGROUND_RUNS, None)
+    assert started is not None, "the session started no background runs"
+    return started
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

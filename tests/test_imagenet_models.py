@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bench.run import models
-from tests.imagenet_runs import SAME_CODE_AS, STRATEGIES, cases
+from tests.imagenet_runs import SAME_CODE_AS, STRATEGIES, cases, short_run
 from tests.processes import bench, run_record
 
 # Keras applications, weights=None, with the 1000-class top: (all weights, trainable ones)
@@ -68,12 +68,18 @@ def test_the_short_runs_cover_every_model_in_every_family_or_its_code_in_each():
     assert {name for name, strategy in ran if strategy == "single"} == set(models.IMAGENET)
 
 
+def background_jobs(item) -> dict:
+    """The short runs, made in the background (tests/background.py, tests/imagenet_runs.py)."""
+    if item.originalname != "test_one_short_run_of_each_model_ends_ok_in_each_family":
+        return {}
+    name, strategy = item.callspec.params["name"], item.callspec.params["strategy"]
+    return {("imagenet", name, strategy): short_run(name, strategy)}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name, strategy", cases())
-def test_one_short_run_of_each_model_ends_ok_in_each_family(name, strategy, imagenet_short_runs):
-    assert imagenet_short_runs is not None, "the session did not start the short runs"
-    running, results = imagenet_short_runs.runs[name, strategy]
-    done = running.result()
+def test_one_short_run_of_each_model_ends_ok_in_each_family(name, strategy, background):
+    done, results = background.result(("imagenet", name, strategy))
     assert done.returncode == 0, done.stderr[-2000:]
     record = run_record(results)
     assert record["status"] == "ok"

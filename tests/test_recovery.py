@@ -14,9 +14,19 @@ from bench.run.faults.recovery import JOB_RESTARTED, WORKER_RESTARTED
 from tests.checkpoint_values import assert_same_weights, assert_saved_the_chief_s_state
 from tests.conftest import only_run
 from tests.processes import bench
-from tests.reference_runs import COMMON, SAVE_EVERY
+from tests.reference_runs import COMMON, SAVE_EVERY, uninterrupted_run
 
 TWO = ["--workers", "2"]
+COMPARED_WITH = {  # the test and the uninterrupted run it compares with (tests/reference_runs.py)
+    "test_a_ps_sync_worker_restarted_into_the_run_ends_it_with_the_uninterrupted_weights": "ps-sync",
+    "test_a_killed_allreduce_rank_restarts_the_job_from_its_checkpoint": "allreduce",
+    "test_a_killed_ps_restarts_the_job_and_the_chief_restores_the_parameters": "ps-sync",
+}
+
+
+def background_jobs(item) -> dict:
+    strategy = COMPARED_WITH.get(item.originalname)
+    return uninterrupted_run(strategy, TWO) if strategy else {}
 
 
 def recovered(results, strategy: str, *args: str) -> tuple[dict, pd.DataFrame]:

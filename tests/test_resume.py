@@ -13,10 +13,11 @@ from bench.config import RunConfig
 from bench.run.process.checkpoints import CHECKPOINT_DIR
 from strategies import registry
 from strategies.base import local_steps_at
+from tests.background import PATIENT, Run
 from tests.checkpoint_values import assert_same_weights, assert_saved_the_chief_s_state
 from tests.conftest import only_run
 from tests.processes import bench
-from tests.reference_runs import COMMON, SAVE_EVERY, STEPS
+from tests.reference_runs import COMMON, SAVE_EVERY, STEPS, uninterrupted_run
 
 KILL_AT = 70
 # the strategies whose 100 steps are the same computation however they are cut (what differs is
@@ -43,17 +44,29 @@ def test_every_strategy_that_saves_checkpoints_is_covered():
     assert covered == {name for name, cls in registry.all_strategies().items() if cls.checkpoints}
 
 
-def killed_then_resumed(results, strategy: str, extra: list[str], kill_at: int | None = None):
+def background_jobs(item) -> dict:
+    """A deterministic strategy's killed and resumed run and its uninterrupted one: what they
+    compute is checked, not how fast (tests/background.py)."""
+    if item.originalname != "test_a_killed_run_resumed_ends_with_the_weights_of_an_uninterrupted_one":
+        return {}
+    strategy = item.callspec.params["strategy"]
+    extra = DETERMINISTIC[strategy]
+
+    def resumed(folder, run: Run):
+        return killed_then_resumed(folder, strategy, [*extra, *PATIENT], run=run)
+    return {**uninterrupted_run(strategy, extra), ("resumed", strategy): resumed}
+
+
+def killed_then_resumed(results, strategy: str, extra: list[str], kill_at: int | None = None, run: Run = bench):
     """Run with a checkpoint at step 50 and the chief killed at about step 70 (or at its own
     step `kill_at`), then resume."""
     kill_at = kill_at or local_steps(strategy, workers(extra), KILL_AT)
-    killed = bench("--strategy", strategy, *COMMON, *extra, "--kill-worker", f"0@{kill_at}",
-                   "--output", str(results))
+    killed = run("--strategy", strategy, *COMMON, *extra, "--kill-worker", f"0@{kill_at}", "--output", str(results))
     assert killed.returncode != 0, killed.stderr[-2000:]
     run_dir = only_run(results)
     assert json.loads((run_dir / "run.json").read_text())["status"] != "ok"
     assert not (run_dir / "weights.npz").exists()
-    resumed = bench("--resume", str(run_dir))
+    resumed = run("--resume", str(run_dir))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     return run_dir
 
@@ -85,11 +98,10 @@ def assert_attempts_recorded(run_dir) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", list(DETERMINISTIC))
-def test_a_killed_run_resumed_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, strategy, uninterrupted):
-    extra = DETERMINISTIC[strategy]
-    straight = uninterrupted(strategy, extra)
+def test_a_killed_run_resumed_ends_with_the_weights_of_an_uninterrupted_one(strategy, uninterrupted, background):
+    straight = uninterrupted(strategy, DETERMINISTIC[strategy])
     assert_saved_the_chief_s_state(straight)
-    run_dir = killed_then_resumed(tmp_path / "cut", strategy, extra)
+    run_dir = background.result(("resumed", strategy))
     assert_attempts_recorded(run_dir)
     assert_same_weights(run_dir, straight)
 

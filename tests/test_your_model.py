@@ -4,6 +4,7 @@ under every strategy, a compiled Keras 3 model under every strategy that can bui
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -13,9 +14,9 @@ import pytest
 from bench.cli import main
 from bench.errors import UsageError
 from strategies import registry
+from tests.background import PATIENT, Run
 from tests.conftest import ROOT, only_run
 from tests.equivalence import assert_weights_close, config_for, initial_weights, load_weights, train_in_process
-from tests.processes import bench, run_record
 
 WIDE_DEEP = str(ROOT / "examples" / "wide_deep.py") + ":build"
 TABULAR = str(ROOT / "examples" / "tabular_net.py") + ":TabularNet"
@@ -24,26 +25,59 @@ B = 16
 KERAS_STRATEGIES = sorted(name for name, cls in registry.all_strategies().items() if not cls.v1_graph)
 
 
-@pytest.fixture(scope="module")
-def clicks(tmp_path_factory) -> str:
+def write_clicks(folder: Path) -> str:
     """Arrays of the wide-and-deep example's kind: 16 ids per example, a click when their sum is odd."""
     from examples import wide_deep
 
     rng = np.random.default_rng(0)
     x = rng.integers(0, wide_deep.VOCABULARY, size=(400, wide_deep.FEATURES)).astype(np.int64)
-    path = tmp_path_factory.mktemp("clicks") / "clicks.npz"
+    path = folder / "clicks.npz"
     np.savez(path, x=x, y=(x.sum(axis=1) % 2).astype(np.int64))
     return str(path)
 
 
-@pytest.fixture(scope="module")
-def tabular(tmp_path_factory) -> str:
+def write_tabular(folder: Path) -> str:
     from examples import tabular_net
 
     x, y = tabular_net.example_arrays(400)
-    path = tmp_path_factory.mktemp("tabular") / "tabular.npz"
+    path = folder / "tabular.npz"
     np.savez(path, x=x, y=y)
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def clicks(tmp_path_factory) -> str:
+    return write_clicks(tmp_path_factory.mktemp("clicks"))
+
+
+@pytest.fixture(scope="module")
+def tabular(tmp_path_factory) -> str:
+    return write_tabular(tmp_path_factory.mktemp("tabular"))
+
+
+RANKS = [("allreduce", []), ("allreduce-tf", []), ("local-sgd", ["--sync-period", "1"])]
+
+
+def one_step_of_two(strategy: str, extra: list[str], model: str, write_data):
+    """The background job of a 2-worker, 1-step run of `model` on the arrays `write_data` writes:
+    the run's folder (tests/background.py: only what it computed is checked)."""
+    def job(folder: Path, run: Run) -> Path:
+        results = folder / "results"
+        done = run("--strategy", strategy, "--workers", "2", *extra, "--model", model,
+                   "--data", write_data(folder), "--batch-size", str(B), "--steps", "1", "--warmup-steps", "0",
+                   "--no-shuffle", "--lr", "0.1", "--save-weights", *PATIENT, "--output", str(results))
+        assert done.returncode == 0, done.stderr[-3000:]
+        return only_run(results)
+    return job
+
+
+def background_jobs(item) -> dict:
+    if item.originalname == "test_two_ranks_of_the_keras_example_step_as_one_single_step_of_the_whole_batch":
+        strategy, extra = item.callspec.params["strategy"], item.callspec.params["extra"]
+        return {("keras ranks", strategy): one_step_of_two(strategy, extra, WIDE_DEEP, write_clicks)}
+    if item.originalname == "test_the_protocol_example_steps_under_ps_sync_as_one_single_step_of_the_whole_batch":
+        return {"protocol ps-sync": one_step_of_two("ps-sync", ["--ps", "1"], TABULAR, write_tabular)}
+    return {}
 
 
 def keras_model(**compile_args):
@@ -157,29 +191,23 @@ def test_two_towers_of_the_keras_example_step_as_one_single_step_of_the_whole_ba
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy, extra", [("allreduce", []), ("allreduce-tf", []),
-                                             ("local-sgd", ["--sync-period", "1"])])
-def test_two_ranks_of_the_keras_example_step_as_one_single_step_of_the_whole_batch(results, clicks, strategy, extra):
-    done = bench("--strategy", strategy, "--workers", "2", *extra, "--model", WIDE_DEEP, "--data", clicks,
-                 "--batch-size", str(B), "--steps", "1", "--warmup-steps", "0", "--no-shuffle", "--lr", "0.1",
-                 "--save-weights", "--output", str(results))
-    assert done.returncode == 0, done.stderr[-3000:]
+@pytest.mark.parametrize("strategy, extra", RANKS)
+def test_two_ranks_of_the_keras_example_step_as_one_single_step_of_the_whole_batch(clicks, strategy, extra,
+                                                                                    background):
+    run_dir = background.result(("keras ranks", strategy))
     single = train_in_process(config_for("single", model=WIDE_DEEP, data=clicks, batch_size=2 * B), steps=1)
-    assert_weights_close(load_weights(only_run(results) / "weights.npz"), single)
-    record = run_record(results)
+    assert_weights_close(load_weights(run_dir / "weights.npz"), single)
+    record = json.loads((run_dir / "run.json").read_text())
     assert record["model"]["name"] == "wide_deep" and record["model"]["table_bytes"] == 20_000 * 17 * 4
     assert record["exchange"]["sparse_exchange"]
 
 
 @pytest.mark.slow
-def test_the_protocol_example_steps_under_ps_sync_as_one_single_step_of_the_whole_batch(results, tabular):
-    done = bench("--strategy", "ps-sync", "--workers", "2", "--ps", "1", "--model", TABULAR, "--data", tabular,
-                 "--batch-size", str(B), "--steps", "1", "--warmup-steps", "0", "--no-shuffle", "--lr", "0.1",
-                 "--save-weights", "--output", str(results))
-    assert done.returncode == 0, done.stderr[-3000:]
+def test_the_protocol_example_steps_under_ps_sync_as_one_single_step_of_the_whole_batch(tabular, background):
+    run_dir = background.result("protocol ps-sync")
     single = train_in_process(config_for("single", model=TABULAR, data=tabular, batch_size=2 * B), steps=1)
-    assert_weights_close(load_weights(only_run(results) / "weights.npz"), single)
-    assert Path(run_record(results)["config"]["data"]).name == "tabular.npz"
+    assert_weights_close(load_weights(run_dir / "weights.npz"), single)
+    assert Path(json.loads((run_dir / "run.json").read_text())["config"]["data"]).name == "tabular.npz"
 
 
 def test_the_guide_says_which_strategies_run_which_kind_of_model():
