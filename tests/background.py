@@ -83,3 +83,13 @@ def declared_jobs(item) -> dict[Hashable, Job]:
     """The background jobs a collected test needs, from its module's `background_jobs`."""
     declare = getattr(item.module, "background_jobs", None)
     return declare(item) if declare is not None else {}
+
+
+def run_to_end(*args: str) -> Job:
+    """The job of one `python -m bench ARGS` that must end ok: its results folder."""
+    def job(folder: Path, run: Run) -> Path:
+        results = folder / "results"
+        done = run(*args, *PATIENT, "--output", str(results))
+        assert done.returncode == 0, done.stderr[-3000:]
+        return results
+    return job

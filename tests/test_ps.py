@@ -2,6 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.background import run_to_end
 from tests.equivalence import assert_weights_close, batches_of, config_for, load_weights, sgd_step_on, train_in_process
 from tests.processes import bench, leftover_processes, run_record
 from tests.time_split import assert_time_split
@@ -14,10 +15,26 @@ def run_dir(results):
     return next(p for p in results.iterdir() if p.is_dir())
 
 
-def test_ps_sync_step_equals_one_single_step_of_the_whole_batch(results):
-    done = bench("--strategy", "ps-sync", "--workers", "2", "--ps", "1", "--batch-size", str(B), "--steps", "1",
-                 "--warmup-steps", "0", "--no-shuffle", "--lr", "0.1", "--save-weights", "--output", str(results))
-    assert done.returncode == 0, done.stderr[-2000:]
+def background_jobs(item) -> dict:
+    """The runs whose weights, placement and accuracy are checked, made in the background (tests/background.py)."""
+    name = item.originalname
+    if name == "test_ps_sync_step_equals_one_single_step_of_the_whole_batch":
+        return {"ps-sync one step": run_to_end("--strategy", "ps-sync", "--workers", "2", "--ps", "1", "--batch-size",
+                                               str(B), "--steps", "1", "--warmup-steps", "0", "--no-shuffle",
+                                               "--lr", "0.1", "--save-weights")}
+    if name == "test_two_ps_tasks_hold_what_the_placement_says":
+        placement = item.callspec.params["placement"]
+        return {("ps placement", placement): run_to_end("--strategy", "ps-async", "--workers", "1", "--ps", "2",
+                                                        "--ps-placement", placement, "--steps", "5",
+                                                        "--warmup-steps", "0")}
+    if name == "test_large_variables_can_be_partitioned_over_ps_tasks":
+        return {"ps partitioned": run_to_end("--strategy", "ps-sync", "--workers", "2", "--ps", "2",
+                                             "--ps-partition-mb", "0.1", "--steps", "100")}
+    return {}
+
+
+def test_ps_sync_step_equals_one_single_step_of_the_whole_batch(background):
+    results = background.result("ps-sync one step")
     with np.load(run_dir(results) / "weights.npz") as f:
         ps_weights = [f[f"arr_{i}"] for i in range(len(f.files))]
     single = train_in_process(config_for("single", batch_size=2 * B), steps=1)
@@ -136,10 +153,8 @@ def simulate(placement: str, sizes: dict[str, int], tasks: int) -> dict[str, int
 
 
 @pytest.mark.parametrize("placement", ["round-robin", "balanced"])
-def test_two_ps_tasks_hold_what_the_placement_says(results, placement):
-    done = bench("--strategy", "ps-async", "--workers", "1", "--ps", "2", "--ps-placement", placement,
-                 "--steps", "5", "--warmup-steps", "0", "--output", str(results))
-    assert done.returncode == 0, done.stderr[-2000:]
+def test_two_ps_tasks_hold_what_the_placement_says(background, placement):
+    results = background.result(("ps placement", placement))
     info = run_record(results)["strategy_info"]
     sizes = {"global_step": 8, "hid_w": 784 * 100 * 4, "hid_b": 400, "sm_w": 4000, "sm_b": 40}
     assert info["variable_ps_task"] == simulate(placement, sizes, 2)
@@ -147,10 +162,8 @@ def test_two_ps_tasks_hold_what_the_placement_says(results, placement):
     assert info["bytes_per_ps"] == expected
 
 
-def test_large_variables_can_be_partitioned_over_ps_tasks(results):
-    done = bench("--strategy", "ps-sync", "--workers", "2", "--ps", "2", "--ps-partition-mb", "0.1",
-                 "--steps", "100", "--output", str(results))
-    assert done.returncode == 0, done.stderr[-2000:]
+def test_large_variables_can_be_partitioned_over_ps_tasks(background):
+    results = background.result("ps partitioned")
     record = run_record(results)
     tasks = record["strategy_info"]["variable_ps_task"]
     assert {tasks["hid_w/part_0"], tasks["hid_w/part_1"]} == {0, 1}

@@ -84,6 +84,45 @@ def test_a_dead_worker_is_restarted_while_restarts_are_left_and_a_dead_chief_nev
     assert outcome.status == "failed: worker 0 was killed by SIGKILL" and len(started) == 2
 
 
+class DiesAtPoll:
+    """A stand-in process that is running for its first `polls - 1` polls and killed from then on."""
+
+    def __init__(self, polls: int) -> None:
+        self.polls_left, self.returncode = polls, None
+
+    def poll(self):
+        self.polls_left -= 1
+        if self.polls_left <= 0:
+            self.returncode = -9
+        return self.returncode
+
+    def terminate(self) -> None:
+        self.returncode = -15 if self.returncode is None else self.returncode
+
+    kill = terminate
+
+    def wait(self) -> int:
+        return self.returncode
+
+
+def test_a_worker_that_dies_between_two_polls_of_one_round_is_restarted(tmp_path):
+    # one round of supervision polled each process for the restarts, then again for failures: a worker
+    # that died in between (3rd poll) failed the run with restarts left (seen under load)
+    from bench.run.launch.processes import Child
+    from bench.run.launch.supervisor import Restarts
+
+    started = []
+
+    def start_again(rank, why):
+        started.append((rank, why))
+        return child(tmp_path, f"worker {rank}", "exit 0")
+
+    dying = Child("worker 1", DiesAtPoll(3), tmp_path / "worker1.log")
+    workers = [child(tmp_path, "worker 0", "sleep 1"), dying]
+    outcome = supervise(workers, [], False, lambda: 0, 60, restarts=Restarts(start_again, 1))
+    assert outcome.status == "ok" and started == [(1, "worker 1 was killed by SIGKILL")]
+
+
 def test_worker_tasks_that_serve_a_trainer_may_be_lost_or_restarted_and_a_ps_may_not(tmp_path):
     # ps-coordinator: the coordinator trains; its worker tasks only serve the functions it schedules
     from bench.run.launch.supervisor import Restarts

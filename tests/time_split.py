@@ -61,9 +61,12 @@ def assert_time_split(run_dir: Path, exchanges: bool = True, accounted: float = 
     # ordered readings of one clock; only other_s compares two clocks
     assert (parts[list(STAMPED_PARTS)] >= 0).all().all(), parts.describe()
     assert (parts["other_s"] >= -other_slack_s(parts["step_s"])).all(), parts.describe()
-    # compute is a real part of every worker's steps; one step may show two stamps in the same
-    # microsecond (tf.timestamp's resolution) when the executor runs the first one late
-    assert (parts.groupby("worker")["compute_s"].median() > 0).all()
+    # compute shows on every worker. Not in every step, nor in the median one: a ps worker's arrival
+    # stamp is a leaf the forward pass does not wait for (strategies/workers/ps.py), and on a loaded
+    # machine the executor thread that runs it can be preempted while the forward and backward
+    # passes run, so the stamp reads within a microsecond of the ready one (a ps-async worker's
+    # median compute read 0 beside the background runs); that step's compute counts as communication
+    assert (parts.groupby("worker")["compute_s"].max() > 0).all()
     total = parts[list(PARTS)].sum(axis=1)
     assert ((total - parts["step_s"]).abs() < 1e-9).all()
     measured = parts[parts["local_step"] >= json.loads((run_dir / "run.json").read_text())["config"]["warmup_steps"]]

@@ -41,7 +41,11 @@ class Outcome:
 
 
 class ExitLog:
-    """When each child was first seen to have exited (polled, so to within POLL_S)."""
+    """When each child was first seen to have exited (polled, so to within POLL_S).
+
+    One poll's decisions (restart, fail, done) read what `observe` saw, never the processes
+    again: a worker that died between the restart pass and the failure pass of one poll was
+    once failed as a death no restart was tried for."""
 
     def __init__(self, children: list[Child]) -> None:
         self.children = children
@@ -52,6 +56,10 @@ class ExitLog:
         for child in self.children:
             if child.name not in self.seen and child.exited:
                 self.seen[child.name] = now
+
+    def saw(self, child: Child) -> bool:
+        """Whether `child` had exited at the last `observe`."""
+        return child.name in self.seen and child in self.children
 
     def cause_and_consequences(self, failed: list[Child]) -> tuple[Child, list[Child]]:
         """The cause among `failed`: a death by signal before an exit with an error status (a
@@ -95,10 +103,10 @@ def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
                     everyone = workers + helpers
                     # the replacement starts up before it steps: a synchronous run waits for it
                     last_change, stepping = time.monotonic(), False
-                failure = _failure(workers, helpers, losable, tolerate_loss, lost)
+                failure = _failure(workers, helpers, losable, tolerate_loss, lost, exits)
                 if failure:
                     return _fail_with_cause(failure, exits, workers, lost)
-                if all(w.exited for w in workers):
+                if all(exits.saw(w) for w in workers):
                     # a ps lingers after the last done token for workers still closing their
                     # sessions; once every worker has exited, nothing is left for it to serve
                     end_all(helpers)
@@ -144,7 +152,7 @@ def _restart_dead(losable: LosableWorkers, restarts: Restarts, exits: ExitLog) -
     """Replace each dead losable worker (in every list and in `exits`) while restarts are left."""
     replaced = False
     for rank, worker in losable.ranks():
-        if restarts.left <= 0 or not worker.exited or worker.process.returncode == 0:
+        if restarts.left <= 0 or not exits.saw(worker) or worker.process.returncode == 0:
             continue
         replacement = restarts.start(rank, worker.describe_exit())
         losable.replace(rank, replacement)
@@ -156,15 +164,15 @@ def _restart_dead(losable: LosableWorkers, restarts: Restarts, exits: ExitLog) -
 
 
 def _failure(workers: list[Child], helpers: list[Child], losable: LosableWorkers, tolerate_loss: bool,
-             lost: list[str]) -> str | None:
+             lost: list[str], exits: ExitLog) -> str | None:
     for task in [*workers, *helpers]:
-        if not task.exited or task.process.returncode == 0 or task.name in lost:
+        if not exits.saw(task) or task.process.returncode == 0 or task.name in lost:
             continue
         if task in losable and tolerate_loss:
             lost.append(task.name)
         elif task in workers:
             return task.describe_exit()
-        elif not all(w.exited for w in workers):  # a ps exits 0 by itself once every worker said it is done
+        elif not all(exits.saw(w) for w in workers):  # a ps exits 0 by itself once every worker said it is done
             return f"{task.describe_exit()} while workers were still training"
     return None
 
