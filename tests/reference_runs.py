@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.background import PATIENT, Job, Run
+from tests.background import Job, Run, run_to_end
 from tests.conftest import only_run
 
 STEPS, SAVE_EVERY = 100, 50
@@ -19,9 +19,9 @@ def key(strategy: str, extra: list[str]) -> tuple[str, ...]:
 
 
 def uninterrupted_run(strategy: str, extra: list[str]) -> dict[tuple[str, ...], Job]:
-    """The background job of `--strategy STRATEGY COMMON EXTRA`, run to its end: its folder."""
+    """The background job of `--strategy STRATEGY COMMON EXTRA`, run to its end: its run folder."""
+    results = run_to_end("--strategy", strategy, *COMMON, *extra)
+
     def job(folder: Path, run: Run) -> Path:
-        done = run("--strategy", strategy, *COMMON, *extra, *PATIENT, "--output", str(folder))
-        assert done.returncode == 0, done.stderr[-3000:]
-        return only_run(folder)
+        return only_run(results(folder, run))
     return {key(strategy, extra): job}

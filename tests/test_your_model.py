@@ -14,7 +14,7 @@ import pytest
 from bench.cli import main
 from bench.errors import UsageError
 from strategies import registry
-from tests.background import PATIENT, Run
+from tests.background import Run, run_to_end
 from tests.conftest import ROOT, only_run
 from tests.equivalence import assert_weights_close, config_for, initial_weights, load_weights, train_in_process
 
@@ -62,12 +62,10 @@ def one_step_of_two(strategy: str, extra: list[str], model: str, write_data):
     """The background job of a 2-worker, 1-step run of `model` on the arrays `write_data` writes:
     the run's folder (tests/background.py: only what it computed is checked)."""
     def job(folder: Path, run: Run) -> Path:
-        results = folder / "results"
-        done = run("--strategy", strategy, "--workers", "2", *extra, "--model", model,
-                   "--data", write_data(folder), "--batch-size", str(B), "--steps", "1", "--warmup-steps", "0",
-                   "--no-shuffle", "--lr", "0.1", "--save-weights", *PATIENT, "--output", str(results))
-        assert done.returncode == 0, done.stderr[-3000:]
-        return only_run(results)
+        one_step = run_to_end("--strategy", strategy, "--workers", "2", *extra, "--model", model,
+                              "--data", write_data(folder), "--batch-size", str(B), "--steps", "1",
+                              "--warmup-steps", "0", "--no-shuffle", "--lr", "0.1", "--save-weights")
+        return only_run(one_step(folder, run))
     return job
 
 

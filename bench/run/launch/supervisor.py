@@ -58,8 +58,9 @@ class ExitLog:
                 self.seen[child.name] = now
 
     def saw(self, child: Child) -> bool:
-        """Whether `child` had exited at the last `observe`."""
-        return child.name in self.seen and child in self.children
+        """Whether `child` had exited at the last `observe` (a replacement's name is cleared from
+        `seen` when it takes the dead child's place)."""
+        return child.name in self.seen
 
     def cause_and_consequences(self, failed: list[Child]) -> tuple[Child, list[Child]]:
         """The cause among `failed`: a death by signal before an exit with an error status (a
