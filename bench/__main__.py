@@ -1,9 +1,9 @@
 """`python -m bench`: see bench.cli."""
 
-import os
 import sys
 
 from bench.cli import main
+from bench.run.process.leave import leave
 
 code = main()
 if "tensorflow" in sys.modules:
@@ -13,7 +13,5 @@ if "tensorflow" in sys.modules:
     horovod = sys.modules.get("horovod.tensorflow")
     if horovod is not None and horovod.is_initialized():
         horovod.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    leave(code)
 sys.exit(code)

@@ -1,6 +1,7 @@
 """What a process pays before it trains: the processes that only start others, read files or
 drive `ip` never import TensorFlow, and those that train import it without Keras."""
 
+import os
 import subprocess
 import sys
 
@@ -47,3 +48,16 @@ def test_mpiruns_version_is_asked_once_per_process(monkeypatch):
     tools.mpirun_version.cache_clear()
     mpirun_command(2), mpi_version(), software(), mpirun_command(4)
     assert len([argv for argv in asked if "--version" in argv]) == 1, asked
+
+
+def test_a_run_that_ends_by_os_exit_leaves_no_autograph_module_behind(tmp_path):
+    # AutoGraph writes each function it converts to a temp file and removes it at exit through
+    # atexit, which os._exit (how a training process ends: bench/run/process/leave.py) skips
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    model = str(ROOT / "examples" / "wide_deep.py") + ":build"  # a Keras model: traced with AutoGraph
+    done = subprocess.run([sys.executable, "-m", "bench", "--strategy", "single", "--model", model, "--steps", "2",
+                           "--warmup-steps", "0", "--output", str(tmp_path / "results")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=RUN_LIMIT_S, env={**os.environ, "TMPDIR": str(temp)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not list(temp.glob("__autograph_generated_file*")), list(temp.iterdir())

@@ -7,7 +7,6 @@ the run ends. Multi-host: this process is the one task named by --job-name and
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from bench.run.launch.slurm import srun
 from bench.run.launch.supervisor import Restarts, steps_written, supervise
 from bench.run.launch.tf_config import tf_config
 from bench.run.process.aggregation import mark_aggregated
+from bench.run.process.leave import leave
 from bench.run.process.lifecycle import join_environment, joined_run, open_run, start_run
 from bench.run.process.records import RECOVERIES, RUN_FILE, STEPS_FILE, RunFolder
 from strategies.base import GO_ON, RESTART_JOB, Strategy
@@ -155,6 +155,4 @@ def run_task(config: RunConfig, strategy: type[Strategy]) -> int:
         report = folder.task_reports().get(0, {})
         status = "ok" if code == 0 else f"failed: {report.get('error', 'chief failed')}"
         close_watched_run(folder, config, strategy, status, run_start)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # a TF server cannot be shut down; leaving the interpreter normally may hang on it
+    leave(code)  # a TF server cannot be shut down; leaving the interpreter normally may hang on it

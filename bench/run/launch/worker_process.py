@@ -9,6 +9,7 @@ import traceback
 
 from bench.config import RunConfig
 from bench.run.launch.tf_config import tf_config
+from bench.run.process.leave import leave
 from bench.run.process.records import RunFolder
 from strategies.base import Strategy, WorkerContext, worker_class
 
@@ -40,9 +41,8 @@ def run_role(config: RunConfig, strategy_cls: type[Strategy], folder: RunFolder,
             report = train(config, strategy_cls, context, folder, runtime, show_progress=index == 0)
         code = 1 if "error" in report else 0
         folder.write_task_report(index, report)
+    if exit_process:
+        leave(code)  # TF servers cannot be shut down cleanly; exiting here avoids hanging in their destructors
     sys.stdout.flush()
     sys.stderr.flush()
-    if exit_process:
-        # TF servers cannot be shut down cleanly; exiting here avoids hanging in their destructors
-        os._exit(code)
     return code
