@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from bench.cli import main
+from tests.background import run_to_end
 from tests.conftest import ROOT, only_run
 from tests.equivalence import assert_weights_close, config_for, load_weights, train_in_process
 from tests.processes import bench, leftover_processes, run_record
@@ -19,16 +20,27 @@ from tests.time_split import assert_time_split
 pytestmark = pytest.mark.slow
 B = 16
 WIDE_DEEP = str(ROOT / "examples" / "wide_deep.py") + ":build"
+ONE_WORKER = {"mlp": ("mlp", "digits", "momentum"), "keras-wide-deep": (WIDE_DEEP, "synthetic", "sgd")}
 
 
-@pytest.mark.parametrize("model, data, optimizer", [("mlp", "digits", "momentum"), (WIDE_DEEP, "synthetic", "sgd")],
-                         ids=["mlp", "keras-wide-deep"])
-def test_one_workers_scheduled_steps_are_singles_steps(results, model, data, optimizer):
+def background_jobs(item) -> dict:
+    # the one-worker runs, made in the background (tests/background.py): only their weights and
+    # records are checked
+    if item.originalname != "test_one_workers_scheduled_steps_are_singles_steps":
+        return {}
+    case = item.callspec.params["case"]
+    model, data, optimizer = ONE_WORKER[case]
+    return {("one worker", case): run_to_end(
+        "--strategy", "ps-coordinator", "--workers", "1", "--ps", "1", "--model", model, "--data", data,
+        "--batch-size", str(B), "--steps", "6", "--steps-per-function", "4", "--warmup-steps", "0",
+        "--no-shuffle", "--optimizer", optimizer, "--lr", "0.1", "--save-weights")}
+
+
+@pytest.mark.parametrize("case", ONE_WORKER)
+def test_one_workers_scheduled_steps_are_singles_steps(background, case):
     # a run takes whole functions: 6 steps in functions of 4 are 8 steps, as single's 8
-    done = bench("--strategy", "ps-coordinator", "--workers", "1", "--ps", "1", "--model", model, "--data", data,
-                 "--batch-size", str(B), "--steps", "6", "--steps-per-function", "4", "--warmup-steps", "0",
-                 "--no-shuffle", "--optimizer", optimizer, "--lr", "0.1", "--save-weights", "--output", str(results))
-    assert done.returncode == 0, done.stderr[-3000:]
+    results = background.result(("one worker", case))
+    model, data, optimizer = ONE_WORKER[case]
     single = train_in_process(config_for("single", model=model, data=data, batch_size=B, optimizer=optimizer),
                               steps=8)
     assert_weights_close(load_weights(only_run(results) / "weights.npz"), single)
