@@ -58,15 +58,26 @@ def test_the_preset_ran_every_chosen_case_and_reports_each(preset):
     assert set(shown(preset)) == set(VARIANTS)
 
 
-def test_a_3x_straggler_takes_about_3x_as_long_per_step(preset):
-    # with a backup worker the others do not wait for it, so its own steps show the slowdown
-    folder = run_dir(preset, "straggler", "ps-sync R=N-1")
+def median_steps(folder) -> pd.Series:
+    """Each worker's median step (past its first two), in seconds."""
     steps = pd.read_csv(folder / "steps.csv")
     steps = steps[steps["local_step"] >= 2]
-    median = (steps["t_end_s"] - steps["t_start_s"]).groupby(steps["worker"]).median()
-    # loose: while the straggler sleeps, the others have the CPU to themselves and speed up
-    assert 2.0 < median[1] / median[0] < 6.0, median
-    assert json.loads((folder / "run.json").read_text())["config"]["straggler"] == "1:3"
+    return (steps["t_end_s"] - steps["t_start_s"]).groupby(steps["worker"]).median()
+
+
+def test_a_3x_straggler_takes_about_3x_as_long_per_step(preset):
+    # with a backup worker the others do not wait for it, so its own steps show the slowdown: a
+    # straggler's step against its own in the clean case (the same workers on the same machine,
+    # seconds before). Not against the other worker's: the straggler computes while the other
+    # always does too, the other mostly while the straggler sleeps, alone on the cores, so that
+    # ratio is 3x times the contention (6.2 on an idle 2-core machine: 16.8 ms against 2.7).
+    slowed = median_steps(run_dir(preset, "straggler", "ps-sync R=N-1"))
+    clean = median_steps(run_dir(preset, "clean", "ps-sync R=N-1"))
+    # loose: the straggler sleeps twice its measured step after each (bench/run/faults/injection.py),
+    # and its measured step may contend a little more or less than in the clean run (3.65 there)
+    assert 2.0 < slowed[1] / clean[1] < 6.0, (slowed, clean)
+    assert json.loads((run_dir(preset, "straggler", "ps-sync R=N-1") / "run.json").read_text())["config"][
+        "straggler"] == "1:3"
 
 
 def test_ps_sync_r_n_waits_for_the_straggler_and_a_backup_worker_does_not(preset):
