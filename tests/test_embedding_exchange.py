@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from tests.background import run_to_end
+from tests.conftest import only_run
 from tests.equivalence import assert_weights_close, config_for, initial_weights, load_weights, train_in_process
 from tests.processes import run_record
 
@@ -37,8 +38,7 @@ def background_jobs(item) -> dict:
 
 def one_step(background, key: str) -> tuple[list[np.ndarray], dict]:
     results = background.result(("embedding", key))
-    folder = next(p for p in results.iterdir() if p.is_dir())
-    return load_weights(folder / "weights.npz"), run_record(results)
+    return load_weights(only_run(results) / "weights.npz"), run_record(results)
 
 
 def single_step_of_both_batches() -> list[np.ndarray]:

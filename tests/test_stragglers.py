@@ -71,13 +71,13 @@ def test_a_3x_straggler_takes_about_3x_as_long_per_step(preset):
     # seconds before). Not against the other worker's: the straggler computes while the other
     # always does too, the other mostly while the straggler sleeps, alone on the cores, so that
     # ratio is 3x times the contention (6.2 on an idle 2-core machine: 16.8 ms against 2.7).
-    slowed = median_steps(run_dir(preset, "straggler", "ps-sync R=N-1"))
+    straggler = run_dir(preset, "straggler", "ps-sync R=N-1")
+    slowed = median_steps(straggler)
     clean = median_steps(run_dir(preset, "clean", "ps-sync R=N-1"))
     # loose: the straggler sleeps twice its measured step after each (bench/run/faults/injection.py),
     # and its measured step may contend a little more or less than in the clean run (3.65 there)
     assert 2.0 < slowed[1] / clean[1] < 6.0, (slowed, clean)
-    assert json.loads((run_dir(preset, "straggler", "ps-sync R=N-1") / "run.json").read_text())["config"][
-        "straggler"] == "1:3"
+    assert json.loads((straggler / "run.json").read_text())["config"]["straggler"] == "1:3"
 
 
 def test_ps_sync_r_n_waits_for_the_straggler_and_a_backup_worker_does_not(preset):
@@ -90,12 +90,8 @@ def test_ps_sync_r_n_waits_for_the_straggler_and_a_backup_worker_does_not(preset
     # waits for the straggler's 3x step. (Not R = N-1's kept fraction against R = N's: clean,
     # R = 1 of 2 advances on either worker's gradient, so on 2 workers that fraction is a ratio
     # of two effects of about the same size; it came out below R = N's once, 0.62 against 0.69.)
-    def worker_0_step_s(variant: str) -> float:
-        steps = pd.read_csv(run_dir(preset, "straggler", variant) / "steps.csv")
-        steps = steps[(steps["worker"] == 0) & (steps["local_step"] >= 2)]
-        return float((steps["t_end_s"] - steps["t_start_s"]).median())
-
-    waits, goes_on = worker_0_step_s("ps-sync R=N"), worker_0_step_s("ps-sync R=N-1")
+    waits, goes_on = (float(median_steps(run_dir(preset, "straggler", variant))[0])
+                      for variant in ("ps-sync R=N", "ps-sync R=N-1"))
     assert waits > 2 * goes_on, (waits, goes_on)
     steps = pd.read_csv(run_dir(preset, "straggler", "ps-sync R=N-1") / "steps.csv")
     taken = steps[steps["global_step"] <= STEPS]
