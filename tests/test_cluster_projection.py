@@ -10,8 +10,8 @@ import pytest
 
 from bench.analysis.projection import allreduce, parameter_servers, profile, published, schemes, tensors
 from bench.analysis.projection.cluster import Cluster
-from bench.analysis.projection.model import HIERARCHICAL, PS_ASYNC, PS_SYNC, PS_SYNC_AGGREGATED, RING
 from bench.analysis.projection.parameter_servers import BALANCED, ROUND_ROBIN, Layout
+from bench.analysis.projection.schemes import HIERARCHICAL, PS_ASYNC, PS_SYNC, PS_SYNC_AGGREGATED, RING
 from bench.analysis.projection.tensors import ModelTensors, Tensor
 from bench.analysis.projection.transports import Transport
 from strategies.base import GRPC, NCCL
@@ -228,7 +228,7 @@ def test_an_interval_holds_the_figure_at_other_points_of_the_profiles_ranges(mod
     rng = random.Random(1)
     cluster = published.HOROVOD_2017.cluster(model, LOOPBACK)
     ps = schemes.tf_cnn_benchmarks_ps(cluster)
-    for scheme, transport in schemes.combinations(cluster, LOOPBACK):
+    for scheme, transport in schemes.combinations(cluster, LOOPBACK, tensors.of(model)):
         bounds = schemes.interval(scheme, transport, tensors.of(model), cluster, ps, LOOPBACK)
         assert bounds.low <= bounds.midpoint <= bounds.high
         for _ in range(5):

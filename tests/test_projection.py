@@ -1,69 +1,88 @@
-"""The projection's cost terms against hand-computed values, and its calibration
-recovering known latency and bandwidth from synthetic timings."""
+"""The projection's terms against hand-computed values (an embedding table's rows, the wait
+for the slowest worker, CPU workers), and the micro-benchmark fit recovering known latency
+and bandwidth from synthetic timings."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from bench.analysis.projection import costs
+from bench.analysis.projection import allreduce, costs, profile, schemes
+from bench.analysis.projection.cluster import Cluster, StepTerms
 from bench.analysis.projection.fit import fit_link, fit_transports, step_spread
-from bench.metrics import ALLREDUCE_OP, PS_ROUNDTRIP_OP, messages
+from bench.analysis.projection.parameter_servers import ROUND_ROBIN
+from bench.analysis.projection.schemes import PS_ASYNC, PS_SYNC, RING, RING_DENSE, PsSetup
+from bench.analysis.projection.tensors import ModelTensors, Tensor
+from bench.analysis.projection.transports import Transport
+from bench.metrics import ALLREDUCE_OP, PS_ROUNDTRIP_OP, Gradient, messages, ps_worker_bytes, ring_factor
 
-LINK = costs.Link(alpha_s=1e-5, bandwidth_bytes_per_s=1e8)
 S = 1e6
+# 0.8 Gbit/s: 1e8 bytes/s; one message 10 us; no Horovod cycle nor fusion (each tensor at once, alone)
+WIRE = Transport("test", flow_share=1.0, process_bytes_per_s=None, host_copies=True, source="test", latency_s=1e-5)
+# the default embedding: 9 KB dense, a 32 MB table, 765 rows of 128 bytes touched per worker step
+TABLE = Gradient(dense_bytes=8968, table_bytes=2**25, rows_touched=765, row_bytes=128)
+EMBEDDING = ModelTensors("embedding", (Tensor("embedding", 2**25, 1.0, table=True), Tensor("dense", 8968, 0.5)), 1e-3)
 
 
-def test_ring_allreduce_by_hand():
-    # 2(n-1) alpha + 2(n-1)/n S/B = 6e-5 + 1.5 x 0.01
-    assert costs.ring_allreduce_s(4, S, LINK) == pytest.approx(6e-5 + 0.015)
-    assert costs.ring_allreduce_s(1, S, LINK) == 0.0
+def cpu_workers(n: int, compute_s: float = 0.01, sd_s: float = 0.0) -> Cluster:
+    return Cluster(n, 1, 0.8, 64 / compute_s, 64, 1e10, sd_s, on_host=True)
 
 
-def test_ps_phases_by_hand():
-    # 4 workers on 2 ps tasks: the ps end moves 4 S / 2 = 2 MB, busier than a worker's 1 MB
-    assert costs.ps_phase_s(4, 2, S, LINK) == pytest.approx(1e-5 + 0.02)
-    assert costs.ps_sync_exchange_s(4, 2, S, LINK) == pytest.approx(2 * (1e-5 + 0.02))
-    # as many ps tasks as workers: the worker's own S binds
-    assert costs.ps_phase_s(4, 4, S, LINK) == pytest.approx(1e-5 + 0.01)
+def step_of(scheme: str, tensors: ModelTensors, cluster: Cluster, ps: int = 1) -> StepTerms:
+    return schemes.predict(scheme, WIRE, tensors, cluster, PsSetup(ps, False, ROUND_ROBIN))[1]
+
+
+def test_a_tables_tensors_take_the_runs_bytes_as_bench_metrics_counts_them():
+    shaped = EMBEDDING.sized(dataclasses.replace(TABLE, dense_bytes=2 * 8968, table_bytes=2**26))
+    assert shaped.nbytes == 2 * 8968 + 2**26 and shaped.sparse and not shaped.dense().sparse
+    sent, received = ps_worker_bytes(dataclasses.replace(TABLE, dense_bytes=2 * 8968, table_bytes=2**26))
+    assert sum(t.push_bytes for t in shaped.tensors) == pytest.approx(sent)
+    assert sum(t.pull_bytes for t in shaped.tensors) == pytest.approx(received)
 
 
 def test_a_table_is_allgathered_row_by_row_until_the_dense_ring_is_cheaper():
-    from bench.analysis.projection.calibrate import ModelCalibration
-    from bench.analysis.projection.model import PS_SYNC, RING, RING_DENSE, predict, schemes_for
-    from bench.metrics import Gradient
+    shaped = EMBEDDING.sized(TABLE)
+    assert schemes.combinations(cpu_workers(4), profile.load("loopback-2026"), shaped).count((RING_DENSE, "mpi")) == 1
 
-    # the default embedding: 9 KB dense, a 32 MB table, 765 rows of 128 bytes touched per worker step
-    table = Gradient(dense_bytes=8968, table_bytes=2**25, rows_touched=765, row_bytes=128)
-    model = ModelCalibration("embedding", table, 64, 0.01, 0.0, "test")
-    assert schemes_for(model)[-1] == RING_DENSE
+    def ring_s(scheme: str, n: int) -> float:
+        return step_of(scheme, shaped, cpu_workers(n)).step_s
 
-    def exchange_s(scheme: str, workers: int) -> float:
-        return predict(scheme, model, workers, 1, 1e8, 1e-5).communication_s
-
-    assert costs.allgather_s(4, 1000, LINK) == pytest.approx(3 * (1e-5 + 1e-5))
-    assert exchange_s(RING, 4) < exchange_s(RING_DENSE, 4) / 100
+    # 4 ranks: each receives 3 ranks' rows, u(r+i) = 765 x 132 bytes, once the backward pass reached the table (its
+    # end); the dense layer's ring, 2 x 3 x 10 us + 1.5 x 8968 B / 1e8 B/s, was done halfway through the backward pass
+    allgathered = 3 * (1e-5 + 765 * 132 / 1e8)
+    assert ring_s(RING, 4) == pytest.approx(0.01 + allgathered, rel=1e-6)
+    assert ring_s(RING, 4) < ring_s(RING_DENSE, 4) / 10
     # the allgather grows with n, the dense ring does not: past 2 T / u(r+i) ranks the table goes whole
     crossover = 2 * 2**25 / (765 * 132)
-    assert exchange_s(RING, int(crossover * 0.8)) < exchange_s(RING_DENSE, int(crossover * 0.8))
-    assert exchange_s(RING, int(crossover * 1.2)) > exchange_s(RING_DENSE, int(crossover * 1.2))
+    assert ring_s(RING, int(crossover * 0.8)) < ring_s(RING_DENSE, int(crossover * 0.8))
+    assert ring_s(RING, int(crossover * 1.2)) > ring_s(RING_DENSE, int(crossover * 1.2))
     # a ps moves the touched rows only: at 4 workers and 1 ps it is far from the dense ring's cost
-    assert exchange_s(PS_SYNC, 4) < exchange_s(RING_DENSE, 4) / 10
+    assert step_of(PS_SYNC, shaped, cpu_workers(4)).step_s < ring_s(RING_DENSE, 4) / 10
 
 
-def test_ps_async_is_capped_by_the_workers_or_the_ps_links():
-    # a ps link carries B / S = 100 pushes/s one way while it carries as many pulls the other way
-    one = costs.ps_async_updates_per_s(1, 1, S, LINK, worker_step_s=0.1)
-    assert one == pytest.approx(10.0)  # alone: its own step
-    assert 35.0 < costs.ps_async_updates_per_s(4, 1, S, LINK, worker_step_s=0.1) < 40.0  # a little queueing
-    assert costs.ps_async_updates_per_s(256, 1, S, LINK, worker_step_s=0.1) == pytest.approx(100.0, rel=0.01)
-    assert costs.ps_async_updates_per_s(512, 2, S, LINK, worker_step_s=0.1) == pytest.approx(200.0, rel=0.01)
-    # nothing but the links (a worker's step is its push and pull): 2 workers, 2 stations of 10 ms each
-    # (mean value analysis by hand: n=1: X 50, queues 0.5 each; n=2: residence 15 ms each, X = 2 / 30 ms)
-    assert costs.ps_async_updates_per_s(2, 1, S, LINK, worker_step_s=0.02) == pytest.approx(2 / 0.03)
+def test_a_synchronous_step_waits_for_the_slowest_worker_and_an_asynchronous_one_does_not():
+    small = ModelTensors("small", (Tensor("w", 1000, 0.5),), 1e-3)
+    for scheme in (RING, PS_SYNC):
+        steady, spread = step_of(scheme, small, cpu_workers(64)), step_of(scheme, small, cpu_workers(64, sd_s=0.002))
+        slowest = costs.synchronous_compute_s(64, 0.01, 0.002)
+        assert spread.waiting_s == pytest.approx(slowest - 0.01) and steady.waiting_s == 0.0
+        assert spread.step_s - steady.step_s == pytest.approx(slowest - 0.01, rel=1e-6)
+        assert spread.compute_s == steady.compute_s == pytest.approx(0.01)
+    assert step_of(PS_ASYNC, small, cpu_workers(64, sd_s=0.002)) == step_of(PS_ASYNC, small, cpu_workers(64))
+
+
+def test_cpu_workers_copy_nothing_to_host_memory_and_have_no_gpu_transport():
+    gpus = dataclasses.replace(cpu_workers(4), on_host=False)
+    assert allreduce.buffer_s(S, gpus, WIRE, False) == pytest.approx(
+        allreduce.buffer_s(S, cpu_workers(4), WIRE, False) + 2 * S / 1e10)
+    loopback = profile.load("loopback-2026")
+    assert "nccl" in loopback.transport_names
+    assert all(t != "nccl" for _, t in schemes.combinations(cpu_workers(4), loopback, EMBEDDING))
+    assert any(t == "nccl" for _, t in schemes.combinations(gpus, loopback, EMBEDDING))
 
 
 def test_the_slowest_of_n_matches_sampling():
@@ -77,18 +96,11 @@ def test_the_slowest_of_n_matches_sampling():
     assert costs.synchronous_compute_s(1, 1.0, 0.1) == 1.0
 
 
-def test_overlap_hides_communication_up_to_the_compute():
-    assert costs.step_s(0.1, 0.05) == pytest.approx(0.15)
-    assert costs.step_s(0.1, 0.05, overlap=1.0) == pytest.approx(0.1)
-    assert costs.step_s(0.01, 0.05, overlap=1.0) == pytest.approx(0.05)
-
-
 def test_the_byteps_crossover_is_where_a_ps_phase_beats_the_ring():
-    free = costs.Link(0.0, 1e9)
     for n in range(2, 65):
         k_star = costs.byteps_crossover_ps_tasks(n)
         for k in range(1, 2 * n):
-            ps_wins = costs.ps_phase_s(n, k, S, free) < costs.ring_allreduce_s(n, S, free)
+            ps_wins = max(S, n * S / k) < ring_factor(n) * S  # one direction's bytes at the busier end
             assert ps_wins == (k > k_star + 1e-9), (n, k)
     assert costs.byteps_crossover_ps_tasks(4) == pytest.approx(16 / 6)
 

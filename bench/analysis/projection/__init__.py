@@ -1,2 +1,3 @@
-"""The projection model: cost terms of each family's step, and their calibration from
-what the suite measured (alpha-beta fits of the micro-benchmark sweeps, step-time spread)."""
+"""The projection: one per-tensor model of each exchange scheme's step on a cluster of hosts
+(schemes, allreduce, parameter_servers), fed by transport profiles (profile) and calibrated
+from runs (calibrate, from_runs) or from a described cluster (cluster_cli)."""

@@ -8,7 +8,14 @@
     link carries 2(H-1)/H m in all, in G flows at once), allgather inside the host:
     2(G-1)/G m / intra + 2(H-1) alpha + 2(H-1)/H m / rate.
   - a transport through host memory (Horovod's MPI or Gloo path for GPU tensors) first
-    copies the buffer off the device and back: + 2 m / PCIe.
+    copies the buffer off the device and back: + 2 m / PCIe (not for CPU devices, whose
+    tensors are in host memory).
+- An embedding table's sparse gradient (Horovod's allreduce of tf.IndexedSlices) is an
+  allgather of every device's touched rows, alone, not fused: (N-1) messages of one device's
+  rows each way, (N-1) (alpha + u / rate), which grows with N where a ring's 2(N-1)/N m does
+  not; with sparse_as_dense the table goes whole in the ring as any dense tensor.
+- A synchronous step waits for the slowest device: every gradient is ready when the slowest
+  device's is (Cluster.slowest).
 - Overlap (Horovod's background loop): the gradients become ready during the backward pass,
   last layer first (bench.analysis.projection.tensors); every cycle the loop takes what is ready,
   fuses it into buffers of up to the fusion threshold and reduces them one after another.
@@ -31,7 +38,7 @@ def buffer_s(nbytes: float, cluster: Cluster, transport: Transport, hierarchical
     if n < 2:
         return 0.0
     intra = cluster.intra_host_bytes_per_s
-    copies = 2 * nbytes / intra if transport.host_copies else 0.0
+    copies = 2 * nbytes / intra if transport.host_copies and not cluster.on_host else 0.0
     if h < 2:
         rate = intra if not transport.host_copies else min(intra, transport.process_bytes_per_s or intra)
         return copies + 2 * (n - 1) * latency_s + ring_factor(n) * nbytes / rate
@@ -41,6 +48,20 @@ def buffer_s(nbytes: float, cluster: Cluster, transport: Transport, hierarchical
         return copies + local + 2 * (h - 1) * latency_s + across
     rate = min(intra, transport.network_bytes_per_s(cluster.link_gbit))
     return copies + 2 * (n - 1) * latency_s + ring_factor(n) * nbytes / rate
+
+
+def allgather_s(contributed_bytes: float, cluster: Cluster, transport: Transport) -> float:
+    """A ring allgather in which every device contributes `contributed_bytes` (a table's touched rows)."""
+    n = cluster.workers
+    if n < 2 or contributed_bytes <= 0:
+        return 0.0
+    gathered = n * contributed_bytes
+    copies = (contributed_bytes + gathered) / cluster.intra_host_bytes_per_s \
+        if transport.host_copies and not cluster.on_host else 0.0
+    rate = min(cluster.intra_host_bytes_per_s, transport.network_bytes_per_s(cluster.link_gbit)) \
+        if cluster.hosts > 1 else min(cluster.intra_host_bytes_per_s, transport.process_bytes_per_s
+                                      or cluster.intra_host_bytes_per_s)
+    return copies + (n - 1) * (transport.latency_s + contributed_bytes / rate)
 
 
 def fused_buffers(sizes: list[int], threshold: int) -> list[int]:
@@ -57,7 +78,7 @@ def fused_buffers(sizes: list[int], threshold: int) -> list[int]:
 def communication_end_s(tensors: ModelTensors, cluster: Cluster, transport: Transport, hierarchical: bool) -> float:
     """When the last reduction of a step ends, the step starting at 0."""
     cycle_s = transport.cycle_s
-    pending = [(cluster.forward_s + t.ready * cluster.backward_s, t.nbytes) for t in tensors.in_ready_order()]
+    pending = [(cluster.forward_s + t.ready * cluster.backward_s, t) for t in tensors.in_ready_order()]
     busy_until, i = 0.0, 0
     while i < len(pending):
         # the loop wakes on its cycle once it is free and something is ready
@@ -68,13 +89,15 @@ def communication_end_s(tensors: ModelTensors, cluster: Cluster, transport: Tran
             ready.append(pending[i][1])
             i += 1
         busy_until = tick
-        for size in fused_buffers(ready, transport.fusion_bytes):
+        for size in fused_buffers([t.nbytes for t in ready if not t.sparse], transport.fusion_bytes):
             busy_until += buffer_s(size, cluster, transport, hierarchical)
+        busy_until += sum(allgather_s(t.slices_bytes, cluster, transport) for t in ready if t.sparse)
     return busy_until
 
 
 def step(tensors: ModelTensors, cluster: Cluster, transport: Transport, hierarchical: bool) -> StepTerms:
     if cluster.workers < 2:
         return StepTerms.of(cluster.compute_s, cluster.compute_s)
-    end = max(cluster.compute_s, communication_end_s(tensors, cluster, transport, hierarchical))
-    return StepTerms.of(end, cluster.compute_s)
+    slowest = cluster.slowest()
+    end = max(slowest.compute_s, communication_end_s(tensors, slowest, transport, hierarchical))
+    return StepTerms.of(end, cluster.compute_s, waiting_s=slowest.compute_s - cluster.compute_s)

@@ -1,38 +1,35 @@
-"""What the projection is calibrated from, read from a results folder: per model the
-gradient bytes, one worker's step compute and its spread (the baseline strategy's
-1-worker runs, or a compute time the user types), and per exchange the latency fitted
-to the micro-benchmark sweep. Runs on the emulated cluster are never read here: they
+"""What a projection from runs is calibrated from, read from a results folder: per model its
+gradient's make-up (the runs' recorded bytes and touched rows), one worker's step compute and
+its spread (the baseline strategy's 1-worker runs, or a compute time the user types), and the
+model's own code to trace its tensors. The transports come from a profile
+(bench.analysis.projection.profile). Runs on the emulated cluster are never read here: they
 are what the projection is checked against."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis.micro_summary import SUMMARY_FILE
-from bench.analysis.projection import profile
-from bench.analysis.projection.fit import fit_transports, step_spread
+from bench.analysis.projection.fit import step_spread
+from bench.analysis.projection.profile import Profile
+from bench.config import RunConfig
 from bench.errors import UsageError
-from bench.metrics import ALLREDUCE_OP, PS_ROUNDTRIP_OP, Gradient, messages
+from bench.metrics import Gradient
+from bench.run import models
 from bench.run.process.summary import read_steps
 from strategies.base import ALLREDUCE, PARAMETER_SERVER
-
-# which sweep calibrates which exchange's latency per message: (kind, transports in order of preference).
-# The ring's is raw MPI's: a framework's own cost per call (Horovod's cycle and negotiation) is
-# not paid per ring hop, so it is a separate per-step overhead (RING_OVERHEAD_FROM less raw MPI).
-LATENCY_FROM = {"ring": (ALLREDUCE_OP, ("mpi4py", "horovod-mpi", "horovod-gloo", "tf-collective")),
-                "ps": (PS_ROUNDTRIP_OP, ("ps-1ps", "ps-2ps"))}
-RING_OVERHEAD_FROM = ("horovod-mpi", "mpi4py")
-
 
 EXCHANGING = (ALLREDUCE, PARAMETER_SERVER)
 
 
 @dataclass(frozen=True)
 class ModelCalibration:
-    model: str
+    model: str  # its label in the results
+    spec: str  # what builds it: a registered name, or a user's file (bench.run.models)
+    sizes: tuple[tuple[str, int], ...]  # what it was built at (bench.run.models.settings)
     gradient: Gradient
     batch_size: int  # per worker, of the runs the compute was measured on
     compute_s: float  # one worker's step: forward, backward and update of its batch
@@ -47,9 +44,8 @@ class ModelCalibration:
 @dataclass(frozen=True)
 class Calibration:
     models: dict[str, ModelCalibration]
-    latency_s: dict[str, float]  # exchange ("ring", "ps") -> alpha, per message
-    latency_source: dict[str, str]
-    ring_overhead_s: float = 0.0  # per allreduce step, beyond the ring's own messages
+    profile: Profile  # the transports
+    profile_why: str
 
     def describe(self) -> pd.DataFrame:
         return pd.DataFrame([{"model": m.model, "gradient_bytes": m.gradient_bytes, "batch_size": m.batch_size,
@@ -71,6 +67,7 @@ def model_calibration(runs: pd.DataFrame, model: str, compute_ms: float | None) 
     if known.empty:
         raise UsageError(f"--model {model}: no finished run of it under --from to read its gradient bytes")
     gradient = gradient_of(mine.loc[known.index[0]])
+    spec, sizes = built_as(mine.loc[known.index[0]])
     base = mine[mine["scaling_baseline"].fillna(False).astype(bool) & (mine["workers"] == 1)]
     base = base.sort_values("purpose", key=lambda p: p != "throughput")  # synthetic-data runs first
     if compute_ms is not None:
@@ -80,12 +77,12 @@ def model_calibration(runs: pd.DataFrame, model: str, compute_ms: float | None) 
             first = base.iloc[0]
             mean, spread = step_spread(read_steps(first["path"], missing_ok=True), int(first["warmup_steps"]))
             sd = compute_ms / 1e3 * spread / mean  # the spread measured here, relative to the typed time
-        return ModelCalibration(model, gradient, batch, compute_ms / 1e3, sd, "--compute-ms")
+        return ModelCalibration(model, spec, sizes, gradient, batch, compute_ms / 1e3, sd, "--compute-ms")
     if base.empty:
         raise UsageError(f"--model {model}: no 1-worker baseline run under --from; run one or give --compute-ms")
     run = base.iloc[0]
     mean, sd = step_spread(read_steps(run["path"], missing_ok=True), int(run["warmup_steps"]))
-    return ModelCalibration(model, gradient, int(run["batch_size"]), mean, sd, f"run {run['run_id']}")
+    return ModelCalibration(model, spec, sizes, gradient, int(run["batch_size"]), mean, sd, f"run {run['run_id']}")
 
 
 def gradient_of(run: pd.Series) -> Gradient:
@@ -97,40 +94,14 @@ def gradient_of(run: pd.Series) -> Gradient:
     return Gradient.from_facts(facts)
 
 
-def sweep_fits(results: Path) -> pd.DataFrame:
-    sweeps = [pd.read_csv(p) for p in sorted(results.rglob(SUMMARY_FILE))]
-    return fit_transports(pd.concat(sweeps, ignore_index=True)) if sweeps else pd.DataFrame()
-
-
-def _largest(fitted: pd.DataFrame, kind: str, transport: str) -> pd.Series | None:
-    rows = fitted[(fitted["kind"] == kind) & (fitted["transport"] == transport)] if len(fitted) else fitted
-    return rows.sort_values("processes").iloc[-1] if len(rows) else None
-
-
-def latencies(fitted: pd.DataFrame) -> tuple[dict[str, float], dict[str, str]]:
-    values, sources = {}, {}
-    for exchange, (kind, transports) in LATENCY_FROM.items():
-        for transport in transports:
-            best = _largest(fitted, kind, transport)
-            if best is not None:
-                values[exchange] = float(best["alpha_us"]) / 1e6
-                sources[exchange] = f"{transport} at {int(best['processes'])} processes (micro-benchmark fit)"
-                break
-        else:  # without a micro-benchmark sweep: the default profile's
-            default = profile.load(profile.DEFAULT).constants["latency_s"]
-            values[exchange] = default.value
-            sources[exchange] = (f"{default.value * 1e6:.0f} us, profile {profile.DEFAULT}'s latency_s "
-                                 "(no micro-benchmark under --from)")
-    return values, sources
-
-
-def ring_overhead(fitted: pd.DataFrame) -> float:
-    """Horovod's fixed cost per allreduce beyond raw MPI's at the same process count (fit intercepts)."""
-    framework, raw = (_largest(fitted, ALLREDUCE_OP, t) for t in RING_OVERHEAD_FROM)
-    if framework is None or raw is None or framework["processes"] != raw["processes"]:
-        return 0.0
-    hops = messages(ALLREDUCE_OP, int(raw["processes"]))
-    return max(0.0, (float(framework["alpha_us"]) - float(raw["alpha_us"])) * hops / 1e6)
+def built_as(run: pd.Series) -> tuple[str, tuple[tuple[str, int], ...]]:
+    """What builds a run's model, and at what size: its config's name (a user's file by its path; the
+    results table has its label) and bench.run.models.settings."""
+    try:
+        config = RunConfig.from_dict(json.loads((Path(run["path"]) / "run.json").read_text())["config"])
+        return config.model, tuple(sorted(models.settings(config).items()))
+    except (OSError, ValueError, KeyError, TypeError, UsageError):
+        return str(run["model"]), ()
 
 
 def shared_cpu_stretch(runs: pd.DataFrame, model: ModelCalibration, workers: int, cores: float,
@@ -164,14 +135,11 @@ def concurrent_stretch(all_at_once: float, workers: int, computing_share: float)
     return 1.0 + (all_at_once - 1.0) * min(1.0, max(0.0, computing_share))
 
 
-def calibrate(results: Path, all_runs: pd.DataFrame, models: list[str] | None,
-              compute_ms: float | None) -> Calibration:
+def calibrate(results: Path, all_runs: pd.DataFrame, models: list[str] | None, compute_ms: float | None,
+              profile: Profile, why: str) -> Calibration:
     """`all_runs`: collect.load of `results` (read once by the caller)."""
     runs = one_machine_runs(all_runs)
     names = models or (sorted(runs["model"].dropna().unique()) if len(runs) else [])
     if not names:
         raise UsageError(f"--from {results}: no finished run to calibrate from")
-    fitted = sweep_fits(results)
-    latency, source = latencies(fitted)
-    return Calibration({m: model_calibration(runs, m, compute_ms) for m in names}, latency, source,
-                       ring_overhead(fitted))
+    return Calibration({m: model_calibration(runs, m, compute_ms) for m in names}, profile, why)

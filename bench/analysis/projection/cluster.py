@@ -1,14 +1,20 @@
-"""A GPU cluster as its users describe it: devices in all, devices per host, the host's
-network link, the bandwidth inside a host, and one device's examples/s at its batch.
-Nothing of it runs here; bench.analysis.projection.allreduce and .parameter_servers predict its
-step from these facts, the model's own tensors (bench.analysis.projection.tensors) and a
-transport profile (bench.analysis.projection.profile)."""
+"""A cluster as its users describe it: devices in all, devices per host, the host's network
+link, the bandwidth inside a host, and one device's examples/s at its batch with its spread
+from step to step. Nothing of it runs here; bench.analysis.projection.allreduce and
+.parameter_servers predict its step from these facts, the model's own tensors
+(bench.analysis.projection.tensors) and a transport profile (bench.analysis.projection.profile).
+
+A cluster described by its GPUs (`project --device-examples-per-s`) and one calibrated from
+runs on CPU workers (`project --from`) are the same model; the second's devices are its
+hosts' CPUs (`on_host`): their tensors are in host memory already."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
+from bench.analysis.projection.costs import synchronous_compute_s
 from bench.analysis.projection.transports import FORWARD_SHARE
 
 
@@ -20,6 +26,8 @@ class Cluster:
     device_examples_per_s: float  # one device alone, at `batch_size`
     batch_size: int
     intra_host_bytes_per_s: float  # a device to its host, and devices of one host through it
+    compute_sd_s: float = 0.0  # one device's step compute, its standard deviation from step to step
+    on_host: bool = False  # the devices are the hosts' CPUs: no copy to host memory, no GPU transport
 
     @property
     def hosts(self) -> int:
@@ -37,6 +45,12 @@ class Cluster:
     @property
     def backward_s(self) -> float:
         return self.compute_s - self.forward_s
+
+    def slowest(self) -> Cluster:
+        """The cluster as a synchronous step sees it: every device as slow as the expected slowest
+        of them (the last gradient of each tensor is ready when the slowest device's is)."""
+        slowest_s = synchronous_compute_s(self.workers, self.compute_s, self.compute_sd_s)
+        return dataclasses.replace(self, device_examples_per_s=self.batch_size / slowest_s, compute_sd_s=0.0)
 
     def devices_on(self, host: int) -> int:
         return min(self.devices_per_host, self.workers - host * self.devices_per_host)

@@ -48,10 +48,14 @@ def add_profile_argument(p: argparse.ArgumentParser) -> None:
                         f"name ({', '.join(profile.shipped())}); default: {profile.DEFAULT}")
 
 
-def chosen_profile(args: argparse.Namespace) -> tuple[profile.Profile, str]:
-    """The profile of --profile, or the default one; and why it is the one used."""
+def chosen_profile(args: argparse.Namespace, results: Path | None = None) -> tuple[profile.Profile, str]:
+    """The profile of --profile; else the one ./run_bench.sh profile wrote into `results` (--from's
+    folder); else the default one; and why it is the one used."""
     if args.profile:
         return profile.load(args.profile), f"--profile {args.profile}"
+    if results is not None and (results / profile.PROFILE_FILE).is_file():
+        found = results / profile.PROFILE_FILE
+        return profile.load(str(found)), f"measured: {found} (./run_bench.sh profile) under --from"
     return profile.load(profile.DEFAULT), (f"no --profile given: {profile.DEFAULT}, this project's own machine over "
                                            "loopback, stands in for your cluster's transports; measure them with "
                                            "./run_bench.sh profile, or name a documented profile")

@@ -17,13 +17,18 @@
 - A ps on a worker host (colocated) shares that host's link with the host's own workers:
   every host's link carries, each way, what its workers send to tasks elsewhere plus what
   its task receives from workers elsewhere, a bound on the exchange.
-- Synchronous: the step ends when every pull has ended (the next forward pass needs them).
+- An embedding table's step pushes the touched rows with their indices and the ids, and pulls
+  the touched rows back (Tensor.push_bytes, .pull_bytes): far less than the table.
+- Synchronous: the step ends when every pull has ended (the next forward pass needs them),
+  the gradients ready when the slowest device's are (Cluster.slowest).
   Asynchronous: no worker waits for another; updates per second are capped by the
   workers (E / their own step) and by each task (its rate over its bytes per update).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 
 from bench.analysis.projection.cluster import Cluster, StepTerms
@@ -59,7 +64,7 @@ class Layout:
     def pushers_on(self, host: int) -> int:
         return 1 if self.aggregated else self.cluster.devices_on(host)
 
-    @property
+    @functools.cached_property
     def pushers(self) -> int:
         return sum(self.pushers_on(h) for h in range(self.cluster.hosts))
 
@@ -75,19 +80,19 @@ class Layout:
         return self.cluster.batch_size * (self.cluster.devices_per_host if self.aggregated else 1)
 
 
-def _copy_s(nbytes: int, transport: Transport, tensors: int = 1) -> float:
+def _copy_s(nbytes: float, transport: Transport, tensors: int = 1) -> float:
     """A task's process's work on one pusher's copy of `tensors` variables of `nbytes` in all, one
     way: the bytes at its rate, and a message per tensor."""
     rate = transport.message_rate(nbytes / tensors)
     return (nbytes / rate if rate else 0.0) + tensors * transport.message_s
 
 
-def _process_s(layout: Layout, nbytes: int, transport: Transport) -> float:
+def _process_s(layout: Layout, nbytes: float, transport: Transport) -> float:
     """The task's process's work for one push (or pull) of a variable, of every pusher."""
     return layout.pushers * _copy_s(nbytes, transport)
 
 
-def _link_s(layout: Layout, task: int, nbytes: int, transport: Transport) -> float:
+def _link_s(layout: Layout, task: int, nbytes: float, transport: Transport) -> float:
     """One push (or pull) of `nbytes` on the task's host's link, one direction: the remote pushers' copies."""
     return layout.remote_pushers(task) * nbytes / transport.network_bytes_per_s(layout.cluster.link_gbit)
 
@@ -97,36 +102,49 @@ def _task_end_s(layout: Layout, task: int, variables: list[tuple[float, Tensor]]
     process and one direction of its link, in ready order: when the task's last pull ends."""
     process_free = inbound_free = outbound_free = pulled = 0.0
     for ready, tensor in variables:
-        work = _process_s(layout, tensor.nbytes, transport)
-        wire = _link_s(layout, task, tensor.nbytes, transport)
+        work = _process_s(layout, tensor.push_bytes, transport)
+        wire = _link_s(layout, task, tensor.push_bytes, transport)
         start = max(ready, process_free, inbound_free)
         pushed = start + max(work, wire)
         process_free, inbound_free = start + work, start + wire
+        work = _process_s(layout, tensor.pull_bytes, transport)
+        wire = _link_s(layout, task, tensor.pull_bytes, transport)
         start = max(pushed, process_free, outbound_free)
         pulled = start + max(work, wire)
         process_free, outbound_free = start + work, start + wire
     return pulled + 2 * transport.latency_s
 
 
-def _per_task(tensors: ModelTensors, tasks_of: list[int], tasks: int) -> tuple[list[int], list[int]]:
-    """(bytes, tensors) each task holds."""
-    nbytes, count = [0] * tasks, [0] * tasks
+def _per_task(tensors: ModelTensors, tasks_of: list[int], tasks: int) -> tuple[list[float], list[float], list[int]]:
+    """(bytes pushed, bytes pulled, tensors) of one pusher's step, per task."""
+    pushed, pulled, count = [0.0] * tasks, [0.0] * tasks, [0] * tasks
     for task, t in zip(tasks_of, tensors.tensors, strict=True):
-        nbytes[task] += t.nbytes
+        pushed[task] += t.push_bytes
+        pulled[task] += t.pull_bytes
         count[task] += 1
-    return nbytes, count
+    return pushed, pulled, count
 
 
 def _links_bound_s(layout: Layout, tensors: ModelTensors, tasks_of: list[int], transport: Transport) -> float:
     """The busiest host link's bytes in its busier direction, at the link's rate."""
-    per_task, _ = _per_task(tensors, tasks_of, layout.tasks)
+    pushed, pulled, _ = _per_task(tensors, tasks_of, layout.tasks)
+    all_pushed, all_pulled = sum(pushed), sum(pulled)
+    tasks_on: dict[int, list[int]] = {}
+    for k in range(layout.tasks):
+        if layout.host_of(k) is not None:
+            tasks_on.setdefault(layout.host_of(k), []).append(k)
     busiest = 0.0
     for host in range(layout.cluster.hosts):
-        mine = {k for k in range(layout.tasks) if layout.host_of(k) == host}
-        sent = layout.pushers_on(host) * sum(b for k, b in enumerate(per_task) if k not in mine)
-        served = sum(layout.remote_pushers(k) * per_task[k] for k in mine)
-        busiest = max(busiest, sent + served)  # each way: pushes out and pulls in, pulls served and pushes in
-    dedicated = max((layout.pushers * b for k, b in enumerate(per_task) if layout.host_of(k) is None), default=0)
+        mine = tasks_on.get(host, [])
+        pushers = layout.pushers_on(host)
+        # out: its pushers' pushes elsewhere and its tasks' pulls served; in: its pushers' pulls and its tasks' pushes
+        out = pushers * (all_pushed - sum(pushed[k] for k in mine)) \
+            + sum(layout.remote_pushers(k) * pulled[k] for k in mine)
+        into = pushers * (all_pulled - sum(pulled[k] for k in mine)) \
+            + sum(layout.remote_pushers(k) * pushed[k] for k in mine)
+        busiest = max(busiest, out, into)
+    dedicated = max((layout.pushers * max(pushed[k], pulled[k]) for k in range(layout.tasks)
+                     if layout.host_of(k) is None), default=0.0)
     return max(busiest, dedicated) / transport.network_bytes_per_s(layout.cluster.link_gbit)
 
 
@@ -137,7 +155,9 @@ def _aggregation_s(layout: Layout, nbytes: int) -> float:
 
 
 def synchronous_step(tensors: ModelTensors, layout: Layout, placement: str, transport: Transport) -> StepTerms:
-    cluster = layout.cluster
+    mean = layout.cluster
+    cluster = mean.slowest()
+    layout = dataclasses.replace(layout, cluster=cluster)
     tasks_of = place(tensors, layout.tasks, placement)
     by_task: dict[int, list[tuple[float, Tensor]]] = {}
     for task, t in sorted(zip(tasks_of, tensors.tensors, strict=True), key=lambda pair: pair[1].ready):
@@ -146,25 +166,24 @@ def synchronous_step(tensors: ModelTensors, layout: Layout, placement: str, tran
     end = max(_task_end_s(layout, k, v, transport) for k, v in by_task.items())
     first_ready = cluster.forward_s
     end = max(end, cluster.compute_s, first_ready + _links_bound_s(layout, tensors, tasks_of, transport))
-    return StepTerms.of(end, cluster.compute_s)
+    return StepTerms.of(end, mean.compute_s, waiting_s=cluster.compute_s - mean.compute_s)
 
 
 def asynchronous_rate(tensors: ModelTensors, layout: Layout, placement: str,
                       transport: Transport) -> tuple[float, StepTerms]:
     """(examples/s, one pusher's step): each pusher alone on the links, capped by the tasks."""
-    alone = Layout(Cluster(1, 1, layout.cluster.link_gbit, layout.cluster.device_examples_per_s,
-                           layout.cluster.batch_size, layout.cluster.intra_host_bytes_per_s),
-                   layout.tasks, False, False)
+    alone = Layout(dataclasses.replace(layout.cluster, workers=1, devices_per_host=1), layout.tasks, False, False)
     own = synchronous_step(tensors, alone, placement, transport).step_s
     own += _aggregation_s(layout, tensors.nbytes) if layout.aggregated else 0.0
     tasks_of = place(tensors, layout.tasks, placement)
-    per_task, count = _per_task(tensors, tasks_of, layout.tasks)
+    pushed, pulled, count = _per_task(tensors, tasks_of, layout.tasks)
     # per update a task's process takes in and sends out its bytes (both its work); its link's
     # two directions carry them at once, the remote pushers' share of the updates
     remote = [layout.remote_pushers(k) / layout.pushers for k in range(layout.tasks)]
     net = transport.network_bytes_per_s(layout.cluster.link_gbit)
-    cap = min(1.0 / max(2 * _copy_s(b, transport, count[k]), remote[k] * b / net)
-              for k, b in enumerate(per_task) if b)
+    cap = min(1.0 / max(_copy_s(pushed[k], transport, count[k]) + _copy_s(pulled[k], transport, count[k]),
+                        remote[k] * max(pushed[k], pulled[k]) / net)
+              for k in range(layout.tasks) if pushed[k] or pulled[k])
     updates = min(layout.pushers / own, cap)
     step_s = layout.pushers / updates
     return updates * layout.examples_per_push, StepTerms.of(step_s, layout.cluster.compute_s)

@@ -32,6 +32,7 @@ from strategies.base import GRPC, NCCL
 from strategies.base import MPI_CONTROLLER as MPI
 
 SHIPPED = Path(__file__).parent / "profiles"
+PROFILE_FILE = "profile.json"  # what ./run_bench.sh profile writes into its --output
 DEFAULT = "loopback-2026"
 SLOW, VALUE, FAST = "slow", "value", "fast"
 ENDS = (SLOW, VALUE, FAST)

@@ -24,9 +24,8 @@ import pandas as pd
 
 from bench.analysis.projection import schemes, tensors
 from bench.analysis.projection.cluster import Cluster
-from bench.analysis.projection.model import PS_SYNC, PS_SYNC_AGGREGATED, RING
 from bench.analysis.projection.profile import Profile
-from bench.analysis.projection.schemes import tf_cnn_benchmarks_ps
+from bench.analysis.projection.schemes import PS_SYNC, PS_SYNC_AGGREGATED, RING, tf_cnn_benchmarks_ps
 from strategies.base import GRPC, NCCL
 from strategies.base import MPI_CONTROLLER as MPI
 

@@ -1,5 +1,6 @@
-"""Every exchange scheme on one described cluster, one row each: what
-`python -m bench project --device-examples-per-s ...` prints."""
+"""Every exchange scheme on one cluster, one row each, with its interval: what
+`python -m bench project` prints, for a described cluster and for one calibrated from runs
+alike; and which scheme a run of a strategy used."""
 
 from __future__ import annotations
 
@@ -8,13 +9,28 @@ from dataclasses import dataclass
 
 from bench.analysis.projection import allreduce, parameter_servers
 from bench.analysis.projection.cluster import Cluster, StepTerms
-from bench.analysis.projection.model import HIERARCHICAL, PS_ASYNC, PS_COORDINATOR, PS_SYNC, PS_SYNC_AGGREGATED, RING
 from bench.analysis.projection.parameter_servers import BALANCED, Layout
 from bench.analysis.projection.profile import Profile
 from bench.analysis.projection.tensors import ModelTensors
 from bench.analysis.projection.transports import Transport
-from strategies.base import GRPC
+from strategies.base import ALLREDUCE, GRPC, NCCL, PARAMETER_SERVER
 from strategies.ps_coordinator import MOST_STEPS_PER_FUNCTION
+
+RING, PS_SYNC, PS_ASYNC = "allreduce (ring)", "ps, synchronous", "ps, asynchronous"
+RING_DENSE = "allreduce (ring, table dense)"  # a model with an embedding table, its gradient sent whole
+HIERARCHICAL, PS_SYNC_AGGREGATED = "allreduce (hierarchical)", "ps, synchronous, host-aggregated"
+# TensorFlow 2's parameter servers (ps-coordinator): ps-async's exchange, steps scheduled by one coordinator
+PS_COORDINATOR = "ps, asynchronous, coordinator"
+ASYNCHRONOUS = (PS_ASYNC, PS_COORDINATOR)  # their examples/s do not count what staleness costs
+# (family, asynchronous) -> scheme: what a run of the families that exchange over a network used
+SCHEMES = {(ALLREDUCE, False): RING, (PARAMETER_SERVER, False): PS_SYNC, (PARAMETER_SERVER, True): PS_ASYNC}
+GPU_ONLY = (NCCL,)  # transports that move GPU memory: none of a cluster of CPU devices
+
+
+def scheme_of(family: str | None, asynchronous: bool, table_dense: bool, has_table: bool) -> str | None:
+    """The scheme a run of a strategy of this family used (None: it exchanges nothing over a network)."""
+    scheme = SCHEMES.get((family, asynchronous))
+    return RING_DENSE if scheme == RING and table_dense and has_table else scheme
 
 
 @dataclass(frozen=True)
@@ -32,8 +48,9 @@ def tf_cnn_benchmarks_ps(cluster: Cluster) -> PsSetup:
 def predict(scheme: str, chosen: Transport, tensors: ModelTensors, cluster: Cluster,
             ps: PsSetup) -> tuple[float, StepTerms]:
     """(examples/s of the whole cluster, one step's terms) of one scheme over one transport."""
-    if scheme in (RING, HIERARCHICAL):
-        terms = allreduce.step(tensors, cluster, chosen, hierarchical=scheme == HIERARCHICAL)
+    if scheme in (RING, HIERARCHICAL, RING_DENSE):
+        terms = allreduce.step(tensors.dense() if scheme == RING_DENSE else tensors, cluster, chosen,
+                               hierarchical=scheme == HIERARCHICAL)
         return cluster.workers * cluster.batch_size / terms.step_s, terms
     layout = Layout(cluster, ps.tasks, ps.colocated, aggregated=scheme == PS_SYNC_AGGREGATED)
     if scheme == PS_ASYNC:
@@ -55,10 +72,12 @@ def coordinated(rate: float, terms: StepTerms, cluster: Cluster, function_s: flo
     return cap, StepTerms.of(step_s, terms.compute_s, waiting_s=step_s - terms.step_s)
 
 
-def combinations(cluster: Cluster, profile: Profile) -> list[tuple[str, str]]:
-    """(scheme, transport) pairs that make sense on this cluster, over the transports the profile has."""
-    collectives = [t for t in profile.transport_names if t != GRPC]
+def combinations(cluster: Cluster, profile: Profile, tensors: ModelTensors) -> list[tuple[str, str]]:
+    """(scheme, transport) pairs that make sense on this cluster and model, over the transports the profile has."""
+    collectives = [t for t in profile.transport_names if t != GRPC and not (cluster.on_host and t in GPU_ONLY)]
     rings = [(RING, t) for t in collectives]
+    if tensors.sparse:
+        rings += [(RING_DENSE, t) for t in collectives]
     if cluster.devices_per_host > 1 and cluster.hosts > 1:
         rings += [(HIERARCHICAL, t) for t in collectives]
     if not profile.has(GRPC):
@@ -105,7 +124,7 @@ def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup, profi
          intra_host_from_profile: bool = True) -> list[dict]:
     out = []
     alone = cluster.device_examples_per_s
-    for scheme, transport in combinations(cluster, profile):
+    for scheme, transport in combinations(cluster, profile, tensors):
         found = interval(scheme, transport, tensors, cluster, ps, profile, intra_host_from_profile)
         terms = found.terms
         uses_ps = transport == GRPC

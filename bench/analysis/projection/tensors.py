@@ -7,7 +7,12 @@ batch 1: each convolution and matrix product costs 2 x output elements x reducti
 FLOPs, and the backward pass visits the layers in reverse, in time proportional to those
 FLOPs (backward FLOPs are twice the forward ones layer by layer, so the shares are the
 same). A variable's gradient is ready once the backward pass has done every op from the
-end of the forward graph down to the first op that reads the variable."""
+end of the forward graph down to the first op that reads the variable.
+
+An embedding table's gradient is sparse: a step sends the rows its batch touched (with their
+indices) and reads those rows back, not the table. How many rows a batch touches is a fact of
+the data, not of the graph: the runs record it (bench.metrics.Gradient), and `sized` gives the
+tensors those bytes."""
 
 from __future__ import annotations
 
@@ -15,12 +20,13 @@ import functools
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from bench import CHECKOUT
+from bench.metrics import INDEX_BYTES, Gradient
 
 COMPUTE_OPS = ("Conv2D", "MatMul", "DepthwiseConv2dNative", "BatchMatMulV2")
 PASS_THROUGH = ("Identity", "Cast", "ReadVariableOp")
@@ -31,6 +37,27 @@ class Tensor:
     name: str
     nbytes: int
     ready: float  # share of the backward pass done when its gradient is ready, 0..1
+    table: bool = False  # an embedding table: a step touches a few of its rows
+    # a table's step, once the touched rows are known (ModelTensors.sized): its sparse gradient (the touched
+    # rows with their indices), the ids a ps looks them up by, and the rows read back; all 0: not known, or
+    # sent dense (the table's gradient goes whole)
+    slices_bytes: float = 0.0
+    ids_bytes: float = 0.0
+    rows_bytes: float = 0.0
+
+    @property
+    def sparse(self) -> bool:
+        return self.slices_bytes > 0
+
+    @property
+    def push_bytes(self) -> float:
+        """What one worker sends of it per step to a ps (bench.metrics.ps_worker_bytes)."""
+        return self.slices_bytes + self.ids_bytes if self.sparse else self.nbytes
+
+    @property
+    def pull_bytes(self) -> float:
+        """What one worker reads of it per step from a ps."""
+        return self.rows_bytes if self.sparse else self.nbytes
 
 
 @dataclass(frozen=True)
@@ -45,6 +72,38 @@ class ModelTensors:
 
     def in_ready_order(self) -> list[Tensor]:
         return sorted(self.tensors, key=lambda t: t.ready)
+
+    @property
+    def has_table(self) -> bool:
+        return any(t.table for t in self.tensors)
+
+    @property
+    def sparse(self) -> bool:
+        return any(t.sparse for t in self.tensors)
+
+    def sized(self, gradient: Gradient) -> ModelTensors:
+        """The tensors at a run's recorded sizes (bench.metrics.Gradient): the dense ones scaled to its
+        dense bytes and the tables to its table bytes, each keeping its share and its place in the
+        backward pass (a model built at another size than the one traced here, e.g. the embedding
+        model's --embedding-rows), and the tables' touched rows split over them by bytes."""
+        dense = sum(t.nbytes for t in self.tensors if not t.table)
+        table = sum(t.nbytes for t in self.tensors if t.table)
+        out = []
+        for t in self.tensors:
+            if t.table and table:
+                share = t.nbytes / table
+                out.append(replace(t, nbytes=round(gradient.table_bytes * share),
+                                   slices_bytes=gradient.slices_bytes * share,
+                                   ids_bytes=gradient.rows_touched * INDEX_BYTES * share,
+                                   rows_bytes=gradient.rows_bytes * share))
+            else:
+                out.append(replace(t, nbytes=round(t.nbytes * gradient.dense_bytes / dense) if dense else 0))
+        return replace(self, tensors=tuple(out))
+
+    def dense(self) -> ModelTensors:
+        """Every gradient sent whole, the tables' too (Horovod's sparse_as_dense)."""
+        return replace(self, tensors=tuple(replace(t, slices_bytes=0.0, ids_bytes=0.0, rows_bytes=0.0)
+                                           for t in self.tensors))
 
 
 def _flops(op) -> float:
@@ -85,8 +144,9 @@ def analyse(model) -> ModelTensors:
                 first_use.setdefault(id(var), index)
     after = np.cumsum(flops[::-1])[::-1]  # FLOPs of every op from index i to the end
     total = float(after[0])
+    tables = {id(t) for t in model.tables}
     tensors = tuple(Tensor(v.name.split(":")[0], 4 * int(np.prod(v.shape)),
-                           float(after[first_use.get(id(v), 0)]) / total) for v in model.trainables)
+                           float(after[first_use.get(id(v), 0)]) / total, id(v) in tables) for v in model.trainables)
     return ModelTensors(type(model).__name__.lower(), tensors, total / 1e9)
 
 
@@ -118,33 +178,35 @@ def _source_key() -> str:
     return digest.hexdigest()[:16]
 
 
-def _built(name: str):
-    """Model `name` built, TensorFlow imported and started quietly (its C++ start-up lines would
-    bury the projection's table)."""
+def _built(name: str, sizes: dict[str, int]):
+    """Model `name` built at `sizes`, TensorFlow imported and started quietly (its C++ start-up lines
+    would bury the projection's table)."""
     from bench.run import models
     from bench.run.process.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
 
     import_tensorflow_quietly()
     start_runtime_quietly()
-    return models.build(name, 0)
+    return models.build(name, 0, **sizes)
 
 
 @functools.cache
-def of(name: str) -> ModelTensors:
-    """The tensors of model `name` at its default input size: a registered one built and traced once,
-    then read from the cache (building VGG-16 initialises 138 million weights)."""
+def of(name: str, **sizes: int) -> ModelTensors:
+    """The tensors of model `name` built at `sizes` (bench.run.models.settings: the embedding model's
+    table, an ImageNet model's input size; none: its defaults): a registered one built and traced
+    once, then read from the cache (building VGG-16 initialises 138 million weights)."""
     from bench.run import models
 
     if models.user.is_spec(name):  # the user's code changes under the same name: analysed every time
-        result = analyse(_built(name))
+        result = analyse(_built(name, sizes))
         return ModelTensors(models.label(name), result.tensors, result.forward_gflops)
-    path = cache_folder() / f"{name}-{_source_key()}.json"
+    sized = "".join(f"-{key}{value}" for key, value in sorted(sizes.items()))
+    path = cache_folder() / f"{name}{sized}-{_source_key()}.json"
     try:
         kept = json.loads(path.read_text())
         return ModelTensors(name, tuple(Tensor(**t) for t in kept["tensors"]), kept["forward_gflops"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    result = analyse(_built(name))
+    result = analyse(_built(name, sizes))
     result = ModelTensors(name, result.tensors, result.forward_gflops)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

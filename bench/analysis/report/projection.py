@@ -1,6 +1,6 @@
 """The report's "Projection" section: what `python -m bench project` wrote (projection.json)
-under the report's folders: its calibration, the projection, and the check against the
-emulated-cluster runs."""
+under the report's folders: its calibration and transport profile, the projection with its
+intervals, and the checks against the emulated-cluster runs and published tables."""
 
 from __future__ import annotations
 
@@ -89,17 +89,17 @@ def calibrated_parts(result: dict, ident: str) -> list[str]:
     cal = result["calibration"]
     checked = pd.DataFrame(result.get("validation") or [])
     summary = result.get("validation_summary") or {}
-    latency = "; ".join(f"{k}: {v * 1e6:.1f} us per message ({cal['latency_from'][k]})"
-                        for k, v in cal["latency_s"].items())
+    used = result.get("profile") or {}
     parts = [
         table(pd.DataFrame(cal["models"]), [
             ("model", "model", "text"), ("gradient_bytes", "gradient bytes", "bytes"),
             ("batch_size", "batch/worker", "int"), ("compute_ms", "compute ms/step", "ratio"),
             ("compute_sd_ms", "sd ms", "ratio"), ("compute_from", "from", "text")], f"{ident}-calibration"),
-        note(f"Latency: {latency}. Allreduce framework overhead per step: "
-             f"{cal.get('ring_overhead_s', 0) * 1e3:.2f} ms. Bandwidth: the link's."),
+        note(f"Transport profile: {used.get('name', '?')} ({used.get('why', '')}). Each worker a CPU on a host of "
+             "its own; each figure is an interval, its extremes over the profile's ranges; examples/s is its "
+             "midpoint."),
         figure(plots.projected_throughput(pd.DataFrame(result["projection"])),
-               "Projected throughput against workers; darker lines: faster links. Each worker on its own host."),
+               "Projected throughput against workers per scheme and transport; the bars are each figure's interval."),
         table(pd.DataFrame(result["winners"]), [
             ("model", "model", "text"), ("workers", "workers", "int"), ("link_gbit", "link Gbit/s", "ratio"),
             ("fastest", "fastest", "text"), ("fastest_examples_per_s", "examples/s", "rate"),
@@ -107,18 +107,21 @@ def calibrated_parts(result: dict, ident: str) -> list[str]:
             ("fastest_synchronous_examples_per_s", "examples/s", "rate")], f"{ident}-winners"),
         note("ps hosts above which a ps exchange beats the ring (BytePS, section 4): " + ", ".join(
             f"{c['workers']} workers: {c['ps_hosts_to_beat_ring']:.1f}" for c in result["crossover"])),
+        table(constants_frame(result["constants"]), [("name", "constant", "text"), ("value", "value", "text"),
+                                                     ("range", "range", "text"), ("source", "source", "text")],
+              f"{ident}-constants"),
     ]
     if len(checked):
         parts += [table(checked, [
             ("model", "model", "text"), ("variant", "strategy", "text"), ("workers", "workers", "int"),
             ("ps", "ps", "int"), ("link_mbit", "link Mbit/s", "int"),
             ("measured_examples_per_s", "measured", "rate"), ("predicted_examples_per_s", "predicted", "rate"),
-            ("error", "error", "pct"),
+            ("predicted_low", "low", "rate"), ("predicted_high", "high", "rate"), ("error", "error", "pct"),
             *[(f"{side}_{term}_s", f"{term} ms, {side}", "ms") for term in ("compute", "communication", "waiting")
               for side in ("predicted", "measured")]], f"{ident}-validation"),
             note(f"Checked against {summary['settings']} emulated-cluster settings left out of the calibration: "
-                 f"median |error| {100 * summary['median_abs_error']:.0f}%, worst "
-                 f"{100 * summary['worst_abs_error']:.0f}%.")]
+                 f"{summary['inside']} measured figures inside their intervals; midpoints: median |error| "
+                 f"{100 * summary['median_abs_error']:.0f}%, worst {100 * summary['worst_abs_error']:.0f}%.")]
     else:
         parts.append(note("No emulated-cluster run to check the model against (./run_bench.sh network)."))
     return parts

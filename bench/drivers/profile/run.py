@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.analysis.projection.profile import PROFILE_FILE
 from bench.drivers.profile import fold
 from bench.drivers.profile.where import Where
 from bench.errors import UsageError
 from bench.run.process.environment import mpi_version
 from bench.usage import OneLineParser, refuse
 
-PROFILE_FILE = "profile.json"
 LEAST_REPEATS = 3
 # each rate's buffer: a step's gradients fused, at Horovod's fusion threshold before 0.21 (64 MiB;
 # 128 since, horovod/horovod#2468); at 10 Gbit/s a message's fixed cost (tens of us) is under 0.1 %

@@ -1,0 +1,182 @@
+"""A projection calibrated from runs (`python -m bench project --from results/`): the one
+per-tensor model (bench.analysis.projection.schemes) on a cluster of the calibrated workers,
+each on a host of its own, and its check against the emulated-cluster runs it did not learn
+from, each figure with its interval."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+
+import pandas as pd
+
+from bench.analysis.projection import costs, schemes, tensors
+from bench.analysis.projection.calibrate import (
+    Calibration,
+    ModelCalibration,
+    concurrent_stretch,
+    one_machine_runs,
+    shared_cpu_stretch,
+)
+from bench.analysis.projection.cluster import Cluster
+from bench.analysis.projection.parameter_servers import PLACEMENTS, ROUND_ROBIN
+from bench.analysis.projection.profile import Profile
+from bench.analysis.projection.schemes import ASYNCHRONOUS, PsSetup, scheme_of
+from bench.analysis.projection.tensors import ModelTensors
+from bench.errors import UsageError
+from strategies.base import GRPC
+
+
+def model_tensors(model: ModelCalibration) -> ModelTensors:
+    """The model's tensors traced from its code, at the sizes and touched rows its runs recorded."""
+    try:
+        traced = tensors.of(model.spec, **dict(model.sizes))
+    except UsageError as exc:
+        raise UsageError(f"--from: model {model.model}: its tensors cannot be traced ({exc})") from None
+    return traced.sized(model.gradient)
+
+
+def cluster_of(model: ModelCalibration, workers: int, link_gbit: float, profile: Profile,
+               compute_scale: float = 1.0) -> Cluster:
+    """`workers` CPU workers of the calibrated compute (stretched by `compute_scale`), each on a host
+    of its own behind a link of `link_gbit`."""
+    compute_s = model.compute_s * compute_scale
+    return Cluster(workers, 1, link_gbit, model.batch_size / compute_s, model.batch_size,
+                   profile.get("intra_host_bytes_per_s"), model.compute_sd_s * compute_scale, on_host=True)
+
+
+def ps_counts(workers: int, wanted: Sequence[int] | None) -> list[tuple[int, str]]:
+    """(ps tasks, how they were chosen): those given, or 1 and a quarter of the workers."""
+    if wanted:
+        return [(k, str(k)) for k in sorted(set(wanted))]
+    return sorted({(1, "1"), (max(1, workers // 4), "n/4")}, key=lambda pair: pair[1]) if workers >= 8 \
+        else [(1, "1")]
+
+
+def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[float],
+               ps: Sequence[int] | None) -> pd.DataFrame:
+    """Every scheme and transport per model, workers and link; the ps schemes per ps count, on hosts of their own."""
+    rows = []
+    for model in cal.models.values():
+        shaped = model_tensors(model)
+        for n in workers:
+            for gbit in links_gbit:
+                cluster = cluster_of(model, n, gbit, cal.profile)
+                for i, (k, rule) in enumerate(ps_counts(n, ps)):
+                    found = schemes.rows(model.model, shaped, cluster, PsSetup(k, False, ROUND_ROBIN), cal.profile)
+                    rows += [{**row, "ps_rule": rule if row["transport"] == GRPC else ""} for row in found
+                             if i == 0 or row["transport"] == GRPC]  # the rings once, the ps schemes per count
+    return pd.DataFrame(rows)
+
+
+def winners(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model, workers and link: the fastest scheme (with its transport and ps count), and the
+    fastest of the synchronous ones (an asynchronous scheme's examples/s do not count what
+    staleness costs)."""
+    key = ["model", "workers", "link_gbit"]
+
+    def best(rows: pd.DataFrame, name: str) -> pd.DataFrame:
+        top = rows.loc[rows.groupby(key)["throughput_examples_per_s"].idxmax()]
+        label = top["scheme"] + " over " + top["transport"] + top["ps"].map(lambda k: f", {k} ps" if k else "")
+        return pd.DataFrame({**{c: top[c].to_numpy() for c in key}, name: label.to_numpy(),
+                             f"{name}_examples_per_s": top["throughput_examples_per_s"].to_numpy()})
+
+    synchronous = table[~table["scheme"].isin(ASYNCHRONOUS)]
+    return best(table, "fastest").merge(best(synchronous, "fastest_synchronous"), on=key)
+
+
+def crossover(workers: Sequence[int]) -> pd.DataFrame:
+    return pd.DataFrame([{"workers": n, "ps_hosts_to_beat_ring": costs.byteps_crossover_ps_tasks(n)}
+                         for n in workers])
+
+
+def _placement(run: pd.Series) -> str:
+    """The run's ps variable placement (its options), replica_device_setter's round-robin by default."""
+    try:
+        chosen = json.loads(run.get("options") or "{}").get("ps_placement", ROUND_ROBIN)
+    except ValueError:
+        chosen = ROUND_ROBIN
+    return chosen if chosen in PLACEMENTS else ROUND_ROBIN
+
+
+def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
+    """Each emulated-cluster run's measured throughput against the model's interval for its
+    workers, ps tasks, link cap and wire. Its emulated hosts share this machine's cores, so each
+    worker's compute is stretched as measured by the one-machine runs at that worker count
+    (calibrate.shared_cpu_stretch)."""
+    if runs.empty or "link_mbit" not in runs:
+        return pd.DataFrame()
+    local = one_machine_runs(runs)
+    shaped: dict[str, ModelTensors] = {}
+    rows = []
+    for _, run in runs[runs["ok"] & runs["link_mbit"].notna()].iterrows():
+        model = cal.models.get(run["model"])
+        if model is None or pd.isna(run["throughput_examples_per_s"]) or not cal.profile.has(run.get("wire")):
+            continue
+        if model.model not in shaped:
+            shaped[model.model] = model_tensors(model)
+        scheme = scheme_of(run.get("family"), bool(run.get("asynchronous")), bool(run.get("table_dense")),
+                           shaped[model.model].has_table)
+        if scheme is None:
+            continue
+        ratio = int(run["batch_size"]) / model.batch_size  # compute taken as proportional to the batch
+        scaled = dataclasses.replace(model, batch_size=int(run["batch_size"]), compute_s=model.compute_s * ratio,
+                                     compute_sd_s=model.compute_sd_s * ratio)
+        cores = float(run["cpu_count"]) if pd.notna(run.get("cpu_count")) else 1.0
+        all_at_once, stretch_from = shared_cpu_stretch(local, scaled, int(run["workers"]), cores, run.get("family"))
+        stretch, found = emulated_interval(cal.profile, run, scheme, scaled, shaped[model.model], all_at_once)
+        measured = float(run["throughput_examples_per_s"])
+        terms = found.terms
+        rows.append({"model": run["model"], "variant": run["variant"], "scheme": scheme, "wire": run.get("wire"),
+                     "workers": int(run["workers"]), "ps": int(run["ps"] or 0), "link_mbit": float(run["link_mbit"]),
+                     "measured_examples_per_s": measured,
+                     "predicted_examples_per_s": found.midpoint, "predicted_low": found.low,
+                     "predicted_high": found.high, "inside": bool(found.low <= measured <= found.high),
+                     "error": found.midpoint / measured - 1,
+                     "predicted_step_s": terms.step_s, "compute_stretch": stretch,
+                     "compute_stretch_all_at_once": all_at_once, "compute_stretch_from": stretch_from,
+                     # term by term, against the run's own split (a typical worker's medians)
+                     **{f"{side}_{term}_s": value for term, predicted in (
+                         ("compute", terms.compute_s), ("communication", terms.exposed_communication_s),
+                         ("waiting", terms.waiting_s))
+                        for side, value in (("predicted", predicted), ("measured", _known(run.get(f"{term}_p50_s"))))}})
+    return pd.DataFrame(rows)
+
+
+def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: ModelCalibration, shaped: ModelTensors,
+                      all_at_once: float) -> tuple[float, schemes.Interval]:
+    """(compute stretch, interval) of an emulated run. A ring's workers compute at the same time
+    (they leave each allreduce together): the stretch measured with all of them computing. A
+    ps's fetch their parameters one after another from a busy ps and compute at points of the
+    step that need not meet: the stretch for the share of the step they compute
+    (calibrate.concurrent_stretch), found with the step it gives."""
+    workers, ps = int(run["workers"]), PsSetup(int(run["ps"] or 1), False, _placement(run))
+
+    def at(stretch: float) -> schemes.Interval:
+        cluster = cluster_of(model, workers, float(run["link_mbit"]) / 1e3, profile, stretch)
+        return schemes.interval(scheme, run["wire"], shaped, cluster, ps, profile)
+
+    stretch = all_at_once
+    found = at(stretch)
+    if scheme not in (schemes.PS_SYNC, *ASYNCHRONOUS):
+        return stretch, found
+    for _ in range(100):
+        settled = concurrent_stretch(all_at_once, workers, found.terms.compute_s / found.terms.step_s)
+        if abs(settled - stretch) < 1e-4:
+            break
+        stretch = (stretch + settled) / 2  # damped: the share falls as the stretch rises
+        found = at(stretch)
+    return stretch, found
+
+
+def _known(value: float | None) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def error_summary(checked: pd.DataFrame) -> dict:
+    if checked.empty:
+        return {"settings": 0}
+    errors = checked["error"].abs()
+    return {"settings": int(len(checked)), "inside": int(checked["inside"].sum()),
+            "median_abs_error": float(errors.median()), "worst_abs_error": float(errors.max())}
