@@ -162,6 +162,30 @@ def test_the_compute_of_the_loopback_runs_split_stretches_the_check_and_each_ter
     assert ring["compute_stretch"] == pytest.approx(2.0) and ring["measured_compute_s"] is None  # no split recorded
 
 
+def test_a_ps_run_with_partitioned_variables_is_predicted_with_them_split_over_its_tasks(results, capsys):
+    # cnn's fc1 kernel is 3.2 MB of its 3.4: whole, it loads one of two ps tasks; split (--ps-partition-mb 1), both
+    for rate, options in ((100.0, {}), (200.0, {"ps_partition_mb": 1.0, "ps_placement": "balanced"})):
+        run_folder(results, f"ps2-{rate:g}", "ps-sync", 4, rate, link=100, ps=2, config={"options": options})
+    assert main(["project", "--from", str(results), "--workers", "8", "--json"]) == 0
+    predicted = {r["measured_examples_per_s"]: r["predicted_examples_per_s"]
+                 for r in json.loads(capsys.readouterr().out)["validation"] if r["ps"] == 2}
+    assert predicted[200.0] > 1.6 * predicted[100.0]
+
+
+def test_the_compute_s_own_interval_widens_every_figure(results, capsys):
+    exact_profile(results / profile.PROFILE_FILE)  # no range of its own: what is left is the compute's
+    record = json.loads((results / "single" / "run.json").read_text())
+    record["summary"]["throughput_ci95_examples_per_s"] = 0.1 * record["summary"]["throughput_examples_per_s"]
+    (results / "single" / "run.json").write_text(json.dumps(record))
+    assert main(["project", "--from", str(results), "--workers", "2", "--link-gbit", "100", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["calibration"]["models"][0]["compute_ci95_ms"] == pytest.approx(0.1 * STEP_S * 1e3)
+    ring = next(r for r in out["projection"] if r["scheme"] == RING and r["transport"] == "mpi")
+    # compute-bound at 100 Gbit/s: examples/s go as 1 / compute, over compute x (1 -+ 10 %)
+    assert ring["throughput_high"] / ring["throughput_low"] == pytest.approx(1.1 / 0.9, rel=0.02)
+    assert all(r["predicted_low"] < r["predicted_high"] for r in out["validation"])
+
+
 def test_an_embedding_tables_touched_rows_come_from_its_runs_and_its_size_from_their_config(tmp_path, capsys):
     # a table of 4096 x 16 floats (not the default 262144 x 32), 100 rows of 64 bytes touched per worker step
     sizes = {"embedding_rows": 4096, "embedding_width": 16}

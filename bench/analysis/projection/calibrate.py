@@ -35,6 +35,7 @@ class ModelCalibration:
     compute_s: float  # one worker's step: forward, backward and update of its batch
     compute_sd_s: float  # spread of that step from one step to the next
     source: str
+    compute_ci_s: float = 0.0  # half-width of the 95% interval of compute_s: how well the runs know it
 
     @property
     def gradient_bytes(self) -> int:
@@ -49,7 +50,8 @@ class Calibration:
 
     def describe(self) -> pd.DataFrame:
         return pd.DataFrame([{"model": m.model, "gradient_bytes": m.gradient_bytes, "batch_size": m.batch_size,
-                              "compute_ms": m.compute_s * 1e3, "compute_sd_ms": m.compute_sd_s * 1e3,
+                              "compute_ms": m.compute_s * 1e3, "compute_ci95_ms": m.compute_ci_s * 1e3,
+                              "compute_sd_ms": m.compute_sd_s * 1e3,
                               "compute_from": m.source} for m in self.models.values()])
 
 
@@ -82,7 +84,11 @@ def model_calibration(runs: pd.DataFrame, model: str, compute_ms: float | None) 
         raise UsageError(f"--model {model}: no 1-worker baseline run under --from; run one or give --compute-ms")
     run = base.iloc[0]
     mean, sd = step_spread(read_steps(run["path"], missing_ok=True), int(run["warmup_steps"]))
-    return ModelCalibration(model, spec, sizes, gradient, int(run["batch_size"]), mean, sd, f"run {run['run_id']}")
+    # the run's own 95% interval on its examples/s (batch means, bench.metrics), relative, on its step
+    ci = run.get("throughput_ci95_examples_per_s")
+    relative = float(ci) / float(run["throughput_examples_per_s"]) if pd.notna(ci) and ci else 0.0
+    return ModelCalibration(model, spec, sizes, gradient, int(run["batch_size"]), mean, sd, f"run {run['run_id']}",
+                            mean * min(relative, 0.5))
 
 
 def gradient_of(run: pd.Series) -> Gradient:

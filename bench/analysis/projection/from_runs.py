@@ -54,6 +54,27 @@ def ps_counts(workers: int, wanted: Sequence[int] | None) -> list[tuple[int, str
         else [(1, "1")]
 
 
+def compute_scales(model: ModelCalibration) -> tuple[float, ...]:
+    """The calibrated compute, then the ends of its 95% interval, as scales of it."""
+    relative = model.compute_ci_s / model.compute_s
+    return (1.0, 1.0 + relative, 1.0 - relative) if relative > 0 else (1.0,)
+
+
+def widened(at_scales: list[list[dict]]) -> list[dict]:
+    """Rows of schemes.rows at the calibrated compute and at the ends of its interval (same schemes in
+    the same order): each figure's interval over both the profile's ranges and the compute's."""
+    out = []
+    for row, *others in zip(*at_scales, strict=True):
+        every = [row, *others]
+        low, high = min(r["throughput_low"] for r in every), max(r["throughput_high"] for r in every)
+        middle = (low + high) / 2
+        out.append({**row, "throughput_low": low, "throughput_high": high, "throughput_examples_per_s": middle,
+                    "step_s_low": min(r["step_s_low"] for r in every),
+                    "step_s_high": max(r["step_s_high"] for r in every),
+                    "scaling_efficiency": row["scaling_efficiency"] * middle / row["throughput_examples_per_s"]})
+    return out
+
+
 def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[float],
                ps: Sequence[int] | None) -> pd.DataFrame:
     """Every scheme and transport per model, workers and link; the ps schemes per ps count, on hosts of their own."""
@@ -62,9 +83,10 @@ def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[fl
         shaped = model_tensors(model)
         for n in workers:
             for gbit in links_gbit:
-                cluster = cluster_of(model, n, gbit, cal.profile)
                 for i, (k, rule) in enumerate(ps_counts(n, ps)):
-                    found = schemes.rows(model.model, shaped, cluster, PsSetup(k, False, ROUND_ROBIN), cal.profile)
+                    found = widened([schemes.rows(model.model, shaped, cluster_of(model, n, gbit, cal.profile, scale),
+                                                  PsSetup(k, False, ROUND_ROBIN), cal.profile)
+                                     for scale in compute_scales(model)])
                     rows += [{**row, "ps_rule": rule if row["transport"] == GRPC else ""} for row in found
                              if i == 0 or row["transport"] == GRPC]  # the rings once, the ps schemes per count
     return pd.DataFrame(rows)
@@ -91,13 +113,24 @@ def crossover(workers: Sequence[int]) -> pd.DataFrame:
                          for n in workers])
 
 
+def _options(run: pd.Series) -> dict:
+    try:
+        return json.loads(run.get("options") or "{}")
+    except ValueError:
+        return {}
+
+
 def _placement(run: pd.Series) -> str:
     """The run's ps variable placement (its options), replica_device_setter's round-robin by default."""
-    try:
-        chosen = json.loads(run.get("options") or "{}").get("ps_placement", ROUND_ROBIN)
-    except ValueError:
-        chosen = ROUND_ROBIN
+    chosen = _options(run).get("ps_placement") or ROUND_ROBIN
     return chosen if chosen in PLACEMENTS else ROUND_ROBIN
+
+
+def _as_run(shaped: ModelTensors, run: pd.Series) -> ModelTensors:
+    """The tensors as the run placed them: with --ps-partition-mb, its large ones split over its ps tasks."""
+    threshold_mb = _options(run).get("ps_partition_mb") or 0.0
+    ps = int(run["ps"] or 0)
+    return shaped.partitioned(ps, int(threshold_mb * 2**20)) if threshold_mb > 0 and ps > 1 else shaped
 
 
 def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
@@ -125,7 +158,8 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
                                      compute_sd_s=model.compute_sd_s * ratio)
         cores = float(run["cpu_count"]) if pd.notna(run.get("cpu_count")) else 1.0
         all_at_once, stretch_from = shared_cpu_stretch(local, scaled, int(run["workers"]), cores, run.get("family"))
-        stretch, found = emulated_interval(cal.profile, run, scheme, scaled, shaped[model.model], all_at_once)
+        stretch, found = emulated_interval(cal.profile, run, scheme, scaled, _as_run(shaped[model.model], run),
+                                           all_at_once)
         measured = float(run["throughput_examples_per_s"])
         terms = found.terms
         rows.append({"model": run["model"], "variant": run["variant"], "scheme": scheme, "wire": run.get("wire"),
@@ -159,15 +193,16 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
 
     stretch = all_at_once
     found = at(stretch)
-    if scheme not in (schemes.PS_SYNC, *ASYNCHRONOUS):
-        return stretch, found
-    for _ in range(100):
-        settled = concurrent_stretch(all_at_once, workers, found.terms.compute_s / found.terms.step_s)
-        if abs(settled - stretch) < 1e-4:
-            break
-        stretch = (stretch + settled) / 2  # damped: the share falls as the stretch rises
-        found = at(stretch)
-    return stretch, found
+    if scheme in (schemes.PS_SYNC, *ASYNCHRONOUS):
+        for _ in range(100):
+            settled = concurrent_stretch(all_at_once, workers, found.terms.compute_s / found.terms.step_s)
+            if abs(settled - stretch) < 1e-4:
+                break
+            stretch = (stretch + settled) / 2  # damped: the share falls as the stretch rises
+            found = at(stretch)
+    every = [found, *(at(stretch * scale) for scale in compute_scales(model)[1:])]
+    return stretch, schemes.Interval(min(f.low for f in every), max(f.high for f in every),
+                                     min(f.step_s_low for f in every), max(f.step_s_high for f in every), found.terms)
 
 
 def _known(value: float | None) -> float | None:

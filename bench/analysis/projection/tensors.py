@@ -100,6 +100,23 @@ class ModelTensors:
                 out.append(replace(t, nbytes=round(t.nbytes * gradient.dense_bytes / dense) if dense else 0))
         return replace(self, tensors=tuple(out))
 
+    def partitioned(self, shards: int, min_bytes: int) -> ModelTensors:
+        """Each tensor of at least `min_bytes` split into `shards` pieces in place, each its own variable to
+        place on a ps task, as a ps run's `--ps-partition-mb` builds them (bench.run.models.base:
+        tf.compat.v1.fixed_size_partitioner(shards) along the first axis), their rows as even as it
+        makes them; a table's touched rows spread over its pieces by bytes."""
+        out: list[Tensor] = []
+        for t in self.tensors:
+            if shards < 2 or t.nbytes < min_bytes:
+                out.append(t)
+                continue
+            for i in range(shards):
+                share = 1 / shards
+                out.append(replace(t, name=f"{t.name}/part_{i}", nbytes=round(t.nbytes * share),
+                                   slices_bytes=t.slices_bytes * share, ids_bytes=t.ids_bytes * share,
+                                   rows_bytes=t.rows_bytes * share))
+        return replace(self, tensors=tuple(out))
+
     def dense(self) -> ModelTensors:
         """Every gradient sent whole, the tables' too (Horovod's sparse_as_dense)."""
         return replace(self, tensors=tuple(replace(t, slices_bytes=0.0, ids_bytes=0.0, rows_bytes=0.0)
