@@ -7,7 +7,6 @@ are what the projection is checked against."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.metrics import Gradient
 from bench.run import models
+from bench.run.process.resume import read_record
 from bench.run.process.summary import read_steps
 from strategies.base import ALLREDUCE, PARAMETER_SERVER
 
@@ -104,9 +104,9 @@ def built_as(run: pd.Series) -> tuple[str, tuple[tuple[str, int], ...]]:
     """What builds a run's model, and at what size: its config's name (a user's file by its path; the
     results table has its label) and bench.run.models.settings."""
     try:
-        config = RunConfig.from_dict(json.loads((Path(run["path"]) / "run.json").read_text())["config"])
+        config = RunConfig.from_dict(read_record(Path(run["path"]))["config"])
         return config.model, tuple(sorted(models.settings(config).items()))
-    except (OSError, ValueError, KeyError, TypeError, UsageError):
+    except (ValueError, KeyError, TypeError, UsageError):
         return str(run["model"]), ()
 
 

@@ -78,10 +78,11 @@ def main(argv: Sequence[str]) -> int:
         checked = validation(cal, runs) if args.compute_ms is None else pd.DataFrame()
     except UsageError as exc:
         return refuse(exc)
+    best, crossing = winners(table), crossover(args.workers)
     result = {"calibration": {"models": cal.describe().to_dict("records")},
               "profile": {**used.summary(), "why": why}, "constants": cluster_cli.constants(used),
-              "projection": cluster_cli.records(table), "winners": winners(table).to_dict("records"),
-              "crossover": crossover(args.workers).to_dict("records"),
+              "projection": cluster_cli.records(table), "winners": best.to_dict("records"),
+              "crossover": crossing.to_dict("records"),
               "validation": cluster_cli.records(checked), "validation_summary": error_summary(checked),
               "published": cluster_cli.published_result(used)}
     out = Path(args.output) if args.output else source
@@ -90,7 +91,7 @@ def main(argv: Sequence[str]) -> int:
     if args.json:
         print(json.dumps(result, default=float))
         return 0
-    show(cal, table, checked, result["validation_summary"])
+    show(cal, best, crossing, checked, result["validation_summary"])
     print(f"written: {(out / PROJECTION_FILE).resolve()}", file=sys.stderr)
     return 0
 
@@ -113,15 +114,15 @@ def terms(checked: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def show(cal: Calibration, table: pd.DataFrame, checked: pd.DataFrame, summary: dict) -> None:
+def show(cal: Calibration, best: pd.DataFrame, crossing: pd.DataFrame, checked: pd.DataFrame, summary: dict) -> None:
     pd.set_option("display.width", 160)
     print("Calibration")
     print(cal.describe().to_string(index=False))
     print(f"  transports: profile {cal.profile.name} ({cal.profile_why})")
     print("\nWinner per model, workers and link (examples/s, each the midpoint of its interval)")
-    print(winners(table).to_string(index=False, float_format=lambda v: f"{v:,.0f}"))
+    print(best.to_string(index=False, float_format=lambda v: f"{v:,.0f}"))
     print("\nps hosts above which a ps exchange beats the ring (BytePS, section 4)")
-    print(crossover(sorted(table["workers"].unique())).to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    print(crossing.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
     if len(checked):
         print("\nValidation: emulated-cluster runs, measured against predicted")
         print(checked[["model", "variant", "workers", "ps", "link_mbit", "measured_examples_per_s",

@@ -46,6 +46,11 @@ class Cluster:
     def backward_s(self) -> float:
         return self.compute_s - self.forward_s
 
+    def compute_scaled(self, scale: float) -> Cluster:
+        """The cluster with every device's compute, and its spread, `scale` times as long."""
+        return dataclasses.replace(self, device_examples_per_s=self.device_examples_per_s / scale,
+                                   compute_sd_s=self.compute_sd_s * scale)
+
     def slowest(self) -> Cluster:
         """The cluster as a synchronous step sees it: every device as slow as the expected slowest
         of them (the last gradient of each tensor is ready when the slowest device's is)."""

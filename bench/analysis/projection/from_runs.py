@@ -37,13 +37,10 @@ def model_tensors(model: ModelCalibration) -> ModelTensors:
     return traced.sized(model.gradient)
 
 
-def cluster_of(model: ModelCalibration, workers: int, link_gbit: float, profile: Profile,
-               compute_scale: float = 1.0) -> Cluster:
-    """`workers` CPU workers of the calibrated compute (stretched by `compute_scale`), each on a host
-    of its own behind a link of `link_gbit`."""
-    compute_s = model.compute_s * compute_scale
-    return Cluster(workers, 1, link_gbit, model.batch_size / compute_s, model.batch_size,
-                   profile.get("intra_host_bytes_per_s"), model.compute_sd_s * compute_scale, on_host=True)
+def cluster_of(model: ModelCalibration, workers: int, link_gbit: float, profile: Profile) -> Cluster:
+    """`workers` CPU workers of the calibrated compute, each on a host of its own behind a link of `link_gbit`."""
+    return Cluster(workers, 1, link_gbit, model.batch_size / model.compute_s, model.batch_size,
+                   profile.get("intra_host_bytes_per_s"), model.compute_sd_s, on_host=True)
 
 
 def ps_counts(workers: int, wanted: Sequence[int] | None) -> list[tuple[int, str]]:
@@ -60,21 +57,6 @@ def compute_scales(model: ModelCalibration) -> tuple[float, ...]:
     return (1.0, 1.0 + relative, 1.0 - relative) if relative > 0 else (1.0,)
 
 
-def widened(at_scales: list[list[dict]]) -> list[dict]:
-    """Rows of schemes.rows at the calibrated compute and at the ends of its interval (same schemes in
-    the same order): each figure's interval over both the profile's ranges and the compute's."""
-    out = []
-    for row, *others in zip(*at_scales, strict=True):
-        every = [row, *others]
-        low, high = min(r["throughput_low"] for r in every), max(r["throughput_high"] for r in every)
-        middle = (low + high) / 2
-        out.append({**row, "throughput_low": low, "throughput_high": high, "throughput_examples_per_s": middle,
-                    "step_s_low": min(r["step_s_low"] for r in every),
-                    "step_s_high": max(r["step_s_high"] for r in every),
-                    "scaling_efficiency": row["scaling_efficiency"] * middle / row["throughput_examples_per_s"]})
-    return out
-
-
 def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[float],
                ps: Sequence[int] | None) -> pd.DataFrame:
     """Every scheme and transport per model, workers and link; the ps schemes per ps count, on hosts of their own."""
@@ -84,9 +66,9 @@ def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[fl
         for n in workers:
             for gbit in links_gbit:
                 for i, (k, rule) in enumerate(ps_counts(n, ps)):
-                    found = widened([schemes.rows(model.model, shaped, cluster_of(model, n, gbit, cal.profile, scale),
-                                                  PsSetup(k, False, ROUND_ROBIN), cal.profile)
-                                     for scale in compute_scales(model)])
+                    found = schemes.rows(model.model, shaped, cluster_of(model, n, gbit, cal.profile),
+                                         PsSetup(k, False, ROUND_ROBIN), cal.profile,
+                                         compute_scales=compute_scales(model))
                     rows += [{**row, "ps_rule": rule if row["transport"] == GRPC else ""} for row in found
                              if i == 0 or row["transport"] == GRPC]  # the rings once, the ps schemes per count
     return pd.DataFrame(rows)
@@ -187,9 +169,9 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
     (calibrate.concurrent_stretch), found with the step it gives."""
     workers, ps = int(run["workers"]), PsSetup(int(run["ps"] or 1), False, _placement(run))
 
-    def at(stretch: float) -> schemes.Interval:
-        cluster = cluster_of(model, workers, float(run["link_mbit"]) / 1e3, profile, stretch)
-        return schemes.interval(scheme, run["wire"], shaped, cluster, ps, profile)
+    def at(stretch: float, scales: tuple[float, ...] = (1.0,)) -> schemes.Interval:
+        cluster = cluster_of(model, workers, float(run["link_mbit"]) / 1e3, profile).compute_scaled(stretch)
+        return schemes.interval(scheme, run["wire"], shaped, cluster, ps, profile, compute_scales=scales)
 
     stretch = all_at_once
     found = at(stretch)
@@ -200,9 +182,7 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
                 break
             stretch = (stretch + settled) / 2  # damped: the share falls as the stretch rises
             found = at(stretch)
-    every = [found, *(at(stretch * scale) for scale in compute_scales(model)[1:])]
-    return stretch, schemes.Interval(min(f.low for f in every), max(f.high for f in every),
-                                     min(f.step_s_low for f in every), max(f.step_s_high for f in every), found.terms)
+    return stretch, at(stretch, compute_scales(model))
 
 
 def _known(value: float | None) -> float | None:

@@ -5,6 +5,7 @@ alike; and which scheme a run of a strategy used."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.analysis.projection import allreduce, parameter_servers
@@ -92,9 +93,10 @@ def combinations(cluster: Cluster, profile: Profile, tensors: ModelTensors) -> l
 
 @dataclass(frozen=True)
 class Interval:
-    """A scheme's figure over the profile's ranges: its extremes over the points
+    """A scheme's figure over the profile's ranges and the compute's: its extremes over the points
     bench.analysis.projection.profile.Profile.points gives (the two corners, the values and
-    seeded draws), their midpoint, and the step's terms at the profile's values."""
+    seeded draws) at each compute scale, their midpoint, and the step's terms at the profile's
+    values and the compute as given."""
 
     low: float
     high: float
@@ -108,24 +110,28 @@ class Interval:
 
 
 def interval(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup,
-             profile: Profile, intra_host_from_profile: bool = True) -> Interval:
+             profile: Profile, intra_host_from_profile: bool = True,
+             compute_scales: Sequence[float] = (1.0,)) -> Interval:
     """`intra_host_from_profile`: the cluster's intra-host rate is the profile's, and takes its range too
-    (not when the user gave it)."""
+    (not when the user gave it). `compute_scales`: the device's compute as given, then the ends of its
+    own interval, as scales of it."""
     found = []
-    for point in profile.points:
-        here = dataclasses.replace(cluster, intra_host_bytes_per_s=point.get("intra_host_bytes_per_s")) \
-            if intra_host_from_profile else cluster
-        found.append(predict(scheme, point.transports()[transport], tensors, here, ps))
+    for scale in compute_scales:
+        scaled = cluster.compute_scaled(scale) if scale != 1.0 else cluster
+        for point in profile.points:
+            here = dataclasses.replace(scaled, intra_host_bytes_per_s=point.get("intra_host_bytes_per_s")) \
+                if intra_host_from_profile else scaled
+            found.append(predict(scheme, point.transports()[transport], tensors, here, ps))
     rates, steps = [rate for rate, _ in found], [terms.step_s for _, terms in found]
-    return Interval(min(rates), max(rates), min(steps), max(steps), found[1][1])  # points[1]: the values
+    return Interval(min(rates), max(rates), min(steps), max(steps), found[1][1])  # points[1] at the first scale
 
 
 def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup, profile: Profile,
-         intra_host_from_profile: bool = True) -> list[dict]:
+         intra_host_from_profile: bool = True, compute_scales: Sequence[float] = (1.0,)) -> list[dict]:
     out = []
     alone = cluster.device_examples_per_s
     for scheme, transport in combinations(cluster, profile, tensors):
-        found = interval(scheme, transport, tensors, cluster, ps, profile, intra_host_from_profile)
+        found = interval(scheme, transport, tensors, cluster, ps, profile, intra_host_from_profile, compute_scales)
         terms = found.terms
         uses_ps = transport == GRPC
         out.append({"model": model, "workers": cluster.workers, "devices_per_host": cluster.devices_per_host,
