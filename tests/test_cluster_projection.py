@@ -364,3 +364,16 @@ def test_points_by_size_out_of_order_are_refused():
     data["constants"]["grpc.process_bytes_per_s"]["by_bytes"] = [[2e8, 1e8], [1e8, 2e8]]
     with pytest.raises(ValueError, match="by_bytes"):
         profile.parse(data, "test")
+
+
+def test_a_ring_moves_each_buffer_at_the_rate_the_profile_measured_at_that_size():
+    # Horovod over Open MPI on an emulated 100 Mbit/s link: 8.1 MB/s at a 3.4 MB buffer, 11.8 at 4 MiB
+    curve = dataclasses.replace(HOSTMEM, process_bytes_per_s=11.8e6, rate_by_bytes=((3.4e6, 8.1e6), (4 * MB, 11.8e6)))
+    pair = Cluster(workers=2, devices_per_host=1, link_gbit=8, device_examples_per_s=100, batch_size=50,
+                   intra_host_bytes_per_s=4e9, on_host=True)
+    assert allreduce.buffer_s(3.4e6, pair, curve, hierarchical=False) == pytest.approx(2 * 50e-6 + 3.4e6 / 8.1e6)
+    assert allreduce.buffer_s(4 * MB, pair, curve, hierarchical=False) == pytest.approx(2 * 50e-6 + 4 * MB / 11.8e6)
+    # a hierarchical ring's G rings each reduce a G-th of the buffer: read at that size
+    hosts = dataclasses.replace(pair, workers=4, devices_per_host=2)
+    across = allreduce.buffer_s(6.8e6, hosts, curve, hierarchical=True) - 6.8e6 / 4e9 - 2 * 50e-6
+    assert across == pytest.approx(6.8e6 / (2 * 8.1e6))

@@ -10,6 +10,7 @@ import pytest
 from bench.analysis.projection import profile
 from bench.drivers.profile import fold
 from bench.drivers.profile.ps_rate import MANY, MANY_TENSORS, ONE_TENSOR, RATE
+from bench.drivers.profile.run import last_line, rate_sizes
 from tests.processes import bench
 
 
@@ -21,12 +22,45 @@ def test_each_measured_constant_is_the_median_of_its_repetitions_and_its_range_w
     mpi = data["constants"]["mpi.process_bytes_per_s"]
     assert (mpi["value"], mpi["low"], mpi["high"]) == (1.0e9, 0.8e9, 1.2e9)
     assert mpi["source"].startswith("measured: ./run_bench.sh profile --repeats 3")
-    assert mpi["software"] == "tensorflow x" and mpi["measures"].endswith("at 64 MiB")
+    assert mpi["software"] == "tensorflow x" and "over MPI at 64 MiB;" in mpi["measures"]
     nccl = data["constants"]["nccl.flow_share"]  # NCCL does not run here: documented, and said so
     assert nccl["source"].startswith(f"not measured by ./run_bench.sh profile; as documented in profile "
                                      f"{profile.DEFAULT}")
     loaded = profile.parse(data, "test")  # a valid profile, every constant the default one has
     assert set(loaded.constants) == set(profile.load(profile.DEFAULT).constants)
+
+
+def test_a_rate_measured_at_several_buffers_keeps_each_buffers_median_as_its_curve():
+    # Open MPI picks its allreduce algorithm by the buffer's size: a step's 3.4 MB buffer may move
+    # slower than the 4 MiB one the rate is named by
+    at = fold.AT
+    rounds = [{"mpi.process_bytes_per_s": r4, f"mpi.process_bytes_per_s{at}{2**20}": r1,
+               f"mpi.process_bytes_per_s{at}{2**21}": r2, f"mpi.process_bytes_per_s{at}{2**22}": r4}
+              for r1, r2, r4 in ((10e6, 8e6, 12e6), (12.5e6, 9e6, 11e6), (11e6, 7e6, 13e6))]
+    data = fold.fold(rounds, "two test nodes", "tensorflow x", "./run_bench.sh profile, today", 2**22)
+    mpi = data["constants"]["mpi.process_bytes_per_s"]
+    # 2 MiB's repetitions (7-9) lie apart from 4 MiB's (11-13): its own median; 1 MiB's (10-12.5) do not
+    assert mpi["by_bytes"] == [[2.0**20, 12e6], [2.0**21, 8e6], [2.0**22, 12e6]] and mpi["value"] == 12e6
+    assert "by_bytes" not in data["constants"]["gloo.process_bytes_per_s"]  # not measured here: documented
+    transport = profile.parse(data, "test").transports()["mpi"]
+    assert transport.message_rate(2**21) == pytest.approx(8e6)
+    assert transport.network_bytes_per_s(10, nbytes=2**21) == pytest.approx(8e6)  # the buffer's own rate binds
+    assert transport.network_bytes_per_s(10) == pytest.approx(12e6)
+
+
+def test_sizes_whose_repetitions_overlap_the_rate_buffers_make_no_curve():
+    at = fold.AT
+    rounds = [{"gloo.process_bytes_per_s": r4, f"gloo.process_bytes_per_s{at}{2**20}": r1,
+               f"gloo.process_bytes_per_s{at}{2**22}": r4} for r1, r4 in ((9.6e7, 1.12e8), (1.39e8, 1.16e8),
+                                                                          (1.2e8, 1.15e8))]
+    data = fold.fold(rounds, "two test nodes", "tensorflow x", "./run_bench.sh profile, today", 2**22)
+    assert "by_bytes" not in data["constants"]["gloo.process_bytes_per_s"]
+
+
+def test_the_rate_sweep_starts_at_1_mib_in_steps_of_sqrt_2_and_ends_at_the_rate_buffer():
+    assert rate_sizes(2**22) == (2**20, 1482752, 2**21, 2965504, 2**22)
+    assert rate_sizes(2**20) == (2**20,)
+    assert rate_sizes(int(2**20 * 1.02)) == (int(2**20 * 1.02),)  # within 5%: the rate buffer alone
 
 
 def test_the_grpc_figures_are_the_ps_tasks_rate_with_every_worker_and_its_cost_per_message(tmp_path):
@@ -51,3 +85,11 @@ def test_the_grpc_figures_are_the_ps_tasks_rate_with_every_worker_and_its_cost_p
 def test_bad_input_is_refused_in_one_line(argv, message):
     done = bench("profile", *argv)
     assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_failed_measurement_is_reported_with_the_last_line_of_its_log(tmp_path):
+    (tmp_path / "profile.log").write_text("starting\nTraceback (most recent call last):\n"
+                                          "tensorflow.python.framework.errors_impl.UnknownError: Could not start "
+                                          "gRPC server\n\n")
+    assert last_line(tmp_path / "profile.log").endswith("Could not start gRPC server")
+    assert last_line(tmp_path / "missing.log") == "no log"

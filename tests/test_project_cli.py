@@ -225,3 +225,22 @@ def test_bad_input_is_one_line_and_exit_2(results, capsys, argv, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0].replace(str(results / "nowhere"), "nowhere")
     assert not (results / "nowhere").exists()
+
+
+def test_each_exchanges_host_work_per_step_is_its_1_worker_runs_beyond_the_baselines(tmp_path, capsys):
+    # the split's other: host time outside the graph; the baseline's 1 ms is inside its step, the compute
+    run_folder(tmp_path, "single", "single", 1, 64 / STEP_S, steps=True,
+               split={"step": STEP_S, "compute": 0.049, "other": 0.001})
+    argv = ["project", "--from", str(tmp_path), "--workers", "8", "--link-gbit", "10", "--ps", "1", "--json"]
+    assert main(argv) == 0
+    before = pd.DataFrame(json.loads(capsys.readouterr().out)["projection"])
+    run_folder(tmp_path, "ps-sync-1", "ps-sync", 1, 64 / 0.06, ps=1,
+               split={"step": 0.06, "compute": 0.05, "communication": 0.006, "other": 0.004})
+    assert main(argv) == 0
+    after = pd.DataFrame(json.loads(capsys.readouterr().out)["projection"])
+    sync = (after["scheme"] == schemes.PS_SYNC).to_numpy()
+    assert after.loc[sync, "other_s"].to_numpy() == pytest.approx([0.003])
+    assert (after.loc[sync, "step_s"].to_numpy() - before.loc[sync, "step_s"].to_numpy()) == pytest.approx([0.003])
+    rings = (after["scheme"] == RING).to_numpy()  # no 1-worker run of a ring: no host work known
+    assert (after.loc[rings, "other_s"] == 0).all()
+    assert after.loc[rings, "step_s"].to_numpy() == pytest.approx(before.loc[rings, "step_s"].to_numpy())

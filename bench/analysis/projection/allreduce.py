@@ -7,6 +7,8 @@
   - hierarchical: reduce-scatter inside each host, G rings of m/G across hosts (the host's
     link carries 2(H-1)/H m in all, in G flows at once), allgather inside the host:
     2(G-1)/G m / intra + 2(H-1) alpha + 2(H-1)/H m / rate.
+  - the transport's rate is the one at the buffer's size where the profile measured it by size
+    (`Transport.rate_by_bytes`; a hierarchical ring's G rings each at m/G).
   - a transport through host memory (Horovod's MPI or Gloo path for GPU tensors) first
     copies the buffer off the device and back: + 2 m / PCIe (not for CPU devices, whose
     tensors are in host memory).
@@ -19,7 +21,8 @@
 - Overlap (Horovod's background loop): the gradients become ready during the backward pass,
   last layer first (bench.analysis.projection.tensors); every cycle the loop takes what is ready,
   fuses it into buffers of up to the fusion threshold and reduces them one after another.
-  The step ends when both the backward pass and the last reduction are done.
+  The step ends when both the backward pass and the last reduction are done, and the host's
+  own per-step work (Cluster.other_s) after them.
 """
 
 from __future__ import annotations
@@ -40,13 +43,13 @@ def buffer_s(nbytes: float, cluster: Cluster, transport: Transport, hierarchical
     intra = cluster.intra_host_bytes_per_s
     copies = 2 * nbytes / intra if transport.host_copies and not cluster.on_host else 0.0
     if h < 2:
-        rate = intra if not transport.host_copies else min(intra, transport.process_bytes_per_s or intra)
+        rate = intra if not transport.host_copies else min(intra, transport.message_rate(nbytes) or intra)
         return copies + 2 * (n - 1) * latency_s + ring_factor(n) * nbytes / rate
     if hierarchical:
         local = ring_factor(g) * nbytes / intra if g > 1 else 0.0
-        across = ring_factor(h) * nbytes / transport.network_bytes_per_s(cluster.link_gbit, flows=g)
+        across = ring_factor(h) * nbytes / transport.network_bytes_per_s(cluster.link_gbit, flows=g, nbytes=nbytes / g)
         return copies + local + 2 * (h - 1) * latency_s + across
-    rate = min(intra, transport.network_bytes_per_s(cluster.link_gbit))
+    rate = min(intra, transport.network_bytes_per_s(cluster.link_gbit, nbytes=nbytes))
     return copies + 2 * (n - 1) * latency_s + ring_factor(n) * nbytes / rate
 
 
@@ -96,8 +99,9 @@ def communication_end_s(tensors: ModelTensors, cluster: Cluster, transport: Tran
 
 
 def step(tensors: ModelTensors, cluster: Cluster, transport: Transport, hierarchical: bool) -> StepTerms:
+    other_s = cluster.other_s
     if cluster.workers < 2:
-        return StepTerms.of(cluster.compute_s, cluster.compute_s)
+        return StepTerms.of(cluster.compute_s + other_s, cluster.compute_s, other_s=other_s)
     slowest = cluster.slowest()
-    end = max(slowest.compute_s, communication_end_s(tensors, slowest, transport, hierarchical))
-    return StepTerms.of(end, cluster.compute_s, waiting_s=slowest.compute_s - cluster.compute_s)
+    end = max(slowest.compute_s, communication_end_s(tensors, slowest, transport, hierarchical)) + other_s
+    return StepTerms.of(end, cluster.compute_s, waiting_s=slowest.compute_s - cluster.compute_s, other_s=other_s)

@@ -1,12 +1,14 @@
 """What a projection from runs is calibrated from, read from a results folder: per model its
 gradient's make-up (the runs' recorded bytes and touched rows), one worker's step compute and
-its spread (the baseline strategy's 1-worker runs, or a compute time the user types), and the
-model's own code to trace its tensors. The transports come from a profile
+its spread (the baseline strategy's 1-worker runs, or a compute time the user types), each
+exchange's own host work per step (the other strategies' 1-worker runs), and the model's own
+code to trace its tensors. The transports come from a profile
 (bench.analysis.projection.profile). Runs on the emulated cluster are never read here: they
 are what the projection is checked against."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pandas as pd
 
 from bench.analysis.projection.fit import step_spread
 from bench.analysis.projection.profile import Profile
+from bench.analysis.projection.schemes import scheme_of
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.metrics import Gradient
@@ -36,10 +39,19 @@ class ModelCalibration:
     compute_sd_s: float  # spread of that step from one step to the next
     source: str
     compute_ci_s: float = 0.0  # half-width of the 95% interval of compute_s: how well the runs know it
+    # ((scheme, wire, seconds), ...): the host's per-step work of each exchange (Cluster.other_s; host_work)
+    other_s: tuple[tuple[str, str, float], ...] = ()
 
     @property
     def gradient_bytes(self) -> int:
         return self.gradient.full_bytes
+
+    def other_for(self, scheme: str, wire: str) -> float:
+        """The host's per-step work of `scheme` over `wire`: its 1-worker run's, else the median of the
+        scheme's over other wires, else 0 (no 1-worker run of the scheme)."""
+        exact = [s for sc, w, s in self.other_s if (sc, w) == (scheme, wire)]
+        found = exact or [s for sc, w, s in self.other_s if sc == scheme]
+        return float(statistics.median(found)) if found else 0.0
 
 
 @dataclass(frozen=True)
@@ -74,12 +86,14 @@ def model_calibration(runs: pd.DataFrame, model: str, compute_ms: float | None) 
     base = base.sort_values("purpose", key=lambda p: p != "throughput")  # synthetic-data runs first
     if compute_ms is not None:
         batch = int(base["batch_size"].iloc[0]) if len(base) else int(mine["batch_size"].iloc[0])
-        sd = 0.0
+        sd, work = 0.0, ()
         if len(base):
             first = base.iloc[0]
             mean, spread = step_spread(read_steps(first["path"], missing_ok=True), int(first["warmup_steps"]))
             sd = compute_ms / 1e3 * spread / mean  # the spread measured here, relative to the typed time
-        return ModelCalibration(model, spec, sizes, gradient, batch, compute_ms / 1e3, sd, "--compute-ms")
+            work = host_work(mine, first, gradient)
+        return ModelCalibration(model, spec, sizes, gradient, batch, compute_ms / 1e3, sd, "--compute-ms",
+                                other_s=work)
     if base.empty:
         raise UsageError(f"--model {model}: no 1-worker baseline run under --from; run one or give --compute-ms")
     run = base.iloc[0]
@@ -88,7 +102,23 @@ def model_calibration(runs: pd.DataFrame, model: str, compute_ms: float | None) 
     ci = run.get("throughput_ci95_examples_per_s")
     relative = float(ci) / float(run["throughput_examples_per_s"]) if pd.notna(ci) and ci else 0.0
     return ModelCalibration(model, spec, sizes, gradient, int(run["batch_size"]), mean, sd, f"run {run['run_id']}",
-                            mean * min(relative, 0.5))
+                            mean * min(relative, 0.5), host_work(mine, run, gradient))
+
+
+def host_work(runs: pd.DataFrame, baseline: pd.Series, gradient: Gradient) -> tuple[tuple[str, str, float], ...]:
+    """Per (scheme, wire) of the model's 1-worker runs: the host's per-step work outside compute and
+    the exchange (the split's other_p50_s, bench.metrics.split_steps) beyond the baseline run's, whose
+    own is inside its step and so inside the compute. Runs recorded without the split give none."""
+    if "other_p50_s" not in runs or pd.isna(baseline.get("other_p50_s")):
+        return ()
+    found: dict[tuple[str, str], list[float]] = {}
+    for _, run in runs[(runs["workers"] == 1) & runs["other_p50_s"].notna()].iterrows():
+        scheme = scheme_of(run.get("family"), bool(run.get("asynchronous")), bool(run.get("table_dense")),
+                           gradient.table_bytes > 0)
+        if scheme is not None and isinstance(run.get("wire"), str):
+            found.setdefault((scheme, run["wire"]), []).append(
+                max(0.0, float(run["other_p50_s"]) - float(baseline["other_p50_s"])))
+    return tuple((scheme, wire, float(statistics.median(v))) for (scheme, wire), v in sorted(found.items()))
 
 
 def gradient_of(run: pd.Series) -> Gradient:

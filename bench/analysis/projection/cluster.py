@@ -28,6 +28,9 @@ class Cluster:
     intra_host_bytes_per_s: float  # a device to its host, and devices of one host through it
     compute_sd_s: float = 0.0  # one device's step compute, its standard deviation from step to step
     on_host: bool = False  # the devices are the hosts' CPUs: no copy to host memory, no GPU transport
+    # each device's host work per step outside compute and the exchange, beyond what one device
+    # alone does (its strategy's: Python, dispatch, fetching results; from its 1-worker run)
+    other_s: float = 0.0
 
     @property
     def hosts(self) -> int:
@@ -69,7 +72,8 @@ class StepTerms:
     compute_s: float
     exposed_communication_s: float  # communication the backward pass did not hide
     waiting_s: float = 0.0
+    other_s: float = 0.0  # Cluster.other_s
 
     @classmethod
-    def of(cls, step_s: float, compute_s: float, waiting_s: float = 0.0) -> StepTerms:
-        return cls(step_s, compute_s, max(0.0, step_s - compute_s - waiting_s), waiting_s)
+    def of(cls, step_s: float, compute_s: float, waiting_s: float = 0.0, other_s: float = 0.0) -> StepTerms:
+        return cls(step_s, compute_s, max(0.0, step_s - compute_s - waiting_s - other_s), waiting_s, other_s)

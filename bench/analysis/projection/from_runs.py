@@ -68,7 +68,7 @@ def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[fl
                 for i, (k, rule) in enumerate(ps_counts(n, ps)):
                     found = schemes.rows(model.model, shaped, cluster_of(model, n, gbit, cal.profile),
                                          PsSetup(k, False, ROUND_ROBIN), cal.profile,
-                                         compute_scales=compute_scales(model))
+                                         compute_scales=compute_scales(model), other_of=model.other_for)
                     rows += [{**row, "ps_rule": rule if row["transport"] == GRPC else ""} for row in found
                              if i == 0 or row["transport"] == GRPC]  # the rings once, the ps schemes per count
     return pd.DataFrame(rows)
@@ -155,7 +155,7 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
                      # term by term, against the run's own split (a typical worker's medians)
                      **{f"{side}_{term}_s": value for term, predicted in (
                          ("compute", terms.compute_s), ("communication", terms.exposed_communication_s),
-                         ("waiting", terms.waiting_s))
+                         ("waiting", terms.waiting_s), ("other", terms.other_s))
                         for side, value in (("predicted", predicted), ("measured", _known(run.get(f"{term}_p50_s"))))}})
     return pd.DataFrame(rows)
 
@@ -170,7 +170,8 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
     workers, ps = int(run["workers"]), PsSetup(int(run["ps"] or 1), False, _placement(run))
 
     def at(stretch: float, scales: tuple[float, ...] = (1.0,)) -> schemes.Interval:
-        cluster = cluster_of(model, workers, float(run["link_mbit"]) / 1e3, profile).compute_scaled(stretch)
+        cluster = dataclasses.replace(cluster_of(model, workers, float(run["link_mbit"]) / 1e3, profile),
+                                      other_s=model.other_for(scheme, run["wire"])).compute_scaled(stretch)
         return schemes.interval(scheme, run["wire"], shaped, cluster, ps, profile, compute_scales=scales)
 
     stretch = all_at_once

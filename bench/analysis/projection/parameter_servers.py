@@ -20,7 +20,8 @@
 - An embedding table's step pushes the touched rows with their indices and the ids, and pulls
   the touched rows back (Tensor.push_bytes, .pull_bytes): far less than the table.
 - Synchronous: the step ends when every pull has ended (the next forward pass needs them),
-  the gradients ready when the slowest device's are (Cluster.slowest).
+  the gradients ready when the slowest device's are (Cluster.slowest), and the host's own
+  per-step work (Cluster.other_s) after it.
   Asynchronous: no worker waits for another; updates per second are capped by the
   workers (E / their own step) and by each task (its rate over its bytes per update).
 """
@@ -166,7 +167,8 @@ def synchronous_step(tensors: ModelTensors, layout: Layout, placement: str, tran
     end = max(_task_end_s(layout, k, v, transport) for k, v in by_task.items())
     first_ready = cluster.forward_s
     end = max(end, cluster.compute_s, first_ready + _links_bound_s(layout, tensors, tasks_of, transport))
-    return StepTerms.of(end, mean.compute_s, waiting_s=cluster.compute_s - mean.compute_s)
+    return StepTerms.of(end + cluster.other_s, mean.compute_s, waiting_s=cluster.compute_s - mean.compute_s,
+                        other_s=cluster.other_s)
 
 
 def asynchronous_rate(tensors: ModelTensors, layout: Layout, placement: str,
@@ -186,4 +188,5 @@ def asynchronous_rate(tensors: ModelTensors, layout: Layout, placement: str,
               for k in range(layout.tasks) if pushed[k] or pulled[k])
     updates = min(layout.pushers / own, cap)
     step_s = layout.pushers / updates
-    return updates * layout.examples_per_push, StepTerms.of(step_s, layout.cluster.compute_s)
+    return updates * layout.examples_per_push, StepTerms.of(step_s, layout.cluster.compute_s,
+                                                            other_s=layout.cluster.other_s)

@@ -5,7 +5,7 @@ alike; and which scheme a run of a strategy used."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench.analysis.projection import allreduce, parameter_servers
@@ -70,7 +70,7 @@ def coordinated(rate: float, terms: StepTerms, cluster: Cluster, function_s: flo
     if rate <= cap:
         return rate, terms
     step_s = cluster.workers * cluster.batch_size / cap
-    return cap, StepTerms.of(step_s, terms.compute_s, waiting_s=step_s - terms.step_s)
+    return cap, StepTerms.of(step_s, terms.compute_s, waiting_s=step_s - terms.step_s, other_s=terms.other_s)
 
 
 def combinations(cluster: Cluster, profile: Profile, tensors: ModelTensors) -> list[tuple[str, str]]:
@@ -127,11 +127,14 @@ def interval(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluste
 
 
 def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup, profile: Profile,
-         intra_host_from_profile: bool = True, compute_scales: Sequence[float] = (1.0,)) -> list[dict]:
+         intra_host_from_profile: bool = True, compute_scales: Sequence[float] = (1.0,),
+         other_of: Callable[[str, str], float] | None = None) -> list[dict]:
+    """`other_of(scheme, transport)`: the host's own per-step work of that scheme (Cluster.other_s), where known."""
     out = []
     alone = cluster.device_examples_per_s
     for scheme, transport in combinations(cluster, profile, tensors):
-        found = interval(scheme, transport, tensors, cluster, ps, profile, intra_host_from_profile, compute_scales)
+        here = dataclasses.replace(cluster, other_s=other_of(scheme, transport)) if other_of else cluster
+        found = interval(scheme, transport, tensors, here, ps, profile, intra_host_from_profile, compute_scales)
         terms = found.terms
         uses_ps = transport == GRPC
         out.append({"model": model, "workers": cluster.workers, "devices_per_host": cluster.devices_per_host,
@@ -143,5 +146,6 @@ def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup, profi
                     "throughput_high": found.high, "step_s": terms.step_s, "step_s_low": found.step_s_low,
                     "step_s_high": found.step_s_high, "compute_s": terms.compute_s,
                     "exposed_communication_s": terms.exposed_communication_s, "waiting_s": terms.waiting_s,
+                    "other_s": terms.other_s,
                     "scaling_efficiency": found.midpoint / (cluster.workers * alone)})
     return out

@@ -27,7 +27,8 @@ class Transport:
     `function_s`: what TensorFlow 2's ClusterCoordinator spends per function it schedules (None:
     no coordinator in this software); `rate_by_bytes`: ((bytes, process bytes/s), ...) where one
     message's rate depends on its size (gRPC before TensorFlow's August 2017 upgrade: a large
-    tensor's RecvTensor slowed with its size), between its points log-log, flat beyond them."""
+    tensor's RecvTensor slowed with its size; a collective's bus bandwidth at each buffer size,
+    as `./run_bench.sh profile` measures it), between its points log-log, flat beyond them."""
 
     name: str
     flow_share: float
@@ -55,10 +56,12 @@ class Transport:
                 return math.exp(math.log(r0) + share * (math.log(r1) - math.log(r0)))
         return points[-1][1]
 
-    def network_bytes_per_s(self, link_gbit: float, flows: int = 1) -> float:
-        """The rate of a transfer between hosts carried by `flows` flows (processes, or sockets) at once."""
+    def network_bytes_per_s(self, link_gbit: float, flows: int = 1, nbytes: float | None = None) -> float:
+        """The rate of a transfer between hosts carried by `flows` flows (processes, or sockets) at once;
+        `nbytes`: its buffer's size, where the transport's rate depends on it (`rate_by_bytes`)."""
         link = link_gbit * 1e9 / 8
         one = self.flow_share * link
-        if self.process_bytes_per_s is not None:
-            one = min(one, self.process_bytes_per_s)
+        process = self.process_bytes_per_s if nbytes is None else self.message_rate(nbytes)
+        if process is not None:
+            one = min(one, process)
         return min(self.link_share * link, flows * one)

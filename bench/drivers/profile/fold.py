@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 
 from bench.analysis.micro_summary import summarize
@@ -13,15 +14,19 @@ from bench.analysis.projection import profile
 from bench.analysis.projection.fit import fit_transports
 from bench.drivers.profile.ps_rate import MANY, MANY_TENSORS, ONE_TENSOR, RATE
 
+AT = "@"  # a figure's name at one buffer size: "mpi.process_bytes_per_s@1048576"
+
 
 def means(rate_bytes: int) -> dict[str, str]:
     """What each measured constant is, beyond the software and the command."""
     size = f"{rate_bytes / 2**20:g} MiB"
+    curve = (f"; by_bytes, where present: the same at the buffers of a sweep from 1 MiB up to {size} in steps of "
+             "sqrt(2) whose repetitions it tells apart from the rate buffer's")
     return {
         "latency_s": f"one message's fixed cost: the per-hop intercept of MPI's own allreduce (mpi4py) fitted over "
                      f"1 KiB to {size}",
-        "mpi.process_bytes_per_s": f"Horovod allreduce bus bandwidth over MPI at {size}",
-        "gloo.process_bytes_per_s": f"Horovod allreduce bus bandwidth over Gloo at {size}",
+        "mpi.process_bytes_per_s": f"Horovod allreduce bus bandwidth over MPI at {size}{curve}",
+        "gloo.process_bytes_per_s": f"Horovod allreduce bus bandwidth over Gloo at {size}{curve}",
         "grpc.process_bytes_per_s": "one ps task's process: bytes pushed and pulled per second in all while several "
                                     f"workers push {size} into it and pull it back at once",
         "grpc.message_s": f"a ps task's cost per tensor: a 64 KiB push and pull in {MANY} tensors against 1, "
@@ -29,17 +34,21 @@ def means(rate_bytes: int) -> dict[str, str]:
     }
 
 
-def allreduce_figures(folder: Path, rate_bytes: int) -> dict[str, float]:
-    """Rate (bus bandwidth at `rate_bytes`) of each Horovod transport measured in `folder`, and raw MPI's per-hop
-    latency (Horovod's own intercept holds its cycle and negotiation, which the projection models apart)."""
+def allreduce_figures(folder: Path, rate_sizes: Sequence[int]) -> dict[str, float]:
+    """Rate (bus bandwidth at the largest of `rate_sizes`) of each Horovod transport measured in `folder`, and at
+    each of them (`name@bytes`); raw MPI's per-hop latency (Horovod's own intercept holds its cycle and
+    negotiation, which the projection models apart)."""
     table = summarize(folder)
     out: dict[str, float] = {}
     if table.empty:
         return out
     for transport, name in (("horovod-mpi", "mpi"), ("horovod-gloo", "gloo")):
-        rows = table[(table["transport"] == transport) & (table["bytes"] == rate_bytes)]
-        if len(rows):
-            out[f"{name}.process_bytes_per_s"] = float(rows["busbw_gb_per_s"].max()) * 1e9
+        for nbytes in rate_sizes:
+            rows = table[(table["transport"] == transport) & (table["bytes"] == nbytes)]
+            if len(rows):
+                out[f"{name}.process_bytes_per_s{AT}{nbytes}"] = float(rows["busbw_gb_per_s"].max()) * 1e9
+        if f"{name}.process_bytes_per_s{AT}{rate_sizes[-1]}" in out:
+            out[f"{name}.process_bytes_per_s"] = out[f"{name}.process_bytes_per_s{AT}{rate_sizes[-1]}"]
     fits = fit_transports(table)
     mpi = fits[fits["transport"] == "mpi4py"] if len(fits) else fits
     if len(mpi):
@@ -62,6 +71,22 @@ def grpc_figures(folder: Path) -> dict[str, float]:
     return out
 
 
+def by_bytes(rounds: list[dict[str, float]], name: str) -> list[list[float]]:
+    """[[bytes, rate], ...], ascending, of a constant measured at several sizes, or [] where the sizes
+    do not tell apart. A size's rate is the median of its repetitions where their range and the
+    rate buffer's (the largest) do not overlap, else the rate buffer's median: what varies from
+    one operation to the next (Open MPI's TCP transport on a capped link: 1.0 to 1.6 times the
+    link's time at any size, 2026-11-27) is the constant's range, not a curve."""
+    sizes = sorted({int(key.split(AT)[1]) for r in rounds for key in r if key.startswith(f"{name}{AT}")})
+    if len(sizes) < 2:
+        return []
+    measured = {b: [r[f"{name}{AT}{b}"] for r in rounds if f"{name}{AT}{b}" in r] for b in sizes}
+    last = measured[sizes[-1]]
+    points = [[float(b), statistics.median(v) if max(v) < min(last) or min(v) > max(last)
+               else statistics.median(last)] for b, v in measured.items()]
+    return points if any(rate != points[-1][1] for _, rate in points) else []
+
+
 def fold(rounds: list[dict[str, float]], describes: str, software: str, command: str, rate_bytes: int) -> dict:
     """The profile (profile.json's content) of the repetitions' figures."""
     base = profile.load(profile.DEFAULT)
@@ -74,6 +99,9 @@ def fold(rounds: list[dict[str, float]], describes: str, software: str, command:
                                "unit": known.unit, "measures": meaning.get(name, known.measures), "software": software,
                                "source": f"measured: {command}, {len(values)} repetitions, interleaved "
                                          f"({', '.join(f'{v:.4g}' for v in values)})"}
+            curve = by_bytes(rounds, name)
+            if len(curve) > 1:
+                constants[name]["by_bytes"] = curve
         else:
             constants[name] = {"value": known.value, "low": known.low, "high": known.high, "unit": known.unit,
                                "measures": known.measures, "software": known.software,

@@ -4,17 +4,19 @@ transport profile of the machines it runs on, for `python -m bench project --pro
 Inside a Slurm allocation of 2 or more nodes (`salloc -N 2 ./run_bench.sh profile`) it measures
 across the nodes over their network, each process a job step on its node; elsewhere on this
 machine over loopback. Each repetition measures, in turn: MPI's own allreduce (mpi4py: its
-per-hop latency fitted over 1 KiB to B), Horovod's allreduce over MPI and over Gloo (G
-ranks per node; bus bandwidth at B, 64 MiB by default), then gRPC (several workers pushing B into
-one ps task and pulling it back at once; then one worker's 64 KiB in 1 and in 64 tensors, a ps
-task's cost per message). Each constant's
-value is the median of the repetitions, its range what they gave. A few minutes on 2 cores.
+per-hop latency fitted over 1 KiB to B), Horovod's allreduce over MPI and over Gloo (G ranks
+per node; bus bandwidth at B, 64 MiB by default, and at each buffer of a sweep from 1 MiB up
+to B in steps of sqrt(2)), then gRPC (several workers pushing B into one ps task and pulling
+it back at once; then one worker's 64 KiB in 1 and in 64 tensors, a ps task's cost per
+message). Each constant's value is the median of the repetitions, its range what they gave.
+A few minutes on 2 cores.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -36,6 +38,20 @@ LEAST_REPEATS = 3
 # of its 54 ms
 RATE_BYTES = 64 * 2**20
 LEAST_RATE_BYTES = 2**20  # below it a rate measures the fixed cost of a message more than the link
+# a step's buffers are what its gradients fuse into, of any size up to the threshold: the rates are
+# measured from LEAST_RATE_BYTES up in steps of sqrt(2), because a transport's rate need not be smooth in
+# the size (Open MPI picks its allreduce algorithm by it: 8.1 MB/s at 3.43 MB, 11.8 at 4 MiB, over one
+# emulated 100 Mbit/s link, Horovod 0.28.1 over Open MPI 5.0.11, 2026-11-27)
+SIZE_STEP = math.sqrt(2)
+
+
+def rate_sizes(rate_bytes: int) -> tuple[int, ...]:
+    """The buffers the rates are measured at, ascending, `rate_bytes` last (multiples of 4 KiB: float32s)."""
+    sizes, size = [], float(LEAST_RATE_BYTES)
+    while size < rate_bytes / 1.05:  # within 5% of the last: the last alone
+        sizes.append(int(size) // 4096 * 4096)
+        size *= SIZE_STEP
+    return (*sizes, rate_bytes)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -66,25 +82,41 @@ def check(args: argparse.Namespace) -> None:
 
 def software() -> str:
     versions = []
-    for package in ("tensorflow", "horovod"):
-        try:
-            versions.append(f"{package} {metadata.version(package)}")
-        except metadata.PackageNotFoundError:
-            versions.append(f"{package} (not installed)")
+    for package, distributions in (("tensorflow", ("tensorflow", "tensorflow-cpu")), ("horovod", ("horovod",))):
+        found = [f"{package} {metadata.version(d)}" for d in distributions if _installed(d)]
+        versions.append(found[0] if found else f"{package} (not installed)")
     mpi = mpi_version()
     if mpi:
         versions.append(mpi)
     return ", ".join(versions)
 
 
+def _installed(distribution: str) -> bool:
+    try:
+        metadata.version(distribution)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
+
+
+def last_line(log: Path) -> str:
+    """The last line of a measurement's log that says something: why it failed, mostly."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1][:300] if lines else "an empty log"
+
+
 def measure(where: Where, args: argparse.Namespace, folder: Path) -> tuple[dict[str, float], list[str]]:
     """One repetition: its figures, and what failed."""
     figures, failed = {}, []
+    sizes = rate_sizes(args.bytes)
     for transport in ("mpi4py", "horovod-mpi", "horovod-gloo"):
         part = folder / transport
         part.mkdir(parents=True)
-        if where.allreduce(transport, part, args.bytes, args.timeout_s):
-            figures.update(fold.allreduce_figures(part, args.bytes))
+        if where.allreduce(transport, part, sizes, args.timeout_s):
+            figures.update(fold.allreduce_figures(part, sizes))
         else:
             failed.append(transport)
     part = folder / "grpc"
@@ -109,7 +141,8 @@ def main(argv: Sequence[str]) -> int:
         print(f"profile: repetition {r + 1} of {args.repeats} ({where.describes})", file=sys.stderr, flush=True)
         figures, failed = measure(where, args, out / f"repetition{r + 1}")
         rounds.append(figures)
-        failures += [f"{name} (repetition {r + 1})" for name in failed]
+        failures += [f"{name} (repetition {r + 1}: {last_line(out / f'repetition{r + 1}' / name / 'profile.log')})"
+                     for name in failed]
     if failures:
         print(f"profile: failed: {', '.join(failures)} (see {out}/*/*/profile.log)", file=sys.stderr)
         return 1
@@ -118,6 +151,7 @@ def main(argv: Sequence[str]) -> int:
     data = fold.fold(rounds, where.describes, software(), command, args.bytes)
     for path in (out / PROFILE_FILE, Path(args.output) / PROFILE_FILE):
         path.write_text(json.dumps(data, indent=1))
-    print(pd.DataFrame(rounds).to_string(index=False), file=sys.stderr)
+    table = pd.DataFrame(rounds)
+    print(table[[c for c in table if fold.AT not in c]].to_string(index=False), file=sys.stderr)
     print(f"profile: {(Path(args.output) / PROFILE_FILE).resolve()}")
     return 0

@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,9 +18,10 @@ from bench.run.launch.slurm import gloo, srun
 RANK = [sys.executable, "-m", "bench.drivers.micro.rank_pytest"]
 COLLECTIVES = Path(__file__).parent.parent / "micro" / "collective_test.py"
 PS_TASK = [sys.executable, "-m", "bench.drivers.profile.ps_rate"]
-# the sizes of an allreduce run, with the rate's buffer last: Horovod's bus bandwidth at it (and at
-# 64 KB, for the summary's fit); raw MPI's latency, fitted over small sizes up to it
+# the sizes of an allreduce run before its rates' buffers: Horovod's at 64 KB, for the summary's fit; raw
+# MPI's, whose latency is fitted over small sizes up to the largest buffer (its only rate buffer)
 SMALL_SIZES = {"mpi4py": (1024, 4096, 64 * 1024), "horovod-mpi": (64 * 1024,), "horovod-gloo": (64 * 1024,)}
+RATES_BY_SIZE = ("horovod-mpi", "horovod-gloo")  # their rate at every size of the sweep, the others' at the largest
 ROUNDS = 5
 # on one machine MPI would move its bytes through shared memory: TCP, as between hosts
 LOOPBACK_TCP = {"OMPI_MCA_btl": "tcp,self"}
@@ -49,9 +50,11 @@ class Where:
         return (f"{len(self.nodes)} nodes of a Slurm allocation ({', '.join(self.nodes)}), {self.ranks_per_node} "
                 "allreduce rank(s) per node, measured across them by ./run_bench.sh profile")
 
-    def allreduce(self, transport: str, out: Path, rate_bytes: int, timeout_s: float) -> bool:
-        """One run of `transport`'s allreduce benchmark, its JSON into `out`."""
-        sizes = ",".join(str(b) for b in (*SMALL_SIZES[transport], rate_bytes))
+    def allreduce(self, transport: str, out: Path, rate_sizes: Sequence[int], timeout_s: float) -> bool:
+        """One run of `transport`'s allreduce benchmark, its JSON into `out`; `rate_sizes`, ascending:
+        the buffers a rate is measured at."""
+        rates = rate_sizes if transport in RATES_BY_SIZE else rate_sizes[-1:]
+        sizes = ",".join(str(b) for b in (*SMALL_SIZES[transport], *rates))
         env = {**os.environ, "DISTBENCH_MICRO_MODE": "fast", "DISTBENCH_MICRO_SIZES": sizes,
                "DISTBENCH_MICRO_ROUNDS": str(ROUNDS), "DISTBENCH_MICRO_TRANSPORT": transport,
                **horovod_environment(transport)}
