@@ -113,12 +113,16 @@ def host_work(runs: pd.DataFrame, baseline: pd.Series, gradient: Gradient) -> tu
         return ()
     found: dict[tuple[str, str], list[float]] = {}
     for _, run in runs[(runs["workers"] == 1) & runs["other_p50_s"].notna()].iterrows():
-        scheme = scheme_of(run.get("family"), bool(run.get("asynchronous")), bool(run.get("table_dense")),
-                           gradient.table_bytes > 0)
+        scheme = run_scheme(run, gradient.table_bytes > 0)
         if scheme is not None and isinstance(run.get("wire"), str):
             found.setdefault((scheme, run["wire"]), []).append(
                 max(0.0, float(run["other_p50_s"]) - float(baseline["other_p50_s"])))
     return tuple((scheme, wire, float(statistics.median(v))) for (scheme, wire), v in sorted(found.items()))
+
+
+def run_scheme(run: pd.Series, has_table: bool) -> str | None:
+    """The exchange scheme of a run, from its row of the results table (schemes.scheme_of)."""
+    return scheme_of(run.get("family"), bool(run.get("asynchronous")), bool(run.get("table_dense")), has_table)
 
 
 def gradient_of(run: pd.Series) -> Gradient:

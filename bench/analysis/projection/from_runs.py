@@ -17,12 +17,13 @@ from bench.analysis.projection.calibrate import (
     ModelCalibration,
     concurrent_stretch,
     one_machine_runs,
+    run_scheme,
     shared_cpu_stretch,
 )
 from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.parameter_servers import PLACEMENTS, ROUND_ROBIN
 from bench.analysis.projection.profile import Profile
-from bench.analysis.projection.schemes import ASYNCHRONOUS, PsSetup, scheme_of
+from bench.analysis.projection.schemes import ASYNCHRONOUS, PsSetup
 from bench.analysis.projection.tensors import ModelTensors
 from bench.errors import UsageError
 from strategies.base import GRPC
@@ -37,10 +38,12 @@ def model_tensors(model: ModelCalibration) -> ModelTensors:
     return traced.sized(model.gradient)
 
 
-def cluster_of(model: ModelCalibration, workers: int, link_gbit: float, profile: Profile) -> Cluster:
-    """`workers` CPU workers of the calibrated compute, each on a host of its own behind a link of `link_gbit`."""
+def cluster_of(model: ModelCalibration, workers: int, link_gbit: float, profile: Profile,
+               other_s: float = 0.0) -> Cluster:
+    """`workers` CPU workers of the calibrated compute, each on a host of its own behind a link of
+    `link_gbit`, each step with `other_s` of the host's own work (Cluster.other_s)."""
     return Cluster(workers, 1, link_gbit, model.batch_size / model.compute_s, model.batch_size,
-                   profile.get("intra_host_bytes_per_s"), model.compute_sd_s, on_host=True)
+                   profile.get("intra_host_bytes_per_s"), model.compute_sd_s, on_host=True, other_s=other_s)
 
 
 def ps_counts(workers: int, wanted: Sequence[int] | None) -> list[tuple[int, str]]:
@@ -131,8 +134,7 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
             continue
         if model.model not in shaped:
             shaped[model.model] = model_tensors(model)
-        scheme = scheme_of(run.get("family"), bool(run.get("asynchronous")), bool(run.get("table_dense")),
-                           shaped[model.model].has_table)
+        scheme = run_scheme(run, shaped[model.model].has_table)
         if scheme is None:
             continue
         ratio = int(run["batch_size"]) / model.batch_size  # compute taken as proportional to the batch
@@ -168,11 +170,11 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
     step that need not meet: the stretch for the share of the step they compute
     (calibrate.concurrent_stretch), found with the step it gives."""
     workers, ps = int(run["workers"]), PsSetup(int(run["ps"] or 1), False, _placement(run))
+    cluster = cluster_of(model, workers, float(run["link_mbit"]) / 1e3, profile, model.other_for(scheme, run["wire"]))
 
     def at(stretch: float, scales: tuple[float, ...] = (1.0,)) -> schemes.Interval:
-        cluster = dataclasses.replace(cluster_of(model, workers, float(run["link_mbit"]) / 1e3, profile),
-                                      other_s=model.other_for(scheme, run["wire"])).compute_scaled(stretch)
-        return schemes.interval(scheme, run["wire"], shaped, cluster, ps, profile, compute_scales=scales)
+        return schemes.interval(scheme, run["wire"], shaped, cluster.compute_scaled(stretch), ps, profile,
+                                compute_scales=scales)
 
     stretch = all_at_once
     found = at(stretch)

@@ -174,13 +174,11 @@ def cache_folder() -> Path:
 
 def _tensorflow_version() -> str:
     """Read without importing TensorFlow, so a projection from the cache need not."""
-    from importlib import metadata
+    from bench.run.process.environment import tensorflow_version
 
-    for distribution in ("tensorflow", "tensorflow-cpu"):  # setup --gpu installs the first, setup the second
-        try:
-            return metadata.version(distribution)
-        except metadata.PackageNotFoundError:
-            continue
+    installed = tensorflow_version()
+    if installed:
+        return installed
     import tensorflow as tf
 
     return tf.__version__

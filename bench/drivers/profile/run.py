@@ -20,7 +20,6 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 
 import pandas as pd
@@ -29,7 +28,8 @@ from bench.analysis.projection.profile import PROFILE_FILE
 from bench.drivers.profile import fold
 from bench.drivers.profile.where import Where
 from bench.errors import UsageError
-from bench.run.process.environment import mpi_version
+from bench.run.launch import processes
+from bench.run.process.environment import mpi_version, tensorflow_version, version
 from bench.usage import OneLineParser, refuse
 
 LEAST_REPEATS = 3
@@ -81,31 +81,17 @@ def check(args: argparse.Namespace) -> None:
 
 
 def software() -> str:
-    versions = []
-    for package, distributions in (("tensorflow", ("tensorflow", "tensorflow-cpu")), ("horovod", ("horovod",))):
-        found = [f"{package} {metadata.version(d)}" for d in distributions if _installed(d)]
-        versions.append(found[0] if found else f"{package} (not installed)")
+    versions = [f"{name} {found}" if found else f"{name} (not installed)"
+                for name, found in (("tensorflow", tensorflow_version()), ("horovod", version("horovod")))]
     mpi = mpi_version()
     if mpi:
         versions.append(mpi)
     return ", ".join(versions)
 
 
-def _installed(distribution: str) -> bool:
-    try:
-        metadata.version(distribution)
-        return True
-    except metadata.PackageNotFoundError:
-        return False
-
-
 def last_line(log: Path) -> str:
-    """The last line of a measurement's log that says something: why it failed, mostly."""
-    try:
-        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return "no log"
-    return lines[-1][:300] if lines else "an empty log"
+    """Why a measurement failed: the last line of its log that says something."""
+    return processes.last_line(log) or "no log"
 
 
 def measure(where: Where, args: argparse.Namespace, folder: Path) -> tuple[dict[str, float], list[str]]:

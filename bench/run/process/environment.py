@@ -16,11 +16,17 @@ from bench import CHECKOUT
 SUITE_ROOT = CHECKOUT
 
 
-def _version(dist: str) -> str | None:
+def version(dist: str) -> str | None:
+    """An installed distribution's version, None when it is not installed."""
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def tensorflow_version() -> str | None:
+    """TensorFlow's version, whichever build setup installed (setup: tensorflow-cpu; setup --gpu: tensorflow)."""
+    return version("tensorflow-cpu") or version("tensorflow")
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
@@ -71,7 +77,6 @@ def mpi_version() -> str | None:
 
 
 def describe() -> dict[str, Any]:
-    tf = _version("tensorflow-cpu") or _version("tensorflow")
     return {
         "host": socket.gethostname(),
         "platform": platform.platform(),
@@ -79,12 +84,12 @@ def describe() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "gpus": gpus(),
         "python": platform.python_version(),
-        "tensorflow": tf,
-        "tensorflow_build": "cpu" if _version("tensorflow-cpu") else "cuda",
-        "horovod": _version("horovod"),
+        "tensorflow": tensorflow_version(),
+        "tensorflow_build": "cpu" if version("tensorflow-cpu") else "cuda",
+        "horovod": version("horovod"),
         "mpi": mpi_version(),
-        "mpi4py": _version("mpi4py"),
-        "numpy": _version("numpy"),
-        "pandas": _version("pandas"),
+        "mpi4py": version("mpi4py"),
+        "numpy": version("numpy"),
+        "pandas": version("pandas"),
         "suite_commit": git_commit(),
     }
