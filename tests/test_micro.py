@@ -35,11 +35,17 @@ def test_fast_micro_run_measures_every_transport(tmp_path):
     many = table[table["transport"].str.match(r"ps-\dps") & (table["bytes"] == PS_TENSORS_BYTES)]
     assert {t: sorted(rows["tensors"]) for t, rows in many.groupby("transport")} == \
         {"ps-1ps": [1, *PS_TENSORS], "ps-2ps": [1, *PS_TENSORS]}
-    # TF2's coordinator: a scheduled function's push and pull, and its dispatch alone
+    # TF2's coordinator: a scheduled function's push and pull, and its dispatch alone: the time of
+    # one batch of functions in flight over their count, from the raw pytest-benchmark file. Not
+    # compared with the round trip: the two are measured apart, and with the suite's background
+    # runs beside them a batch's time per function has been 0.26 of a round trip and 1.0 (CI)
     [dispatch] = dispatch_costs(folder).to_dict("records")
-    coordinated = one_tensor(table).set_index("transport").loc["coordinator-1ps"]
+    [batch] = [b for path in folder.glob("coordinator*.json") for b in json.loads(path.read_text())["benchmarks"]
+               if b["extra_info"].get("kind") == "dispatch"]
     assert dispatch["transport"] == "coordinator-dispatch" and dispatch["function_ms"] > 0
-    assert (coordinated["median_s"] * 1e3 > dispatch["function_ms"]).all()  # a round trip and its dispatch
+    assert dispatch["function_ms"] == pytest.approx(batch["stats"]["median"] / batch["extra_info"]["functions"] * 1e3,
+                                                    rel=1e-9)
+    assert (one_tensor(table).set_index("transport").loc["coordinator-1ps", "median_s"] > 0).all()
     per_message = tensor_costs(table).set_index("transport")["message_us"]
     assert (per_message > 0).all() and set(per_message.index) == {"ps-1ps", "ps-2ps"}
     collectives = table[table["kind"] == "allreduce"]
