@@ -40,6 +40,10 @@ IN_GRAPH = "in-graph"  # one process, one graph, replicas on its devices
 PARAMETER_SERVER = "parameter-server"  # variables on ps tasks, workers push gradients and pull parameters
 ALLREDUCE = "allreduce"  # every worker holds all weights; gradients averaged by a collective
 PARAMETER_AVERAGING = "parameter-averaging"  # workers train alone; their weights are averaged every H steps
+# families whose workers hold every weight, so the split's compute (bench.metrics.split_steps) is a step's
+# whole forward and backward pass; a ps worker's forward pass reads its parameters as its ops need them, and
+# what of it overlaps their arrival counts as communication (docs/step-time.md): only the exposed part
+WHOLE_COMPUTE = frozenset({IN_GRAPH, ALLREDUCE, PARAMETER_AVERAGING})
 
 # what a lost non-chief worker means to a run (TfCluster.worker_loss)
 RESTART_JOB = "restart-job"  # the run fails; --recover starts the whole job again from its latest checkpoint

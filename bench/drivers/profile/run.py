@@ -39,9 +39,9 @@ LEAST_REPEATS = 3
 RATE_BYTES = 64 * 2**20
 LEAST_RATE_BYTES = 2**20  # below it a rate measures the fixed cost of a message more than the link
 # a step's buffers are what its gradients fuse into, of any size up to the threshold: the rates are
-# measured from LEAST_RATE_BYTES up in steps of sqrt(2), because a transport's rate need not be smooth in
-# the size (Open MPI picks its allreduce algorithm by it: 8.1 MB/s at 3.43 MB, 11.8 at 4 MiB, over one
-# emulated 100 Mbit/s link, Horovod 0.28.1 over Open MPI 5.0.11, 2026-11-27)
+# measured from LEAST_RATE_BYTES up in steps of sqrt(2), because a transport's rate need not be flat in
+# the size (a link's token bucket lets a small buffer's first bytes through at once; a library may pick
+# its algorithm by the size); fold.by_bytes keeps a size's own rate only where its repetitions tell it apart
 SIZE_STEP = math.sqrt(2)
 
 
