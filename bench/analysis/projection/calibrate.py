@@ -148,21 +148,25 @@ def built_as(run: pd.Series) -> tuple[str, tuple[tuple[str, int], ...]]:
 
 
 def shared_cpu_stretch(runs: pd.DataFrame, model: ModelCalibration, workers: int, cores: float,
-                       family: str | None = None) -> tuple[float, str]:
+                       family: str | None = None, wire: str | None = None) -> tuple[float, str]:
     """How much longer one worker's step compute takes when `workers` workers share this machine's
     cores (as the emulated cluster's hosts do), over the calibrated compute: the median compute
     (bench.run.process.breakdown) of this machine's runs of the model with that many workers of an
     exchanging strategy whose split holds the whole compute (STRETCH_FROM: not a ps's, whose forward
     pass overlapping its parameters' arrival counts as communication; resnet20's ps-sync at 2 workers
     read 1.06 times the 1-worker compute where its rings read 1.82 and its steps took twice as long),
-    of `family` where it is one and has such runs (Horovod's background thread takes CPU from its
-    workers' compute). Runs recorded without the split count their median step. Without such runs:
-    workers / cores."""
+    of `family` where it is one and has such runs, and of those over `wire` where there are such
+    (what an exchange's own threads take from the compute is its transport's: Horovod's background
+    loop, Open MPI's progress polling; resnet20 at 2 workers computed 2.13x alone under Horovod over
+    MPI, 1.52x under TensorFlow's collectives). Runs recorded without the split count their median
+    step. Without such runs: workers / cores."""
     exchanging = runs["family"].isin(STRETCH_FROM) if len(runs) else pd.Series(dtype=bool)
     same = runs[exchanging & (runs["model"] == model.model) & (runs["workers"] == workers)
                 & (runs["batch_size"] == model.batch_size)] if len(runs) else runs
     if family is not None and (same["family"] == family).any():
         same = same[same["family"] == family]
+        if wire is not None and "wire" in same and (same["wire"] == wire).any():
+            same = same[same["wire"] == wire]
     compute = same["compute_p50_s"] if "compute_p50_s" in same else pd.Series(dtype=float, index=same.index)
     measured = compute.fillna(same["step_time_p50_s"]).dropna() if len(same) else pd.Series(dtype=float)
     if measured.empty:

@@ -141,7 +141,8 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
         scaled = dataclasses.replace(model, batch_size=int(run["batch_size"]), compute_s=model.compute_s * ratio,
                                      compute_sd_s=model.compute_sd_s * ratio)
         cores = float(run["cpu_count"]) if pd.notna(run.get("cpu_count")) else 1.0
-        all_at_once, stretch_from = shared_cpu_stretch(local, scaled, int(run["workers"]), cores, run.get("family"))
+        all_at_once, stretch_from = shared_cpu_stretch(local, scaled, int(run["workers"]), cores, run.get("family"),
+                                                       run.get("wire"))
         stretch, found = emulated_interval(cal.profile, run, scheme, scaled, _as_run(shaped[model.model], run),
                                            all_at_once)
         measured = float(run["throughput_examples_per_s"])
