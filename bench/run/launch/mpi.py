@@ -23,10 +23,11 @@ from bench.run.launch import emulated_hosts
 from bench.run.launch.close import close_watched_run
 from bench.run.launch.emulated_hosts import Placement, agent_environment, mpirun_host_args
 from bench.run.launch.mpi_environment import under_mpi
+from bench.run.launch.mpi_init_race import relaunching
 from bench.run.launch.processes import start
 from bench.run.launch.slurm import srun
 from bench.run.launch.slurm.gloo import adopt_slot, rendezvous
-from bench.run.launch.supervisor import steps_written, supervise
+from bench.run.launch.supervisor import Outcome, steps_written, supervise
 from bench.run.process.lifecycle import close_run, join_environment, joined_run, start_run
 from bench.run.process.records import RunFolder
 from strategies.base import GLOO_CONTROLLER, Strategy, WorkerContext
@@ -93,27 +94,45 @@ def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, R
     folder.update_run(launcher=" ".join(launcher))
     with (emulated_hosts.metered(placement, folder.path, run_start), srun.steps_ended(scheduled),
           rendezvous(scheduled if gloo else None) as rendezvous_env):
-        child = start("ranks", argv, folder.path / "logs" / "ranks.log", env={**env, **rendezvous_env}, echo=True)
-        if scheduled:
-            scheduled.note_steps(1)
-            folder.update_run(placement=scheduled.describe())
-        outcome = supervise([child], [], False, steps_written(folder), config.stall_timeout_s,
-                            startup_timeout_s=config.startup_timeout_s)
+        log = folder.path / "logs" / "ranks.log"
+
+        def launch() -> Outcome:
+            child = start("ranks", argv, log, env={**env, **rendezvous_env}, echo=True)
+            if scheduled:
+                scheduled.steps.clear()  # a relaunch's step replaces the last one's
+                scheduled.note_steps(1)
+                folder.update_run(placement=scheduled.describe())
+            outcome = supervise([child], [], False, steps_written(folder), config.stall_timeout_s,
+                                startup_timeout_s=config.startup_timeout_s)
+            if scheduled:
+                scheduled.end_steps()
+            return outcome
+
+        def record(relaunched: list[dict]) -> None:
+            folder.update_run(relaunched=relaunched)
+            print(f"{folder.run_id}: relaunching the ranks: {relaunched[-1]['why']}", file=sys.stderr, flush=True)
+
+        outcome = relaunching(launch, log, steps_written(folder), run_start, record)
     status = outcome.status
     if status.startswith("failed"):
-        status = f"failed: {which_rank_failed(child.log) or status.removeprefix('failed: ')}"
+        status = f"failed: {which_rank_failed(log) or status.removeprefix('failed: ')}"
     return close_watched_run(folder, config, strategy_cls, status, run_start, outcome, placement, scheduled), folder
 
 
 def which_rank_failed(log: Path) -> str | None:
-    """The first rank failure that mpirun or horovodrun reported, as one line."""
-    text = " ".join(log.read_text(errors="replace").split()) if log.exists() else ""
+    """The first rank failure that mpirun, srun or horovodrun reported, as one line."""
+    raw = log.read_text(errors="replace") if log.exists() else ""
+    text = " ".join(raw.split())
     mpi = re.search(r"noticed that process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)", text)
     if mpi:
         return f"rank {mpi.group(1)} was killed by {signal.Signals(int(mpi.group(2))).name}"
     mpi = re.search(r"noticed that process rank (\d+) with PID \d+ on node \S+ exited with status (\d+)", text)
     if mpi:
         return f"rank {mpi.group(1)} exited with status {mpi.group(2)}"
+    # srun names each task that ended badly on a line of its own; one a signal killed is the cause
+    by_srun = re.findall(r"^srun: error: (\S+): task (\d+): (.+?)\s*$", raw, re.MULTILINE)
+    for node, task, how in sorted(by_srun, key=lambda found: found[2].startswith("Exited")):
+        return f"rank {task} on {node}: {how[0].lower()}{how[1:]}"
     gloo = re.search(r"Process (\d+) exit with status code (\d+)", text)
     if gloo:
         code = int(gloo.group(2))

@@ -46,6 +46,7 @@ RUN_FIELDS: dict[str, str] = {
     "ended_after_failure_s": "failed runs: seconds from the first failure to every process ended",
     "failure_consequences": "processes that ended within a second of the first failure, and how",
     "resumed_at": "each later attempt of a resumed run (--resume)",
+    "relaunched": "MPI runs: each relaunch of the ranks after one died inside MPI_Init (when, why)",
     "recoveries": "each restart --recover made",
     "not_recovered": "why --recover could not restart the run",
     "last_step": "a run closed by the report after its owner was gone: its last recorded step",
