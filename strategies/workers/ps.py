@@ -264,7 +264,11 @@ class ParameterServerWorker(Worker):
         x, y = feed.batch()
         loss = self.model.loss(x, y)
         parameters_arrived(before, self.worker_device, stamps)
-        grads = tf.gradients(loss, self.model.trainables)
+        # on this worker: TensorFlow 2's tf.gradients colocates each gradient op with its forward op,
+        # which put a partitioned table's gradient rows on the piece's ps (its lookup is colocated
+        # there), and every worker-side op on them (ps-sync's hand-in) moved them back and forth:
+        # twice the rows each way on the links (tests/test_emulated.py)
+        grads = tf.compat.v1.gradients(loss, self.model.trainables, colocate_gradients_with_ops=False)
         stamps.take(grads)
         return stamps, first, loss, grads
 
