@@ -170,6 +170,28 @@ def test_the_compute_of_the_loopback_runs_split_stretches_the_check_and_each_ter
     assert rings["allreduce"]["measured_compute_s"] is None  # no split recorded for the emulated run
 
 
+def test_an_emulated_run_is_predicted_no_faster_than_its_strategy_went_on_these_cores(results, capsys):
+    # ps-sync at 4 workers over loopback made 400 examples/s (+-20): its emulated run at 10 Gbit/s,
+    # whose terms alone allow more, is predicted within that; a strategy without such a run keeps its terms
+    run_folder(results, "ps-local", "ps-sync", 4, 400.0, ps=1, p50=4 * 64 / 400.0)
+    record = json.loads((results / "ps-local" / "run.json").read_text())
+    record["summary"]["throughput_ci95_examples_per_s"] = 20.0
+    (results / "ps-local" / "run.json").write_text(json.dumps(record))
+    run_folder(results, "ps-10000", "ps-sync", 4, 390.0, link=10000, ps=1)
+    assert main(["project", "--from", str(results), "--workers", "8", "--json"]) == 0
+    rows = {(r["variant"], r["link_mbit"]): r for r in json.loads(capsys.readouterr().out)["validation"]}
+    fast = rows[("ps-sync R=N", 10000.0)]
+    assert fast["terms_examples_per_s"] > 420.0
+    assert (fast["predicted_low"], fast["predicted_high"]) == pytest.approx((380.0, 420.0))
+    assert fast["predicted_examples_per_s"] == pytest.approx(400.0) and fast["inside"]
+    assert fast["cpu_ceiling_from"] == "1 one-machine run(s) of ps-sync at 4 workers"
+    slow = rows[("ps-sync R=N", 100.0)]  # its terms (2.6 s a step at 100 Mbit/s) are far below the ceiling
+    assert slow["predicted_examples_per_s"] == pytest.approx(slow["terms_examples_per_s"])
+    ring = rows[("allreduce", 100.0)]  # no one-machine Horovod run at 4 workers
+    assert ring["cpu_ceiling_from"] is None
+    assert ring["predicted_examples_per_s"] == pytest.approx(ring["terms_examples_per_s"])
+
+
 def test_a_ps_run_with_partitioned_variables_is_predicted_with_them_split_over_its_tasks(results, capsys):
     # cnn's fc1 kernel is 3.2 MB of its 3.4: whole, it loads one of two ps tasks; split (--ps-partition-mb 1), both
     for rate, options in ((100.0, {}), (200.0, {"ps_partition_mb": 1.0, "ps_placement": "balanced"})):

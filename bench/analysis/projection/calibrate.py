@@ -22,6 +22,7 @@ from bench.errors import UsageError
 from bench.metrics import Gradient
 from bench.run import models
 from bench.run.process.resume import read_record
+from bench.run.process.schema import THROUGHPUT
 from bench.run.process.summary import read_steps
 from strategies.base import ALLREDUCE, PARAMETER_SERVER, WHOLE_COMPUTE
 
@@ -173,6 +174,30 @@ def shared_cpu_stretch(runs: pd.DataFrame, model: ModelCalibration, workers: int
         return max(1.0, workers / cores), f"{workers} workers / {cores:g} cores"
     return max(1.0, float(measured.median()) / model.compute_s), \
         f"median compute of {len(measured)} one-machine runs at {workers} workers"
+
+
+def shared_cpu_ceiling(runs: pd.DataFrame, run: pd.Series) -> tuple[float, float, str] | None:
+    """The throughput an emulated `run` cannot pass, as (low, high, what): its strategy's at the same
+    model, batch and worker count on this machine over loopback (the one-machine `runs`), whose
+    processes share the cores the emulated hosts share, with every CPU cost of the exchange (the ps's
+    serving, gRPC's serialisation, Python) that the model's terms leave out (embedding at 4 workers and
+    1000 Mbit/s: ps-sync's emulated run made 21,400 examples/s, its loopback run 25,900, the terms alone
+    37,500). Of the run's ps count and wire where there are such runs; its 95% interval; None without
+    one."""
+    if runs.empty:
+        return None
+    same = runs[(runs["strategy"] == run["strategy"]) & (runs["model"] == run["model"])
+                & (runs["workers"] == run["workers"]) & (runs["batch_size"] == run["batch_size"])]
+    for column, wanted in (("purpose", THROUGHPUT), ("ps", run.get("ps")), ("wire", run.get("wire"))):
+        if column in same and (same[column] == wanted).any():
+            same = same[same[column] == wanted]
+    same = same.dropna(subset=["throughput_examples_per_s"])
+    if same.empty:
+        return None
+    rate = same["throughput_examples_per_s"]
+    ci = same["throughput_ci95_examples_per_s"].fillna(0.0) if "throughput_ci95_examples_per_s" in same else 0.0
+    return (float((rate - ci).min()), float((rate + ci).max()),
+            f"{len(same)} one-machine run(s) of {run['strategy']} at {int(run['workers'])} workers")
 
 
 def concurrent_stretch(all_at_once: float, workers: int, computing_share: float) -> float:

@@ -18,6 +18,7 @@ from bench.analysis.projection.calibrate import (
     concurrent_stretch,
     one_machine_runs,
     run_scheme,
+    shared_cpu_ceiling,
     shared_cpu_stretch,
 )
 from bench.analysis.projection.cluster import Cluster
@@ -122,7 +123,8 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
     """Each emulated-cluster run's measured throughput against the model's interval for its
     workers, ps tasks, link cap and wire. Its emulated hosts share this machine's cores, so each
     worker's compute is stretched as measured by the one-machine runs at that worker count
-    (calibrate.shared_cpu_stretch)."""
+    (calibrate.shared_cpu_stretch), and the interval goes no higher than its strategy went on
+    those cores over loopback (calibrate.shared_cpu_ceiling)."""
     if runs.empty or "link_mbit" not in runs:
         return pd.DataFrame()
     local = one_machine_runs(runs)
@@ -145,14 +147,20 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
                                                        run.get("wire"))
         stretch, found = emulated_interval(cal.profile, run, scheme, scaled, _as_run(shaped[model.model], run),
                                            all_at_once)
+        ceiling = shared_cpu_ceiling(local, run)
+        low, high = found.low, found.high
+        if ceiling is not None:
+            low, high = min(low, ceiling[0]), min(high, ceiling[1])
         measured = float(run["throughput_examples_per_s"])
         terms = found.terms
         rows.append({"model": run["model"], "variant": run["variant"], "scheme": scheme, "wire": run.get("wire"),
                      "workers": int(run["workers"]), "ps": int(run["ps"] or 0), "link_mbit": float(run["link_mbit"]),
                      "measured_examples_per_s": measured,
-                     "predicted_examples_per_s": found.midpoint, "predicted_low": found.low,
-                     "predicted_high": found.high, "inside": bool(found.low <= measured <= found.high),
-                     "error": found.midpoint / measured - 1,
+                     "predicted_examples_per_s": (low + high) / 2, "predicted_low": low,
+                     "predicted_high": high, "inside": bool(low <= measured <= high),
+                     "error": (low + high) / 2 / measured - 1, "terms_examples_per_s": found.midpoint,
+                     "cpu_ceiling_examples_per_s": ceiling[1] if ceiling else None,
+                     "cpu_ceiling_from": ceiling[2] if ceiling else None,
                      "predicted_step_s": terms.step_s, "compute_stretch": stretch,
                      "compute_stretch_all_at_once": all_at_once, "compute_stretch_from": stretch_from,
                      # term by term, against the run's own split (a typical worker's medians)
