@@ -37,10 +37,14 @@ def test_the_subnet_overlaps_nothing_the_machine_has():
     assert network.choose_subnet([ipaddress.ip_network("10.213.0.5/32")]) == second
 
 
-def test_the_token_bucket_holds_a_gso_packet_and_4_ms_of_a_fast_link():
+def test_the_token_bucket_holds_1_ms_of_traffic_and_one_packet_as_the_link_takes_it():
     slow, fast = network.tbf_args(100), network.tbf_args(10000)
-    assert slow[:3] == ["tbf", "rate", "100mbit"] and int(slow[4]) == 96 * 1024
-    assert int(fast[4]) == int(10000e6 / 8 * network.BURST_S)
+    # 100 Mbit/s: packets of 1 ms (12,500 bytes), the bucket one of them and a frame
+    assert network.gso_bytes(100) == 12500
+    assert slow[:3] == ["tbf", "rate", "100mbit"] and int(slow[4]) == 12500 + network.MTU_BYTES
+    # 10 Gbit/s: the kernel's largest packets, the bucket 1 ms of traffic
+    assert network.gso_bytes(10000) == network.GSO_MAX_BYTES and int(fast[4]) == 1_250_000
+    assert network.gso_bytes(1) == network.MTU_BYTES
 
 
 def test_workers_take_the_first_hosts_and_ps_tasks_the_next():
