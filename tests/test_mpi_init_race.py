@@ -16,6 +16,7 @@ def test_srun_names_the_rank_a_signal_killed_not_the_one_that_exited_after_it(tm
     log.write_text(CRASH)
     # the run said "ranks exited with status 14: srun: error: dbslurm-h1: task 1: Exited with exit code 14"
     assert which_rank_failed(log) == "rank 0 on dbslurm-h0: segmentation fault"
+    assert which_rank_failed(log, since=log.stat().st_size) is None  # an earlier launch's crash
     log.write_text("srun: error: node-3: task 2: Exited with exit code 1\n")
     assert which_rank_failed(log) == "rank 2 on node-3: exited with exit code 1"
 
@@ -46,8 +47,10 @@ class Launches:
         return Outcome(status)
 
     def relaunch(self) -> Outcome:
-        return relaunching(self, self.log, lambda: self.steps, 0.0,
-                           lambda relaunched: self.recorded.append([dict(r) for r in relaunched]))
+        outcome, since = relaunching(self, self.log, lambda: self.steps, 0.0,
+                                     lambda relaunched: self.recorded.append([dict(r) for r in relaunched]))
+        assert since == (len(CRASH) if self.recorded else 0)  # the last launch's part of the log
+        return outcome
 
 
 def test_a_crash_in_mpi_init_before_any_step_is_relaunched_once_and_recorded(tmp_path):

@@ -11,6 +11,8 @@ from bench.infra.emulated import linkcheck, network, slurm
 from bench.infra.emulated.claim import claim, release
 from bench.usage import OneLineParser, refuse
 
+CHECK_MESSAGE_BYTES = 65536  # a step's small message: what the links' bucket lets through at once, if too large
+
 
 def parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m bench cluster",
@@ -74,6 +76,11 @@ def main(argv: Sequence[str]) -> int:
             cap = (f" of the {cluster.link_mbit:g} Mbit/s cap ({rate / cluster.link_mbit:.0%})"
                    if cluster.link_mbit else "")
             print(f"{cluster.hosts[0].namespace} -> {cluster.hosts[1].namespace}: {rate:,.1f} Mbit/s{cap}")
+            took = linkcheck.message_s(cluster, 0, 1, CHECK_MESSAGE_BYTES)
+            wire = (f" ({CHECK_MESSAGE_BYTES * 8 / (cluster.link_mbit * 1e3):.2f} ms at the cap)"
+                    if cluster.link_mbit else "")
+            print(f"one {CHECK_MESSAGE_BYTES // 1024} KiB message after idle, and its answer: "
+                  f"{took * 1e3:.2f} ms{wire}")
         else:
             cluster = network.find(args.name)
             print(describe(cluster) if cluster else f"cluster {args.name}: not up")

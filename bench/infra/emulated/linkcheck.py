@@ -45,21 +45,29 @@ def send(address: str, port: int, seconds: float) -> None:
             conn.sendall(payload)
 
 
+def _between(cluster: Cluster, source: int, target: int, serve: list[str], client: list[str],
+             timeout_s: float) -> tuple[str, str]:
+    """Run this module's `serve` command on host `target`, then its `client` command on host `source`;
+    what each printed (the client's, then the server's)."""
+    me = [sys.executable, "-m", "bench.infra.emulated.linkcheck"]
+    server = subprocess.Popen(enter(cluster.hosts[target], [*me, *serve]), stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        server.stdout.readline()  # listening
+        asked = subprocess.run(enter(cluster.hosts[source], [*me, *client]), check=True, timeout=timeout_s,
+                               capture_output=True, text=True)
+        served, _ = server.communicate(timeout=30)
+        return asked.stdout, served
+    finally:
+        if server.poll() is None:
+            server.kill()
+
+
 def measure(cluster: Cluster, source: int, target: int, seconds: float = 2.0) -> float:
     """Mbit/s of one stream from host `source` to host `target` (the receiver's view)."""
-    me = [sys.executable, "-m", "bench.infra.emulated.linkcheck"]
-    receiver = subprocess.Popen(enter(cluster.hosts[target], [*me, "receive", str(PORT)]),
-                                stdout=subprocess.PIPE, text=True)
-    try:
-        assert receiver.stdout is not None
-        receiver.stdout.readline()  # listening
-        subprocess.run(enter(cluster.hosts[source], [*me, "send", cluster.hosts[target].address, str(PORT),
-                                                     str(seconds)]), check=True, timeout=seconds + 30)
-        out, _ = receiver.communicate(timeout=30)
-        return float(out.strip().splitlines()[-1])
-    finally:
-        if receiver.poll() is None:
-            receiver.kill()
+    _, served = _between(cluster, source, target, ["receive", str(PORT)],
+                         ["send", cluster.hosts[target].address, str(PORT), str(seconds)], seconds + 30)
+    return float(served.strip().splitlines()[-1])
 
 
 IDLE_S = 0.2  # between messages: the link's bucket refills, as between a step's exchanges
@@ -94,18 +102,10 @@ def ask(address: str, port: int, nbytes: int, repeats: int) -> None:
 
 def message_s(cluster: Cluster, source: int, target: int, nbytes: int, repeats: int = 5) -> float:
     """Median seconds one message of `nbytes` takes from host `source` to `target` and back (one byte)."""
-    me = [sys.executable, "-m", "bench.infra.emulated.linkcheck"]
-    receiver = subprocess.Popen(enter(cluster.hosts[target], [*me, "answer", str(PORT)]),
-                                stdout=subprocess.PIPE, text=True)
-    try:
-        assert receiver.stdout is not None
-        receiver.stdout.readline()  # listening
-        out = subprocess.run(enter(cluster.hosts[source], [*me, "ask", cluster.hosts[target].address, str(PORT),
-                                                           str(nbytes), str(repeats)]),
-                             check=True, timeout=repeats * (IDLE_S + 10) + 30, capture_output=True, text=True)
-        return float(out.stdout.strip().splitlines()[-1])
-    finally:
-        receiver.wait(timeout=30)
+    asked, _ = _between(cluster, source, target, ["answer", str(PORT)],
+                        ["ask", cluster.hosts[target].address, str(PORT), str(nbytes), str(repeats)],
+                        repeats * (IDLE_S + 10) + 30)
+    return float(asked.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

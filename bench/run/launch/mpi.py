@@ -112,16 +112,21 @@ def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, R
             folder.update_run(relaunched=relaunched)
             print(f"{folder.run_id}: relaunching the ranks: {relaunched[-1]['why']}", file=sys.stderr, flush=True)
 
-        outcome = relaunching(launch, log, steps_written(folder), run_start, record)
+        outcome, since = relaunching(launch, log, steps_written(folder), run_start, record)
     status = outcome.status
     if status.startswith("failed"):
-        status = f"failed: {which_rank_failed(log) or status.removeprefix('failed: ')}"
+        status = f"failed: {which_rank_failed(log, since) or status.removeprefix('failed: ')}"
     return close_watched_run(folder, config, strategy_cls, status, run_start, outcome, placement, scheduled), folder
 
 
-def which_rank_failed(log: Path) -> str | None:
-    """The first rank failure that mpirun, srun or horovodrun reported, as one line."""
-    raw = log.read_text(errors="replace") if log.exists() else ""
+def which_rank_failed(log: Path, since: int = 0) -> str | None:
+    """The first rank failure that mpirun, srun or horovodrun reported in the log from byte `since`
+    (the last launch's part), as one line."""
+    raw = ""
+    if log.exists():
+        with open(log, "rb") as stream:
+            stream.seek(since)
+            raw = stream.read().decode(errors="replace")
     text = " ".join(raw.split())
     mpi = re.search(r"noticed that process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)", text)
     if mpi:
@@ -131,7 +136,8 @@ def which_rank_failed(log: Path) -> str | None:
         return f"rank {mpi.group(1)} exited with status {mpi.group(2)}"
     # srun names each task that ended badly on a line of its own; one a signal killed is the cause
     by_srun = re.findall(r"^srun: error: (\S+): task (\d+): (.+?)\s*$", raw, re.MULTILINE)
-    for node, task, how in sorted(by_srun, key=lambda found: found[2].startswith("Exited")):
+    if by_srun:
+        node, task, how = min(by_srun, key=lambda found: found[2].startswith("Exited"))
         return f"rank {task} on {node}: {how[0].lower()}{how[1:]}"
     gloo = re.search(r"Process (\d+) exit with status code (\d+)", text)
     if gloo:

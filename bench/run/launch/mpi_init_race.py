@@ -49,11 +49,11 @@ def died_in_mpi_init(log: Path, since: int = 0) -> str | None:
 
 
 def relaunching(launch: Callable[[], Outcome], log: Path, progress: Callable[[], int], run_start: float,
-                record: Callable[[list[dict[str, Any]]], None]) -> Outcome:
+                record: Callable[[list[dict[str, Any]]], None]) -> tuple[Outcome, int]:
     """`launch` the ranks (it starts them, writing to `log`, and watches them to their end); once
     more when they fail with no step recorded because a rank died inside MPI_Init, after
     `record`ing the relaunches so far (run.json's `relaunched`: when, and why). The last launch's
-    outcome."""
+    outcome, and where its part of the log begins."""
     relaunched: list[dict[str, Any]] = []
     while True:
         since, before = (log.stat().st_size if log.exists() else 0), progress()
@@ -61,6 +61,6 @@ def relaunching(launch: Callable[[], Outcome], log: Path, progress: Callable[[],
         failed_at_start = outcome.status.startswith("failed") and progress() == before
         why = died_in_mpi_init(log, since) if failed_at_start else None
         if why is None or len(relaunched) >= RELAUNCHES:
-            return outcome
+            return outcome, since
         relaunched.append({"at_s": round(time.time() - run_start, 3), "why": why})
         record(relaunched)
