@@ -181,8 +181,8 @@ def shared_cpu_ceiling(runs: pd.DataFrame, run: pd.Series) -> tuple[float, float
     model, batch and worker count on this machine over loopback (the one-machine `runs`), whose
     processes share the cores the emulated hosts share, with every CPU cost of the exchange (the ps's
     serving, gRPC's serialisation, Python) that the model's terms leave out (embedding at 4 workers and
-    1000 Mbit/s: ps-sync's emulated run made 21,400 examples/s, its loopback run 25,900, the terms alone
-    37,500). Of the run's ps count and wire where there are such runs; its 95% interval; None without
+    1000 Mbit/s: ps-sync's emulated run made 23,500 examples/s, its loopback run 25,900, the terms alone
+    39,100). Of the run's ps count and wire where there are such runs; its 95% interval; None without
     one."""
     if runs.empty:
         return None
