@@ -148,6 +148,13 @@ def built_as(run: pd.Series) -> tuple[str, tuple[tuple[str, int], ...]]:
         return str(run["model"]), ()
 
 
+def preferring(runs: pd.DataFrame, column: str, wanted: object) -> pd.DataFrame:
+    """The runs whose `column` is `wanted` where there are such, else all of them."""
+    if wanted is None or column not in runs or not (runs[column] == wanted).any():
+        return runs
+    return runs[runs[column] == wanted]
+
+
 def shared_cpu_stretch(runs: pd.DataFrame, model: ModelCalibration, workers: int, cores: float,
                        family: str | None = None, wire: str | None = None) -> tuple[float, str]:
     """How much longer one worker's step compute takes when `workers` workers share this machine's
@@ -165,9 +172,7 @@ def shared_cpu_stretch(runs: pd.DataFrame, model: ModelCalibration, workers: int
     same = runs[exchanging & (runs["model"] == model.model) & (runs["workers"] == workers)
                 & (runs["batch_size"] == model.batch_size)] if len(runs) else runs
     if family is not None and (same["family"] == family).any():
-        same = same[same["family"] == family]
-        if wire is not None and "wire" in same and (same["wire"] == wire).any():
-            same = same[same["wire"] == wire]
+        same = preferring(preferring(same, "family", family), "wire", wire)
     compute = same["compute_p50_s"] if "compute_p50_s" in same else pd.Series(dtype=float, index=same.index)
     measured = compute.fillna(same["step_time_p50_s"]).dropna() if len(same) else pd.Series(dtype=float)
     if measured.empty:
@@ -189,8 +194,7 @@ def shared_cpu_ceiling(runs: pd.DataFrame, run: pd.Series) -> tuple[float, float
     same = runs[(runs["strategy"] == run["strategy"]) & (runs["model"] == run["model"])
                 & (runs["workers"] == run["workers"]) & (runs["batch_size"] == run["batch_size"])]
     for column, wanted in (("purpose", THROUGHPUT), ("ps", run.get("ps")), ("wire", run.get("wire"))):
-        if column in same and (same[column] == wanted).any():
-            same = same[same[column] == wanted]
+        same = preferring(same, column, wanted)
     same = same.dropna(subset=["throughput_examples_per_s"])
     if same.empty:
         return None

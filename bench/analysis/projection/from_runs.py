@@ -151,14 +151,15 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
         low, high = found.low, found.high
         if ceiling is not None:
             low, high = min(low, ceiling[0]), min(high, ceiling[1])
+        midpoint = (low + high) / 2
         measured = float(run["throughput_examples_per_s"])
         terms = found.terms
         rows.append({"model": run["model"], "variant": run["variant"], "scheme": scheme, "wire": run.get("wire"),
                      "workers": int(run["workers"]), "ps": int(run["ps"] or 0), "link_mbit": float(run["link_mbit"]),
                      "measured_examples_per_s": measured,
-                     "predicted_examples_per_s": (low + high) / 2, "predicted_low": low,
+                     "predicted_examples_per_s": midpoint, "predicted_low": low,
                      "predicted_high": high, "inside": bool(low <= measured <= high),
-                     "error": (low + high) / 2 / measured - 1, "terms_examples_per_s": found.midpoint,
+                     "error": midpoint / measured - 1, "terms_examples_per_s": found.midpoint,
                      "cpu_ceiling_examples_per_s": ceiling[1] if ceiling else None,
                      "cpu_ceiling_from": ceiling[2] if ceiling else None,
                      "predicted_step_s": terms.step_s, "compute_stretch": stretch,

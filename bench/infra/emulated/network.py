@@ -162,13 +162,17 @@ def choose_subnet(taken: list[ipaddress.IPv4Network]) -> ipaddress.IPv4Network:
     raise UsageError("no free private /24 for the emulated cluster (every candidate overlaps a route)")
 
 
+def _bucket_bytes(mbit: float) -> int:
+    return int(mbit * 1e6 / 8 * BURST_S)
+
+
 def gso_bytes(mbit: float) -> int:
     """The largest packet a link's device takes from the stack: 1 ms of its traffic, within the kernel's limits."""
-    return max(MTU_BYTES, min(GSO_MAX_BYTES, int(mbit * 1e6 / 8 * BURST_S)))
+    return max(MTU_BYTES, min(GSO_MAX_BYTES, _bucket_bytes(mbit)))
 
 
 def tbf_args(mbit: float) -> list[str]:
-    burst = max(int(mbit * 1e6 / 8 * BURST_S), gso_bytes(mbit) + MTU_BYTES)
+    burst = max(_bucket_bytes(mbit), gso_bytes(mbit) + MTU_BYTES)
     return ["tbf", "rate", f"{mbit:g}mbit", "burst", str(burst), "latency", f"{QUEUE_LATENCY_MS}ms"]
 
 

@@ -9,8 +9,6 @@ runs mpirun and watches it like any other multi-process run.
 from __future__ import annotations
 
 import os
-import re
-import signal
 import sys
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from bench.run.launch.emulated_hosts import Placement, agent_environment, mpirun
 from bench.run.launch.mpi_environment import under_mpi
 from bench.run.launch.mpi_init_race import relaunching
 from bench.run.launch.processes import start
+from bench.run.launch.rank_failures import which_rank_failed
 from bench.run.launch.slurm import srun
 from bench.run.launch.slurm.gloo import adopt_slot, rendezvous
 from bench.run.launch.supervisor import Outcome, steps_written, supervise
@@ -102,13 +101,12 @@ def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, R
                 scheduled.steps.clear()  # a relaunch's step replaces the last one's
                 scheduled.note_steps(1)
                 folder.update_run(placement=scheduled.describe())
-            outcome = supervise([child], [], False, steps_written(folder), config.stall_timeout_s,
-                                startup_timeout_s=config.startup_timeout_s)
-            if scheduled:
-                scheduled.end_steps()
-            return outcome
+            return supervise([child], [], False, steps_written(folder), config.stall_timeout_s,
+                             startup_timeout_s=config.startup_timeout_s)
 
         def record(relaunched: list[dict]) -> None:
+            if scheduled:
+                scheduled.end_steps()  # the crashed launch's step, before its relaunch takes the nodes
             folder.update_run(relaunched=relaunched)
             print(f"{folder.run_id}: relaunching the ranks: {relaunched[-1]['why']}", file=sys.stderr, flush=True)
 
@@ -117,34 +115,6 @@ def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, R
     if status.startswith("failed"):
         status = f"failed: {which_rank_failed(log, since) or status.removeprefix('failed: ')}"
     return close_watched_run(folder, config, strategy_cls, status, run_start, outcome, placement, scheduled), folder
-
-
-def which_rank_failed(log: Path, since: int = 0) -> str | None:
-    """The first rank failure that mpirun, srun or horovodrun reported in the log from byte `since`
-    (the last launch's part), as one line."""
-    raw = ""
-    if log.exists():
-        with open(log, "rb") as stream:
-            stream.seek(since)
-            raw = stream.read().decode(errors="replace")
-    text = " ".join(raw.split())
-    mpi = re.search(r"noticed that process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)", text)
-    if mpi:
-        return f"rank {mpi.group(1)} was killed by {signal.Signals(int(mpi.group(2))).name}"
-    mpi = re.search(r"noticed that process rank (\d+) with PID \d+ on node \S+ exited with status (\d+)", text)
-    if mpi:
-        return f"rank {mpi.group(1)} exited with status {mpi.group(2)}"
-    # srun names each task that ended badly on a line of its own; one a signal killed is the cause
-    by_srun = re.findall(r"^srun: error: (\S+): task (\d+): (.+?)\s*$", raw, re.MULTILINE)
-    if by_srun:
-        node, task, how = min(by_srun, key=lambda found: found[2].startswith("Exited"))
-        return f"rank {task} on {node}: {how[0].lower()}{how[1:]}"
-    gloo = re.search(r"Process (\d+) exit with status code (\d+)", text)
-    if gloo:
-        code = int(gloo.group(2))
-        how = f"was killed by {signal.Signals(code - 128).name}" if code > 128 else f"exited with status {code}"
-        return f"rank {gloo.group(1)} {how}"
-    return None
 
 
 def config_argv(config: RunConfig) -> list[str]:

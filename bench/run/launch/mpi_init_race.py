@@ -17,34 +17,29 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.run.launch.rank_failures import log_since, srun_cause
 from bench.run.launch.supervisor import Outcome
 
 RELAUNCHES = 1  # a crash that comes back is not a race: the run then fails as it would have
 # frames of Open MPI's backtrace (opal/util/stacktrace.c prints one for a rank a signal kills) in MPI_Init
 INIT_FRAME = re.compile(r"\((?:ompi_mpi_init|PMPI_Init(?:_thread)?)\+0x[0-9a-f]+\)")
-SIGNALLED = re.compile(r"\[(?P<host>[^\]:]+):\d+\] Signal: (?P<signal>[A-Za-z ]+?) \(\d+\)"
-                       r"|srun: error: (?P<node>\S+): task (?P<task>\d+): (?P<srun_signal>(?!Exited)[A-Za-z ]+)$",
-                       re.MULTILINE)
+SIGNALLED = re.compile(r"\[(?P<host>[^\]:]+):\d+\] Signal: (?P<signal>[A-Za-z ]+?) \(\d+\)")
 
 
 def died_in_mpi_init(log: Path, since: int = 0) -> str | None:
     """A rank killed by a signal inside MPI_Init, as the ranks' log tells it from byte `since` (this
     launch's part of the log), in one line; None when no rank died there."""
-    try:
-        with open(log, "rb") as stream:
-            stream.seek(since)
-            text = stream.read().decode(errors="replace")
-    except OSError:
-        return None
+    text = log_since(log, since)
     if not INIT_FRAME.search(text):
         return None
-    found = SIGNALLED.search(text)
-    if found is None:
-        who = "a rank was killed"
-    elif found["task"] is not None:
-        who = f"rank {found['task']} on {found['node']}: {found['srun_signal'].strip()}"
+    by_rank, by_srun = SIGNALLED.search(text), srun_cause(text)
+    if by_rank is not None:  # the rank's own backtrace comes before srun's lines
+        who = f"a rank on {by_rank['host']}: {by_rank['signal']}"
+    elif by_srun is not None and not by_srun[2].startswith("Exited"):
+        node, task, how = by_srun
+        who = f"rank {task} on {node}: {how}"
     else:
-        who = f"a rank on {found['host']}: {found['signal']}"
+        who = "a rank was killed"
     return f"{who} inside MPI_Init (Open MPI's start-up race, open-mpi/ompi#12495)"
 
 

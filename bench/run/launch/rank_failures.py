@@ -1,0 +1,48 @@
+"""What a ranks' log says of how they ended: the failure mpirun, srun or horovodrun reported,
+read from the part of the log one launch wrote."""
+
+from __future__ import annotations
+
+import re
+import signal
+from pathlib import Path
+
+
+def log_since(log: Path, since: int = 0) -> str:
+    """The log from byte `since` on (a launch's part of it); empty when there is no log."""
+    try:
+        with open(log, "rb") as stream:
+            stream.seek(since)
+            return stream.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def srun_cause(text: str) -> tuple[str, str, str] | None:
+    """(node, task, how) of the task srun reported ending badly that is the cause: one a signal killed
+    before one that exited (srun names each on a line of its own)."""
+    found = re.findall(r"^srun: error: (\S+): task (\d+): (.+?)\s*$", text, re.MULTILINE)
+    return min(found, key=lambda task: task[2].startswith("Exited")) if found else None
+
+
+def which_rank_failed(log: Path, since: int = 0) -> str | None:
+    """The first rank failure that mpirun, srun or horovodrun reported in the log from byte `since`
+    (the last launch's part), as one line."""
+    raw = log_since(log, since)
+    text = " ".join(raw.split())
+    mpi = re.search(r"noticed that process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)", text)
+    if mpi:
+        return f"rank {mpi.group(1)} was killed by {signal.Signals(int(mpi.group(2))).name}"
+    mpi = re.search(r"noticed that process rank (\d+) with PID \d+ on node \S+ exited with status (\d+)", text)
+    if mpi:
+        return f"rank {mpi.group(1)} exited with status {mpi.group(2)}"
+    by_srun = srun_cause(raw)
+    if by_srun:
+        node, task, how = by_srun
+        return f"rank {task} on {node}: {how[0].lower()}{how[1:]}"
+    gloo = re.search(r"Process (\d+) exit with status code (\d+)", text)
+    if gloo:
+        code = int(gloo.group(2))
+        how = f"was killed by {signal.Signals(code - 128).name}" if code > 128 else f"exited with status {code}"
+        return f"rank {gloo.group(1)} {how}"
+    return None
