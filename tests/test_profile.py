@@ -77,6 +77,17 @@ def test_the_grpc_figures_are_the_ps_tasks_rate_with_every_worker_and_its_cost_p
     assert figures["grpc.message_s"] == pytest.approx(5e-5)  # a push and a pull per tensor
 
 
+def test_the_latency_is_raw_mpis_1_kib_allreduce_per_ring_step(tmp_path):
+    # one repetition's medians at 100 Mbit/s (2026-11-28): the token bucket passes 1 KiB at once, 4 KiB
+    # and up cross at the link's rate. A line fitted through them had a negative intercept (latency 0)
+    medians = {1024: 11.77e-6, 4096: 345.5e-6, 65536: 5.506e-3, 4194304: 0.3716}
+    benchmarks = [{"stats": {"median": s}, "extra_info": {
+        "transport": "mpi4py", "kind": "allreduce", "processes": 2, "bytes": b,
+        "algbw_bytes_per_s": b / s, "busbw_bytes_per_s": b / s}} for b, s in medians.items()]
+    (tmp_path / "mpi4py-np2.json").write_text(json.dumps({"benchmarks": benchmarks}))
+    assert fold.allreduce_figures(tmp_path, (4194304,))["latency_s"] == pytest.approx(11.77e-6 / 2)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--repeats", "2"], "--repeats must be >= 3"),
     (["--ranks-per-node", "0"], "--ranks-per-node must be >= 1"),

@@ -4,7 +4,7 @@ transport profile of the machines it runs on, for `python -m bench project --pro
 Inside a Slurm allocation of 2 or more nodes (`salloc -N 2 ./run_bench.sh profile`) it measures
 across the nodes over their network, each process a job step on its node; elsewhere on this
 machine over loopback. Each repetition measures, in turn: MPI's own allreduce (mpi4py: its
-per-hop latency fitted over 1 KiB to B), Horovod's allreduce over MPI and over Gloo (G ranks
+per-hop latency, from 1 KiB), Horovod's allreduce over MPI and over Gloo (G ranks
 per node; bus bandwidth at B, 64 MiB by default, and at each buffer of a sweep from 1 MiB up
 to B in steps of sqrt(2)), then gRPC (several workers pushing B into one ps task and pulling
 it back at once; then one worker's 64 KiB in 1 and in 64 tensors, a ps task's cost per

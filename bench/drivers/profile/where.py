@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.drivers.micro.run import collective_argv, horovod_environment
+from bench.drivers.profile.fold import LATENCY_BYTES
 from bench.infra.tools import free_ports
 from bench.run.launch.slurm import gloo, srun
 
@@ -19,9 +20,9 @@ RANK = [sys.executable, "-m", "bench.drivers.micro.rank_pytest"]
 COLLECTIVES = Path(__file__).parent.parent / "micro" / "collective_test.py"
 PS_TASK = [sys.executable, "-m", "bench.drivers.profile.ps_rate"]
 # the sizes of an allreduce run before its rates' buffers: Horovod's at 64 KB, for the summary's fit; raw
-# MPI's, whose latency is fitted over small sizes up to the largest buffer (its only rate buffer)
-SMALL_SIZES = {"mpi4py": (1024, 4096, 64 * 1024), "horovod-mpi": (64 * 1024,), "horovod-gloo": (64 * 1024,)}
-RATES_BY_SIZE = ("horovod-mpi", "horovod-gloo")  # their rate at every size of the sweep, the others' at the largest
+# MPI's 1 KiB alone, its per-hop latency
+SMALL_SIZES = {"mpi4py": (LATENCY_BYTES,), "horovod-mpi": (64 * 1024,), "horovod-gloo": (64 * 1024,)}
+RATES_BY_SIZE = ("horovod-mpi", "horovod-gloo")  # their rate at every size of the sweep; raw MPI's is not a constant
 ROUNDS = 5
 # on one machine MPI would move its bytes through shared memory: TCP, as between hosts
 LOOPBACK_TCP = {"OMPI_MCA_btl": "tcp,self"}
@@ -53,7 +54,7 @@ class Where:
     def allreduce(self, transport: str, out: Path, rate_sizes: Sequence[int], timeout_s: float) -> bool:
         """One run of `transport`'s allreduce benchmark, its JSON into `out`; `rate_sizes`, ascending:
         the buffers a rate is measured at."""
-        rates = rate_sizes if transport in RATES_BY_SIZE else rate_sizes[-1:]
+        rates = rate_sizes if transport in RATES_BY_SIZE else ()
         sizes = ",".join(str(b) for b in (*SMALL_SIZES[transport], *rates))
         env = {**os.environ, "DISTBENCH_MICRO_MODE": "fast", "DISTBENCH_MICRO_SIZES": sizes,
                "DISTBENCH_MICRO_ROUNDS": str(ROUNDS), "DISTBENCH_MICRO_TRANSPORT": transport,
