@@ -174,6 +174,10 @@ build_horovod() (
     # xla_mpi_ops.cc includes XLA headers that TensorFlow >= 2.16 no longer ships;
     # it only adds XLA-compiled GPU ops, so the CPU build goes without it.
     sed -i '/xla_mpi_ops.cc/d' "$tree/horovod/tensorflow/CMakeLists.txt"
+    # Release, not RelWithDebInfo: the same -O3 -DNDEBUG (Horovod's CMakeLists.txt turns
+    # RelWithDebInfo's -O2 into -O3) without -g. Measured on 2 cores, 2026-11-28: 72 s and 123 CPU-s
+    # against 95 s and 167, a 1 MB wheel against 16
+    sed -i "s/else 'RelWithDebInfo'/else 'Release'/" "$tree/setup.py"
     rm -rf "$tree/build"
     cd "$tree"
     HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
