@@ -151,7 +151,7 @@ for n in ("tensorflow-cpu", "tensorflow"):
         if ! command -v cmake >/dev/null; then
             step "cmake from PyPI" pip_quiet cmake
         fi
-        step "building Horovod $HOROVOD_VERSION against this TensorFlow and MPI (about 3 min, once)" \
+        step "building Horovod $HOROVOD_VERSION against this TensorFlow and MPI (about 1.5 min, once)" \
             build_horovod "$wheel_dir"
         # the first-run path has just been taken: tests/test_first_run.py need not take it again
         export DISTBENCH_SETUP_BUILT_HOROVOD=1
