@@ -16,8 +16,8 @@ from bench.metrics import messages
 
 AT = "@"  # a figure's name at one buffer size: "mpi.process_bytes_per_s@1048576"
 # the buffer of raw MPI's allreduce whose time per ring step is the latency: its bytes take 0.08 us at 100
-# Gbit/s. A fit's intercept over 1 KiB to the rate buffer was 0 in 3 of 3 repetitions at 100 Mbit/s and 2
-# of 3 between uncapped emulated hosts (2026-11-28): large buffers' per-byte cost is not small ones'
+# Gbit/s. A fit's intercept over 1 KiB to the rate buffer was 0 in 3 of 3 repetitions at 100 Mbit/s, and in 2
+# of 3 of CI's across 1000 Mbit/s emulated hosts (2026-11-28): large buffers cost more per byte than small ones
 LATENCY_BYTES = 1024
 
 
