@@ -172,7 +172,7 @@ def shared_cpu_stretch(runs: pd.DataFrame, model: ModelCalibration, workers: int
     same = runs[exchanging & (runs["model"] == model.model) & (runs["workers"] == workers)
                 & (runs["batch_size"] == model.batch_size)] if len(runs) else runs
     if family is not None and (same["family"] == family).any():
-        same = preferring(preferring(same, "family", family), "wire", wire)
+        same = preferring(same[same["family"] == family], "wire", wire)
     compute = same["compute_p50_s"] if "compute_p50_s" in same else pd.Series(dtype=float, index=same.index)
     measured = compute.fillna(same["step_time_p50_s"]).dropna() if len(same) else pd.Series(dtype=float)
     if measured.empty:
