@@ -68,10 +68,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MAX_BATCHES = 10
 MIN_STEPS_PER_BATCH = 3
@@ -356,6 +358,8 @@ STEP_PARTS = ("compute_s", "communication_s", "waiting_s", "other_s")
 def split_steps(steps: pd.DataFrame) -> pd.DataFrame:
     """One row per stamped step of `steps` (steps.csv) with its time split into STEP_PARTS; empty when
     the records have no stamps (a run of an older version)."""
+    import pandas as pd
+
     if "compute_s" not in steps or steps["compute_s"].isna().all():
         return pd.DataFrame(columns=["worker", "local_step", "step_s", *STEP_PARTS])
     rows = steps[steps["compute_s"].notna()]

@@ -282,7 +282,7 @@ class Worker(ABC):
     @abstractmethod
     def step(self, stamped: bool = False) -> StepResult:
         """Run one training step on this worker; when `stamped`, with its `times` (the harness
-        asks for the steps bench.run.process.breakdown.stamped names)."""
+        asks for the steps bench.run.process.stamping.stamped names)."""
 
     def finished(self, result: StepResult) -> bool:
         """True once the run has done its steps (the default counts global steps)."""

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.run.process.breakdown import BREAKDOWN_FILE, PARTS, stamped
+from bench.run.process.breakdown import BREAKDOWN_FILE, PARTS
+from bench.run.process.stamping import stamped
 
 STAMPED_PARTS = ("compute_s", "communication_s", "waiting_s")
 # The kernel slews CLOCK_REALTIME (tf.timestamp's clock) against CLOCK_MONOTONIC (the host's step
@@ -47,7 +48,7 @@ STAMPED_CNN = 0.8
 
 
 def assert_time_split(run_dir: Path, exchanges: bool = True, accounted: float = 0.25) -> pd.DataFrame:
-    """Every worker's steps that breakdown.stamped names, and only those, are split into PARTS that add up to
+    """Every worker's steps that stamping.stamped names, and only those, are split into PARTS that add up to
     the step, none below zero, the three stamped parts account for at least `accounted` of each
     worker's undisturbed step after the warm-up, and a strategy that `exchanges` nothing spends no
     time communicating or waiting."""

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from bench.run.data import Split
 from bench.run.models.base import Model
-from bench.run.process import breakdown
+from bench.run.process import stamping
 from bench.run.process.checkpoints import CHECKPOINT_NAME
 from bench.run.process.training import evaluate_in_chunks
 from strategies.base import StepResult, StepTimes, Worker, local_steps_at
@@ -64,12 +64,12 @@ class EagerWorker(Worker):
         self.use_model(model, optimizer)
 
     def _variants_used(self) -> set[bool]:
-        """Stamped, unstamped or both: what bench.run.process.breakdown.stamped asks of this run's steps."""
+        """Stamped, unstamped or both: what bench.run.process.stamping.stamped asks of this run's steps."""
         first = local_steps_at(self.strategy, self.config, self.config.resume_step)
         last = local_steps_at(self.strategy, self.config, self.config.steps)
         used: set[bool] = set()
         for local_step in range(first, last):
-            used.add(breakdown.stamped(local_step))
+            used.add(stamping.stamped(local_step))
             if len(used) == 2:
                 break
         return used

@@ -22,7 +22,7 @@ import tensorflow as tf
 from bench.config import RunConfig
 from bench.run import models
 from bench.run.data import Dataset, Split
-from bench.run.process import breakdown
+from bench.run.process import stamping
 from bench.run.process.inputs import feed_seed, index_plan
 from bench.run.process.training import evaluate_in_chunks, make_optimizer
 from strategies.base import RanOn, StepResult, StepTimes, Worker
@@ -185,7 +185,7 @@ class PSCoordinatorWorker(Worker):
         local_step = self._local_steps.get(worker, 0)  # the steps this worker took before this function
         self._local_steps[worker] = local_step + self.k
         times = None
-        if breakdown.stamped(local_step):
+        if stamping.stamped(local_step):
             starts, readies, ends = stamps[0:-1:2], stamps[1::2], stamps[2::2]
             compute = sum(r - s for s, r in zip(starts, readies, strict=True))
             waiting = max(0.0, stamps[0] - began)

@@ -6,7 +6,7 @@ waits for them), so they do not change what runs when; they come back with the l
 in one tensor, so they cost no extra transfer. They are not free (about 0.1 ms a step
 for the executor to run them on an mlp step of 1.2 ms), so a worker traces its step
 twice, with and without them, and stamps only the steps the harness asks for
-(bench.run.process.breakdown.stamped).
+(bench.run.process.stamping.stamped).
 """
 
 from __future__ import annotations

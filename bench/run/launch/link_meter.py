@@ -11,13 +11,16 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from bench.infra.emulated.network import Cluster, counters
 from bench.metrics import link_utilisation, measured_steps
 from bench.run.process.records import CsvAppender
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NETWORK_FILE = "network.csv"
 NETWORK_COLUMNS = ("t_s", "host", "sent_bytes", "received_bytes")
@@ -67,6 +70,8 @@ def bytes_per_step(run_dir: Path, labels: dict[int, str], warmup_steps: int, lin
                    predicted: dict[str, tuple[float, float]]) -> dict:
     """Per host: bytes sent / received per step over the measured steps, the formulas' figures
     (`predicted[role] = (sent, received)` per step) and the link's busiest-direction utilisation."""
+    import pandas as pd  # the launcher's, once the run is over: not in the processes that train
+
     net = pd.read_csv(run_dir / NETWORK_FILE)
     steps = pd.read_csv(run_dir / "steps.csv")
     measured = measured_steps(steps, warmup_steps)

@@ -17,13 +17,13 @@ from bench.config import RunConfig
 from bench.run import data as data_sources
 from bench.run import models
 from bench.run.faults.injection import FaultInjection
-from bench.run.process.breakdown import stamped
 from bench.run.process.checkpoints import Checkpoints
 from bench.run.process.events import RunEvents
 from bench.run.process.inputs import load_data, rows_touched
 from bench.run.process.lifecycle import exchange_facts, model_facts
 from bench.run.process.progress import Progress
 from bench.run.process.records import RunFolder
+from bench.run.process.stamping import stamped
 from bench.run.process.step_log import StepLog
 from strategies.base import StepResult, Strategy, Worker, WorkerContext, local_steps_at, worker_class
 

@@ -16,7 +16,6 @@ from bench.run.process import environment
 from bench.run.process.owner import describe_owner
 from bench.run.process.records import RunFolder
 from bench.run.process.schema import identity
-from bench.run.process.summary import summarize
 from strategies import registry
 from strategies.base import Strategy
 
@@ -98,6 +97,8 @@ def exchange_facts(config: RunConfig, strategy: type[Strategy], model: dict[str,
 
 def close_run(folder: RunFolder, config: RunConfig, status: str, **fields: Any) -> dict[str, Any]:
     """Write the final status and the summary figures; print where the run went."""
+    from bench.run.process.summary import summarize  # pandas: only the process that closes the run
+
     try:
         summary = summarize(folder.path, config.warmup_steps, config.target_accuracy, write_breakdown=True)
     except Exception as exc:  # noqa: BLE001 - a run with unreadable records still gets its status
