@@ -161,6 +161,14 @@ for n in ("tensorflow-cpu", "tensorflow"):
     echo "$key" >"$stamp"
 }
 
+# One sed of Horovod's pinned source, where its text is found: a Horovod whose source no longer
+# has it fails the build here, saying so, instead of quietly building something else.
+edit_source() {
+    local file="$1" match="$2" script="$3"
+    grep -qF "$match" "$file" || { echo "$file has no '$match' to edit: Horovod's source changed"; return 1; }
+    sed -i "$script" "$file"
+}
+
 # A subshell function: its EXIT trap is its own (a RETURN trap would be global
 # and fire again, with `src` unbound, when later functions return).
 build_horovod() (
@@ -173,11 +181,11 @@ build_horovod() (
     local tree="$src/horovod-$HOROVOD_VERSION"
     # xla_mpi_ops.cc includes XLA headers that TensorFlow >= 2.16 no longer ships;
     # it only adds XLA-compiled GPU ops, so the CPU build goes without it.
-    sed -i '/xla_mpi_ops.cc/d' "$tree/horovod/tensorflow/CMakeLists.txt"
+    edit_source "$tree/horovod/tensorflow/CMakeLists.txt" xla_mpi_ops.cc '/xla_mpi_ops.cc/d' || exit 1
     # Release, not RelWithDebInfo: the same -O3 -DNDEBUG (Horovod's CMakeLists.txt turns
     # RelWithDebInfo's -O2 into -O3) without -g. Measured on 2 cores, 2026-11-28: 72 s and 123 CPU-s
     # against 95 s and 167, a 1 MB wheel against 16
-    sed -i "s/else 'RelWithDebInfo'/else 'Release'/" "$tree/setup.py"
+    edit_source "$tree/setup.py" "else 'RelWithDebInfo'" "s/else 'RelWithDebInfo'/else 'Release'/" || exit 1
     rm -rf "$tree/build"
     cd "$tree"
     HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
