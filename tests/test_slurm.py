@@ -110,10 +110,12 @@ def test_ps_take_nodes_of_their_own_or_share_when_the_allocation_is_small(slurm_
     assert placement["hosts"]["ps 0"]["node"] in {placement["hosts"][f"worker {i}"]["node"] for i in range(2)}
 
 
-def test_a_folder_the_nodes_cannot_see_is_refused_before_any_step(slurm_env):
+# a run, and the profile (which once measured for 11 minutes into a node's own /tmp and failed every step)
+@pytest.mark.parametrize("args", [("--strategy", "ps-sync", "--workers", "2", "--ps", "1", *SMALL, "--steps", "20"),
+                                  ("profile",)], ids=["run", "profile"])
+def test_a_folder_the_nodes_cannot_see_is_refused_before_any_step(slurm_env, args):
     private = Path(tempfile.mkdtemp(prefix="distbench-private-"))  # /tmp: each node has its own
-    done = salloc(slurm_env, 2, "--strategy", "ps-sync", "--workers", "2", "--ps", "1", *SMALL, "--steps", "20",
-                  "--output", str(private))
+    done = salloc(slurm_env, 2, *args, "--output", str(private))
     assert done.returncode == 2
     [line] = [ln for ln in done.stderr.splitlines() if "error" in ln]
     assert "not visible on node(s)" in line and "shared file system" in line

@@ -119,6 +119,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         check(args)
         where = Where.here(args.ranks_per_node)
+        where.check_output(Path(args.output))
     except UsageError as exc:
         return refuse(exc)
     out = Path(args.output) / f"profile-{time.strftime('%Y%m%d-%H%M%S')}"

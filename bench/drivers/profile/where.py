@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bench.drivers.micro.run import collective_argv, horovod_environment
 from bench.drivers.profile.fold import LATENCY_BYTES
+from bench.errors import UsageError
 from bench.infra.tools import free_ports
 from bench.run.launch.slurm import gloo, srun
 
@@ -43,6 +44,18 @@ class Where:
                 return cls(lambda roles: srun.SlurmPlacement(allocation, roles, "own", f"profile-{os.getpid()}"),
                            allocation.nodes, ranks_per_node)
         return cls(None, ("localhost",), ranks_per_node)
+
+    def check_output(self, folder: Path) -> None:
+        """Refuse, before any measurement, an output folder some node of the allocation cannot see:
+        each process writes its figures there from its own node."""
+        if self.placement_of is None:
+            return
+        nodes = ",".join(self.nodes)
+        unseen = srun.nodes_not_seeing(folder.resolve(), [f"--nodes={len(self.nodes)}", f"--ntasks={len(self.nodes)}",
+                                                         f"--nodelist={nodes}"])
+        if unseen:
+            raise UsageError(f"--output {folder} is not visible on node(s) {', '.join(unseen)} of this Slurm "
+                             "allocation: use a folder on the cluster's shared file system")
 
     @property
     def describes(self) -> str:
