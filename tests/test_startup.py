@@ -1,5 +1,6 @@
 """What a process pays before it trains: the processes that only start others, read files or
-drive `ip` never import TensorFlow, and those that train import it without Keras."""
+drive `ip` never import TensorFlow, and those that train import it without Keras, and without
+pandas (the launcher that closes the run reads the records with it)."""
 
 import os
 import subprocess
@@ -33,6 +34,19 @@ def test_a_training_process_imports_tensorflow_without_keras_and_keras_still_wor
         "assert 'tensorflow' in sys.modules and 'keras' not in sys.modules, 'keras was imported'; "
         "assert 'keras.src.optimizers' not in sys.modules, 'the hidden module was left hidden'; "
         "import tensorflow as tf; assert tf.keras.optimizers.SGD(0.1).learning_rate == 0.1")
+
+
+def test_the_modules_a_training_process_imports_bring_in_no_pandas():
+    # what a ps task, worker or rank imports: every strategy's worker, the launchers' entries and the
+    # harness, after TensorFlow and Horovod as they import them (0.14 CPU-s a process when pandas came too)
+    in_fresh_interpreter(
+        "import importlib, pkgutil, sys; from bench.run.process.quiet_tf import import_horovod_without_keras; "
+        "import_horovod_without_keras(); "
+        "import bench.cli, bench.run.launch.launcher, bench.run.launch.cluster, bench.run.launch.mpi; "
+        "import bench.run.launch.worker_process, bench.run.process.process, strategies.workers; "
+        "workers = strategies.workers.__path__; "
+        "[importlib.import_module(f'strategies.workers.{m.name}') for m in pkgutil.iter_modules(workers)]; "
+        "assert 'pandas' not in sys.modules, 'pandas was imported'")
 
 
 def test_mpiruns_version_is_asked_once_per_process(monkeypatch):
