@@ -40,9 +40,17 @@ def which_rank_failed(log: Path, since: int = 0) -> str | None:
     if by_srun:
         node, task, how = by_srun
         return f"rank {task} on {node}: {how[0].lower()}{how[1:]}"
-    gloo = re.search(r"Process (\d+) exit with status code (\d+)", text)
-    if gloo:
-        code = int(gloo.group(2))
+    by_horovodrun = horovodrun_cause(text)
+    if by_horovodrun:
+        rank, code = by_horovodrun
         how = f"was killed by {signal.Signals(code - 128).name}" if code > 128 else f"exited with status {code}"
-        return f"rank {gloo.group(1)} {how}"
+        return f"rank {rank} {how}"
     return None
+
+
+def horovodrun_cause(text: str) -> tuple[str, int] | None:
+    """(rank, exit code) of the process horovodrun --gloo reported ending badly that is the cause: one a
+    signal killed (its shell's code 128 + the signal) before one that exited. horovodrun prints a line per
+    process in the order it saw them end, and the rank whose peer was killed can be seen first."""
+    found = [(rank, int(code)) for rank, code in re.findall(r"Process (\d+) exit with status code (\d+)", text)]
+    return min(found, key=lambda process: process[1] <= 128) if found else None
