@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy.stats import norm
+from scipy.special import ndtri
 
 
 @dataclass(frozen=True)
@@ -28,12 +28,14 @@ class Link:
 
 
 def expected_order_statistic(n: int, rank: int, mean: float, sd: float) -> float:
-    """Expected `rank`-th smallest of n normal draws (Blom's approximation); rank = n: the maximum."""
+    """Expected `rank`-th smallest of n normal draws (Blom's approximation); rank = n: the maximum.
+    scipy.special's ndtri is the standard normal's quantile that scipy.stats.norm.ppf calls, without
+    importing scipy.stats (0.6 s of every `project` and report)."""
     if n < 1 or not 1 <= rank <= n:
         raise ValueError(f"rank {rank} of {n}")
     if n == 1:
         return mean
-    return mean + sd * float(norm.ppf((rank - 0.375) / (n + 0.25)))
+    return mean + sd * float(ndtri((rank - 0.375) / (n + 0.25)))
 
 
 def synchronous_compute_s(workers: int, mean: float, sd: float, backups: int = 0) -> float:
