@@ -13,7 +13,6 @@ from pathlib import Path
 
 from bench.drivers.micro.run import collective_argv, horovod_environment
 from bench.drivers.profile.fold import LATENCY_BYTES
-from bench.errors import UsageError
 from bench.infra.tools import free_ports
 from bench.run.launch.slurm import gloo, srun
 
@@ -47,15 +46,9 @@ class Where:
 
     def check_output(self, folder: Path) -> None:
         """Refuse, before any measurement, an output folder some node of the allocation cannot see:
-        each process writes its figures there from its own node."""
-        if self.placement_of is None:
-            return
-        nodes = ",".join(self.nodes)
-        unseen = srun.nodes_not_seeing(folder.resolve(), [f"--nodes={len(self.nodes)}", f"--ntasks={len(self.nodes)}",
-                                                         f"--nodelist={nodes}"])
-        if unseen:
-            raise UsageError(f"--output {folder} is not visible on node(s) {', '.join(unseen)} of this Slurm "
-                             "allocation: use a folder on the cluster's shared file system")
+        each process writes its figures there from its own node (the runs' own check)."""
+        if self.placement_of is not None:
+            srun.check_shared(self.placement_of({"worker": list(self.nodes)}), folder.resolve())
 
     @property
     def describes(self) -> str:
