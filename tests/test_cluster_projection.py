@@ -78,6 +78,37 @@ def test_gradients_ready_early_are_hidden_by_the_backward_pass():
     terms = allreduce.step(early, CLUSTER, WIRE, hierarchical=False)
     assert terms.step_s == pytest.approx(0.5)  # 1/6 s + 0.19 s of reduction < 0.5 s of compute
     assert terms.exposed_communication_s == pytest.approx(0.0)
+    assert terms.collective_s == pytest.approx(allreduce.buffer_s(1e8, CLUSTER, WIRE, hierarchical=False))
+
+
+def test_ranks_that_keep_cores_busy_while_their_collectives_fly_bound_an_emulated_step():
+    # the emulated hosts share this machine's cores: 4 ranks polling a core each for 0.49 s of
+    # collectives, on 2 cores, hold a step to 0.04 s + 4 x 0.49 / 2 whatever the link overlaps
+    from bench.analysis.projection.calibrate import waiting_cpu_ceiling
+    from bench.analysis.projection.cluster import StepTerms
+
+    terms = StepTerms.of(0.54, 0.04, collective_s=0.49)
+    mpi = dataclasses.replace(LOOPBACK.constants["mpi.wait_cpu_share"], value=1.0, low=0.9, high=1.0)
+    polling = dataclasses.replace(LOOPBACK, constants={**LOOPBACK.constants, "mpi.wait_cpu_share": mpi})
+    ceiling = waiting_cpu_ceiling(MPI, workers=4, batch_size=64, cores=2)
+    assert ceiling(polling, terms) == pytest.approx(4 * 64 / (0.04 + 4 * 0.49 * 1.0 / 2))
+    slow, fast = polling.points[0], polling.points[2]  # the share's ends: the most polling is the slow end
+    assert ceiling(slow, terms) == pytest.approx(4 * 64 / (0.04 + 4 * 0.49 * 1.0 / 2))
+    assert ceiling(fast, terms) == pytest.approx(4 * 64 / (0.04 + 4 * 0.49 * 0.9 / 2))
+    # nothing to bound: a ps's exchange (no collective), one rank, or a wire the profile has no share of
+    assert ceiling(polling, StepTerms.of(0.54, 0.04)) is None
+    assert waiting_cpu_ceiling(MPI, 1, 64, 2)(polling, terms) is None
+    assert waiting_cpu_ceiling(GRPC, 4, 64, 2)(polling, terms) is None
+    # in an interval: every point's figure at most the ceiling there
+    ring = model_of((int(4e6), 1.0))
+    pair = Cluster(workers=4, devices_per_host=2, link_gbit=0.1, device_examples_per_s=1600, batch_size=64,
+                   intra_host_bytes_per_s=4e9, on_host=True)
+    free = schemes.interval(RING, MPI, ring, pair, schemes.PsSetup(1, False, ROUND_ROBIN), polling)
+    bound = schemes.interval(RING, MPI, ring, pair, schemes.PsSetup(1, False, ROUND_ROBIN), polling,
+                             ceiling=waiting_cpu_ceiling(MPI, 4, 64, 2))
+    assert bound.high < free.low and bound.terms == free.terms
+    assert bound.high == pytest.approx(max(waiting_cpu_ceiling(MPI, 4, 64, 2)(p, free.terms) or 0
+                                           for p in polling.points), rel=0.05)
 
 
 def test_round_robin_follows_creation_order_and_balanced_gives_a_huge_tensor_a_task_of_its_own():

@@ -88,6 +88,22 @@ def test_the_latency_is_raw_mpis_1_kib_allreduce_per_ring_step(tmp_path):
     assert fold.allreduce_figures(tmp_path, (4194304,))["latency_s"] == pytest.approx(11.77e-6 / 2)
 
 
+def test_a_ranks_cpu_while_its_allreduce_flies_is_the_rate_buffers_share(tmp_path):
+    # collective_test.py's cpu_share: the rank's CPU time over wall time while its calls were in flight
+    sizes = (2**20, 2**22)
+    for transport, shares in (("horovod-mpi", (0.99, 0.97)), ("horovod-gloo", (0.35, 0.21))):
+        benchmarks = [{"stats": {"median": 0.1}, "extra_info": {
+            "transport": transport, "kind": "allreduce", "processes": 2, "bytes": b,
+            "algbw_bytes_per_s": b / 0.1, "busbw_bytes_per_s": b / 0.1, "cpu_share": share}}
+            for b, share in zip(sizes, shares, strict=True)]
+        (tmp_path / f"{transport}-np2.json").write_text(json.dumps({"benchmarks": benchmarks}))
+    figures = fold.allreduce_figures(tmp_path, sizes)
+    assert (figures["mpi.wait_cpu_share"], figures["gloo.wait_cpu_share"]) == (0.97, 0.21)
+    data = fold.fold([figures, figures, figures], "two test nodes", "tensorflow x", "./run_bench.sh profile", 2**22)
+    assert data["constants"]["gloo.wait_cpu_share"]["value"] == 0.21
+    assert "over Gloo is in flight" in data["constants"]["gloo.wait_cpu_share"]["measures"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--repeats", "2"], "--repeats must be >= 3"),
     (["--ranks-per-node", "0"], "--ranks-per-node must be >= 1"),

@@ -187,9 +187,11 @@ def test_an_emulated_run_is_predicted_no_faster_than_its_strategy_went_on_these_
     assert fast["cpu_ceiling_from"] == "1 one-machine run(s) of ps-sync at 4 workers"
     slow = rows[("ps-sync R=N", 100.0)]  # its terms (2.6 s a step at 100 Mbit/s) are far below the ceiling
     assert slow["predicted_examples_per_s"] == pytest.approx(slow["terms_examples_per_s"])
-    ring = rows[("allreduce", 100.0)]  # no one-machine Horovod run at 4 workers
+    ring = rows[("allreduce", 100.0)]  # no one-machine Horovod run at 4 workers: its terms, under its ranks' polling
     assert ring["cpu_ceiling_from"] is None
-    assert ring["predicted_examples_per_s"] == pytest.approx(ring["terms_examples_per_s"])
+    polling = ring["waiting_cpu_ceiling_examples_per_s"]
+    assert polling < ring["terms_examples_per_s"]  # 4 ranks polling ~1 core each on this machine's cores
+    assert ring["predicted_low"] <= polling <= ring["predicted_high"] < ring["terms_examples_per_s"]
 
 
 def test_a_ps_run_with_partitioned_variables_is_predicted_with_them_split_over_its_tasks(results, capsys):

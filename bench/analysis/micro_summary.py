@@ -29,7 +29,8 @@ def summarize(folder: Path) -> pd.DataFrame:
                          "bytes": info["bytes"], "tensors": info.get("tensors", 1),
                          "median_s": bench["stats"]["median"],
                          "algbw_gb_per_s": info["algbw_bytes_per_s"] / 1e9,
-                         "busbw_gb_per_s": info["busbw_bytes_per_s"] / 1e9})
+                         "busbw_gb_per_s": info["busbw_bytes_per_s"] / 1e9,
+                         "cpu_share": info.get("cpu_share")})
     table = pd.DataFrame(rows)
     if table.empty:
         return table

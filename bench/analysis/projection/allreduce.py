@@ -78,11 +78,12 @@ def fused_buffers(sizes: list[int], threshold: int) -> list[int]:
     return out
 
 
-def communication_end_s(tensors: ModelTensors, cluster: Cluster, transport: Transport, hierarchical: bool) -> float:
-    """When the last reduction of a step ends, the step starting at 0."""
+def communication_s(tensors: ModelTensors, cluster: Cluster, transport: Transport,
+                    hierarchical: bool) -> tuple[float, float]:
+    """(when the last reduction of a step ends, the step starting at 0; how long reductions were in flight)."""
     cycle_s = transport.cycle_s
     pending = [(cluster.forward_s + t.ready * cluster.backward_s, t) for t in tensors.in_ready_order()]
-    busy_until, i = 0.0, 0
+    busy_until, busy_s, i = 0.0, 0.0, 0
     while i < len(pending):
         # the loop wakes on its cycle once it is free and something is ready
         due = max(busy_until, pending[i][0])
@@ -91,11 +92,12 @@ def communication_end_s(tensors: ModelTensors, cluster: Cluster, transport: Tran
         while i < len(pending) and pending[i][0] <= tick:
             ready.append(pending[i][1])
             i += 1
-        busy_until = tick
+        started = busy_until = tick
         for size in fused_buffers([t.nbytes for t in ready if not t.sparse], transport.fusion_bytes):
             busy_until += buffer_s(size, cluster, transport, hierarchical)
         busy_until += sum(allgather_s(t.slices_bytes, cluster, transport) for t in ready if t.sparse)
-    return busy_until
+        busy_s += busy_until - started
+    return busy_until, busy_s
 
 
 def step(tensors: ModelTensors, cluster: Cluster, transport: Transport, hierarchical: bool) -> StepTerms:
@@ -103,5 +105,7 @@ def step(tensors: ModelTensors, cluster: Cluster, transport: Transport, hierarch
     if cluster.workers < 2:
         return StepTerms.of(cluster.compute_s + other_s, cluster.compute_s, other_s=other_s)
     slowest = cluster.slowest()
-    end = max(slowest.compute_s, communication_end_s(tensors, slowest, transport, hierarchical)) + other_s
-    return StepTerms.of(end, cluster.compute_s, waiting_s=slowest.compute_s - cluster.compute_s, other_s=other_s)
+    last, busy_s = communication_s(tensors, slowest, transport, hierarchical)
+    end = max(slowest.compute_s, last) + other_s
+    return StepTerms.of(end, cluster.compute_s, waiting_s=slowest.compute_s - cluster.compute_s, other_s=other_s,
+                        collective_s=busy_s)

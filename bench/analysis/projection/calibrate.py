@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.analysis.projection.cluster import StepTerms
 from bench.analysis.projection.fit import step_spread
 from bench.analysis.projection.profile import Profile
-from bench.analysis.projection.schemes import scheme_of
+from bench.analysis.projection.schemes import Ceiling, scheme_of
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.metrics import Gradient
@@ -202,6 +203,26 @@ def shared_cpu_ceiling(runs: pd.DataFrame, run: pd.Series) -> tuple[float, float
     ci = same["throughput_ci95_examples_per_s"].fillna(0.0) if "throughput_ci95_examples_per_s" in same else 0.0
     return (float((rate - ci).min()), float((rate + ci).max()),
             f"{len(same)} one-machine run(s) of {run['strategy']} at {int(run['workers'])} workers")
+
+
+def waiting_cpu_ceiling(wire: str | None, workers: int, batch_size: int, cores: float) -> Ceiling:
+    """The examples/s an emulated ring cannot pass where its ranks keep cores busy while their
+    collectives are in flight (Open MPI's progress polling, Horovod's loop: the profile's
+    `<wire>.wait_cpu_share`), as a schemes.Ceiling (None at a point without that share, or for
+    a step without a collective). Its hosts share this machine's `cores`, so a step lasts at
+    least its compute as the workers stretch it computing at once, the host's own work, and
+    every rank's CPU while its reductions are in flight spread over the cores:
+    (compute + waiting + other) + workers x in-flight time x share / cores; below the terms'
+    own step it does not bind (cnn at 4 workers over MPI at 100 Mbit/s: a 1.05 s step measured,
+    0.54 predicted by the terms, 0.04 + 4 x 0.49 x 1 / 2 by this)."""
+    def ceiling(point: Profile, terms: StepTerms) -> float | None:
+        share = point.get(f"{wire}.wait_cpu_share")
+        if share is None or terms.collective_s <= 0 or workers < 2:
+            return None
+        floor = terms.compute_s + terms.waiting_s + terms.other_s + workers * terms.collective_s * share / cores
+        return workers * batch_size / floor
+
+    return ceiling
 
 
 def concurrent_stretch(all_at_once: float, workers: int, computing_share: float) -> float:

@@ -73,7 +73,11 @@ class StepTerms:
     exposed_communication_s: float  # communication the backward pass did not hide
     waiting_s: float = 0.0
     other_s: float = 0.0  # Cluster.other_s
+    # the time a collective is in flight in the step, hidden or not (0 where not modelled: a ps's exchange)
+    collective_s: float = 0.0
 
     @classmethod
-    def of(cls, step_s: float, compute_s: float, waiting_s: float = 0.0, other_s: float = 0.0) -> StepTerms:
-        return cls(step_s, compute_s, max(0.0, step_s - compute_s - waiting_s - other_s), waiting_s, other_s)
+    def of(cls, step_s: float, compute_s: float, waiting_s: float = 0.0, other_s: float = 0.0,
+           collective_s: float = 0.0) -> StepTerms:
+        return cls(step_s, compute_s, max(0.0, step_s - compute_s - waiting_s - other_s), waiting_s, other_s,
+                   collective_s)

@@ -20,6 +20,7 @@ from bench.analysis.projection.calibrate import (
     run_scheme,
     shared_cpu_ceiling,
     shared_cpu_stretch,
+    waiting_cpu_ceiling,
 )
 from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.parameter_servers import PLACEMENTS, ROUND_ROBIN
@@ -145,15 +146,17 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
         cores = float(run["cpu_count"]) if pd.notna(run.get("cpu_count")) else 1.0
         all_at_once, stretch_from = shared_cpu_stretch(local, scaled, int(run["workers"]), cores, run.get("family"),
                                                        run.get("wire"))
-        stretch, found = emulated_interval(cal.profile, run, scheme, scaled, _as_run(shaped[model.model], run),
-                                           all_at_once)
+        polling = waiting_cpu_ceiling(run.get("wire"), int(run["workers"]), scaled.batch_size, cores)
+        stretch, found, bounded = emulated_interval(cal.profile, run, scheme, scaled,
+                                                    _as_run(shaped[model.model], run), all_at_once, polling)
+        terms = found.terms
+        waiting = polling(cal.profile.points[1], terms)  # at the profile's values
         ceiling = shared_cpu_ceiling(local, run)
-        low, high = found.low, found.high
+        low, high = bounded.low, bounded.high
         if ceiling is not None:
             low, high = min(low, ceiling[0]), min(high, ceiling[1])
         midpoint = (low + high) / 2
         measured = float(run["throughput_examples_per_s"])
-        terms = found.terms
         rows.append({"model": run["model"], "variant": run["variant"], "scheme": scheme, "wire": run.get("wire"),
                      "workers": int(run["workers"]), "ps": int(run["ps"] or 0), "link_mbit": float(run["link_mbit"]),
                      "measured_examples_per_s": measured,
@@ -162,6 +165,7 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
                      "error": midpoint / measured - 1, "terms_examples_per_s": found.midpoint,
                      "cpu_ceiling_examples_per_s": ceiling[1] if ceiling else None,
                      "cpu_ceiling_from": ceiling[2] if ceiling else None,
+                     "waiting_cpu_ceiling_examples_per_s": waiting,
                      "predicted_step_s": terms.step_s, "compute_stretch": stretch,
                      "compute_stretch_all_at_once": all_at_once, "compute_stretch_from": stretch_from,
                      # term by term, against the run's own split (a typical worker's medians)
@@ -173,8 +177,9 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: ModelCalibration, shaped: ModelTensors,
-                      all_at_once: float) -> tuple[float, schemes.Interval]:
-    """(compute stretch, interval) of an emulated run. A ring's workers compute at the same time
+                      all_at_once: float, ceiling: schemes.Ceiling) -> tuple[float, schemes.Interval, schemes.Interval]:
+    """(compute stretch, interval of the terms, that interval under `ceiling`) of an emulated run.
+    A ring's workers compute at the same time
     (they leave each allreduce together): the stretch measured with all of them computing. A
     ps's fetch their parameters one after another from a busy ps and compute at points of the
     step that need not meet: the stretch for the share of the step they compute
@@ -182,9 +187,10 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
     workers, ps = int(run["workers"]), PsSetup(int(run["ps"] or 1), False, _placement(run))
     cluster = cluster_of(model, workers, float(run["link_mbit"]) / 1e3, profile, model.other_for(scheme, run["wire"]))
 
-    def at(stretch: float, scales: tuple[float, ...] = (1.0,)) -> schemes.Interval:
+    def at(stretch: float, scales: tuple[float, ...] = (1.0,), bound: schemes.Ceiling | None = None
+           ) -> schemes.Interval:
         return schemes.interval(scheme, run["wire"], shaped, cluster.compute_scaled(stretch), ps, profile,
-                                compute_scales=scales)
+                                compute_scales=scales, ceiling=bound)
 
     stretch = all_at_once
     found = at(stretch)
@@ -195,7 +201,8 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
                 break
             stretch = (stretch + settled) / 2  # damped: the share falls as the stretch rises
             found = at(stretch)
-    return stretch, at(stretch, compute_scales(model))
+    scales = compute_scales(model)
+    return stretch, at(stretch, scales), at(stretch, scales, ceiling)
 
 
 def _known(value: float | None) -> float | None:

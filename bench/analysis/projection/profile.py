@@ -38,7 +38,8 @@ SLOW, VALUE, FAST = "slow", "value", "fast"
 ENDS = (SLOW, VALUE, FAST)
 
 # a higher value of these makes a step longer; of every other ranged constant, shorter
-COSTS = frozenset({"latency_s", "grpc.message_s", "coordinator_function_s"})
+COSTS = frozenset({"latency_s", "grpc.message_s", "coordinator_function_s", "mpi.wait_cpu_share",
+                   "gloo.wait_cpu_share"})
 EXACT = frozenset({"horovod.fusion_bytes", "horovod.cycle_s"})
 SHARED = ("latency_s", "link_share", "intra_host_bytes_per_s", "horovod.fusion_bytes", "horovod.cycle_s")
 # the transports a profile may describe, and which carry their buffers through host memory

@@ -109,21 +109,30 @@ class Interval:
         return (self.low + self.high) / 2
 
 
+# (a profile's point, the step's terms there) -> the examples/s the cluster cannot pass there, or None
+Ceiling = Callable[[Profile, StepTerms], "float | None"]
+
+
 def interval(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup,
              profile: Profile, intra_host_from_profile: bool = True,
-             compute_scales: Sequence[float] = (1.0,)) -> Interval:
+             compute_scales: Sequence[float] = (1.0,), ceiling: Ceiling | None = None) -> Interval:
     """`intra_host_from_profile`: the cluster's intra-host rate is the profile's, and takes its range too
     (not when the user gave it). `compute_scales`: the device's compute as given, then the ends of its
-    own interval, as scales of it."""
-    found = []
+    own interval, as scales of it. `ceiling`: a bound the terms leave out, taken at each point."""
+    rates, steps, found = [], [], []
     for scale in compute_scales:
         scaled = cluster.compute_scaled(scale) if scale != 1.0 else cluster
         for point in profile.points:
             here = dataclasses.replace(scaled, intra_host_bytes_per_s=point.get("intra_host_bytes_per_s")) \
                 if intra_host_from_profile else scaled
-            found.append(predict(scheme, point.transports()[transport], tensors, here, ps))
-    rates, steps = [rate for rate, _ in found], [terms.step_s for _, terms in found]
-    return Interval(min(rates), max(rates), min(steps), max(steps), found[1][1])  # points[1] at the first scale
+            rate, terms = predict(scheme, point.transports()[transport], tensors, here, ps)
+            bound = ceiling(point, terms) if ceiling else None
+            if bound is not None and bound < rate:
+                rate = bound
+            rates.append(rate)
+            steps.append(cluster.workers * cluster.batch_size / rate if bound == rate else terms.step_s)
+            found.append(terms)
+    return Interval(min(rates), max(rates), min(steps), max(steps), found[1])  # points[1] at the first scale
 
 
 def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup, profile: Profile,

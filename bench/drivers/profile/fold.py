@@ -31,6 +31,10 @@ def means(rate_bytes: int) -> dict[str, str]:
                      "median time per ring step (2(n-1) of them), the bytes' time included",
         "mpi.process_bytes_per_s": f"Horovod allreduce bus bandwidth over MPI at {size}{curve}",
         "gloo.process_bytes_per_s": f"Horovod allreduce bus bandwidth over Gloo at {size}{curve}",
+        "mpi.wait_cpu_share": f"the cores a Horovod rank's process keeps busy (CPU time over wall time, every "
+                              f"thread) while its allreduce of {size} over MPI is in flight",
+        "gloo.wait_cpu_share": f"the cores a Horovod rank's process keeps busy (CPU time over wall time, every "
+                               f"thread) while its allreduce of {size} over Gloo is in flight",
         "grpc.process_bytes_per_s": "one ps task's process: bytes pushed and pulled per second in all while several "
                                     f"workers push {size} into it and pull it back at once",
         "grpc.message_s": f"a ps task's cost per tensor: a 64 KiB push and pull in {MANY} tensors against 1, "
@@ -53,6 +57,9 @@ def allreduce_figures(folder: Path, rate_sizes: Sequence[int]) -> dict[str, floa
                 out[f"{name}.process_bytes_per_s{AT}{nbytes}"] = float(rows["busbw_gb_per_s"].max()) * 1e9
         if f"{name}.process_bytes_per_s{AT}{rate_sizes[-1]}" in out:
             out[f"{name}.process_bytes_per_s"] = out[f"{name}.process_bytes_per_s{AT}{rate_sizes[-1]}"]
+        shares = table[(table["transport"] == transport) & (table["bytes"] == rate_sizes[-1])]["cpu_share"].dropna()
+        if len(shares):
+            out[f"{name}.wait_cpu_share"] = float(shares.median())
     small = one_tensor(table)
     small = small[(small["transport"] == "mpi4py") & (small["bytes"] == LATENCY_BYTES)]
     if len(small):
