@@ -123,6 +123,15 @@ def test_a_folder_the_nodes_cannot_see_is_refused_before_any_step(slurm_env, arg
     shutil.rmtree(private, ignore_errors=True)
 
 
+def test_a_profile_of_more_ranks_than_the_allocation_holds_is_refused_before_any_measurement(slurm_env, shared):
+    # it once measured every repetition, each allreduce step refused by Slurm, and failed at the end
+    done = salloc(slurm_env, 2, "profile", "--ranks-per-node", "2", "--output", str(shared))
+    assert done.returncode == 2
+    [line] = [ln for ln in done.stderr.splitlines() if "error" in ln]
+    assert "4 ranks on 2 nodes, more than Slurm job" in line and "salloc -N 2 --ntasks-per-node 2" in line
+    assert not list(shared.iterdir())
+
+
 def test_more_workers_than_the_allocation_holds_are_refused(slurm_env, shared):
     done = salloc(slurm_env, 2, "--strategy", "allreduce", "--workers", "3", *SMALL, "--steps", "20",
                   "--output", str(shared))

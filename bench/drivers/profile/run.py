@@ -119,6 +119,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         check(args)
         where = Where.here(args.ranks_per_node)
+        where.check_fits()
         where.check_output(Path(args.output))
     except UsageError as exc:
         return refuse(exc)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bench.drivers.micro.run import collective_argv, horovod_environment
 from bench.drivers.profile.fold import LATENCY_BYTES
+from bench.errors import UsageError
 from bench.infra.tools import free_ports
 from bench.run.launch.slurm import gloo, srun
 
@@ -34,6 +35,7 @@ class Where:
     placement_of: Callable[[dict[str, list[str]]], srun.SlurmPlacement] | None  # None: on one machine
     nodes: tuple[str, ...]
     ranks_per_node: int
+    allocation: srun.Allocation | None = None
 
     @classmethod
     def here(cls, ranks_per_node: int) -> Where:
@@ -41,8 +43,19 @@ class Where:
             allocation = srun.Allocation.current()
             if len(allocation.nodes) >= 2:
                 return cls(lambda roles: srun.SlurmPlacement(allocation, roles, "own", f"profile-{os.getpid()}"),
-                           allocation.nodes, ranks_per_node)
+                           allocation.nodes, ranks_per_node, allocation)
         return cls(None, ("localhost",), ranks_per_node)
+
+    def check_fits(self) -> None:
+        """Refuse, before any measurement, more ranks than the allocation holds: every allreduce's job
+        step would be refused by Slurm ("More processors requested than permitted")."""
+        if self.allocation is None:
+            return
+        ranks, nodes = len(self.nodes) * self.ranks_per_node, len(self.nodes)
+        if ranks > self.allocation.tasks:
+            raise UsageError(f"--ranks-per-node {self.ranks_per_node}: {ranks} ranks on {nodes} nodes, more than "
+                             f"Slurm job {self.allocation.job_id} holds ({self.allocation.tasks} processes): ask "
+                             f"for them (salloc -N {nodes} --ntasks-per-node {self.ranks_per_node}) or fewer")
 
     def check_output(self, folder: Path) -> None:
         """Refuse, before any measurement, an output folder some node of the allocation cannot see:
