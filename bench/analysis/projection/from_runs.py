@@ -150,7 +150,7 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
         stretch, found, bounded = emulated_interval(cal.profile, run, scheme, scaled,
                                                     _as_run(shaped[model.model], run), all_at_once, polling)
         terms = found.terms
-        waiting = polling(cal.profile.points[1], terms)  # at the profile's values
+        waiting = polling(cal.profile, terms)  # at the profile's values
         ceiling = shared_cpu_ceiling(local, run)
         low, high = bounded.low, bounded.high
         if ceiling is not None:
