@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import shutil
 import socket
 import subprocess
 import sys
-from contextlib import ExitStack
 from pathlib import Path
 
 
@@ -34,15 +34,22 @@ def mpirun_version() -> str:
     return done.stdout.strip()
 
 
+# servers' ports: below Linux's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by default),
+# from which every outgoing connection (gRPC clients', MPI's, srun's) takes its own port, so a server's port
+# drawn from it can be taken before the server binds ("Could not start gRPC server": a local ps-coordinator
+# run's ps, once, beside the suite's other runs; the profile's gRPC part on Slurm nodes before)
+SERVER_PORTS = (20000, 31000)
+
+
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` distinct ports that were free a moment ago."""
-    with ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((host, 0))
-            ports.append(sock.getsockname()[1])
-        return ports
+    """`count` distinct ports of SERVER_PORTS, drawn at random, that were free a moment ago."""
+    draw = random.SystemRandom()
+    ports: list[int] = []
+    while len(ports) < count:
+        port = draw.randrange(*SERVER_PORTS)
+        if port not in ports and not port_in_use(port, host):
+            ports.append(port)
+    return ports
 
 
 def port_in_use(port: int, host: str = "") -> bool:

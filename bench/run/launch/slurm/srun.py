@@ -24,12 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.errors import UsageError
+from bench.infra.tools import SERVER_PORTS
 
-# TF servers on shared nodes: one port per task from a random base, each placement's 1000 ports below
-# Linux's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by default), which the node's own
-# outgoing connections (srun's, MPI's, gRPC clients') take ports from: a server's port among them
-# can be taken when the server binds (it was 20000-41000 when the profile's gRPC part once failed)
-PORT_RANGE = (20000, 31000)
+# TF servers on shared nodes: one port per task from a random base of the servers' ports (tools.SERVER_PORTS)
+PORT_RANGE = SERVER_PORTS
 STEP_LOOKUP_S = 10.0
 # job states in which Slurm, not the run, ended the steps
 LOST_JOB_STATES = {"CANCELLED": "was cancelled (scancel)", "TIMEOUT": "reached its time limit",
