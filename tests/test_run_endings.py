@@ -1,6 +1,7 @@
 """How runs end when something outside them goes wrong: a killed worker, a killed launcher,
 Ctrl-C, a disk that stops taking writes; and the hand-started multi-host run of docs/several-hosts.md."""
 
+import contextlib
 import json
 import os
 import resource
@@ -116,6 +117,33 @@ def test_ctrl_c_ends_the_run_with_130_and_records_it(strategy, results):
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == "interrupted (SIGINT)"
     assert not leftover_processes(str(results))
+
+
+@pytest.mark.parametrize("strategy", ["single", "allreduce"])
+def test_ctrl_c_pressed_again_while_the_run_ends_hurries_the_ending_and_it_is_still_recorded(strategy, results,
+                                                                                           tmp_path):
+    workers = [] if strategy == "single" else ["--workers", "2"]
+    temp = tmp_path / "tmp"  # the run's own temporary files: the ranks killed in the hurry once left AutoGraph's
+    temp.mkdir()
+    launcher = popen_bench("--strategy", strategy, *workers, "--steps", "100000", *FAST, "--output", str(results),
+                           env={**os.environ, "TMPDIR": str(temp)})
+    run_dir = wait_for_training(results, launcher)
+    os.killpg(launcher.pid, signal.SIGINT)
+    sent = time.monotonic()
+    # then the launcher alone, every 50 ms until it exits: an impatient user's presses land in its
+    # ending (ending its processes, closing run.json), which a second one once aborted (exit 1, a
+    # traceback, run.json left "running")
+    while launcher.poll() is None and time.monotonic() - sent < ENDING_LIMIT_S:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(launcher.pid, signal.SIGINT)
+        time.sleep(0.05)
+    assert launcher.wait(timeout=ENDING_LIMIT_S) == 130
+    output = launcher.stdout.read().decode()
+    assert "Traceback" not in output, output[-3000:]
+    assert time.monotonic() - sent < 10
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted (SIGINT)"
+    assert not leftover_processes(str(results))
+    assert not list(temp.iterdir())  # bench.run.process.scratch
 
 
 def test_a_killed_launcher_is_reported_as_gone_with_its_last_step(results, tmp_path):

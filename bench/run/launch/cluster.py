@@ -28,6 +28,7 @@ from bench.run.process.aggregation import mark_aggregated
 from bench.run.process.leave import leave
 from bench.run.process.lifecycle import join_environment, joined_run, open_run, start_run
 from bench.run.process.records import RECOVERIES, RUN_FILE, STEPS_FILE, RunFolder
+from bench.run.process.scratch import run_scratch
 from strategies.base import GO_ON, RESTART_JOB, Strategy
 
 
@@ -69,7 +70,8 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
         elif placement:  # by hand on the emulated hosts: as a user types it on each
             argv = enter(placement.roles[role][i], argv)
         return start(f"{role} {i}", argv, folder.path / "logs" / f"{role}{i}.log",
-                     env={"TF_CONFIG": tf_config(cluster, role, i), **join_environment(folder, run_start)},
+                     env={"TF_CONFIG": tf_config(cluster, role, i), **join_environment(folder, run_start),
+                          **scratch_env},
                      echo=(role, i) == (strategy.runs_as.trainer_role(config), 0))
 
     rejoined: list[dict] = []
@@ -85,7 +87,8 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
     worker_loss = strategy.runs_as.worker_loss(config)
     restarts = (Restarts(restart_worker, recoveries_left(folder))
                 if config.recover and worker_loss != RESTART_JOB else None)
-    with emulated_hosts.metered(placement, folder.path, run_start), srun.steps_ended(scheduled):
+    with (emulated_hosts.metered(placement, folder.path, run_start), srun.steps_ended(scheduled),
+          run_scratch(local=not (scheduled or placement)) as scratch_env):
         children = {role: [start_task(config, role, i) for i in range(len(hosts))] for role, hosts in cluster.items()}
         if scheduled:
             scheduled.note_steps(sum(len(hosts) for hosts in cluster.values()))

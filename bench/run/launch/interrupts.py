@@ -1,27 +1,62 @@
 """SIGINT and SIGTERM as an exception, whatever disposition the process inherited: a run
 started with SIGINT ignored (a background job of a script) still ends on Ctrl-C, and a
-SIGTERM is recorded rather than killing the launcher mid-write."""
+SIGTERM is recorded rather than killing the launcher mid-write.
+
+Only the first such signal raises. The process is ending from then on, and a second Ctrl-C
+(or Slurm's SIGTERM after a user's Ctrl-C) must not abort the ending halfway: it once raised
+inside `end_all`, so the launcher exited 1 with a traceback, left run.json saying "running",
+and never reached the SIGKILL of what was left. A later signal hurries the ending instead:
+`end_all` kills at once rather than waiting out its grace."""
 
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_interrupted = threading.Event()
+_hurried = threading.Event()
 
 
 class Interrupted(KeyboardInterrupt):
     """Raised in the main thread; its text is the signal's name."""
 
 
+def _hurry(signum, frame) -> None:
+    _hurried.set()
+
+
 def _raise(signum, frame):
+    if _interrupted.is_set():
+        return _hurry(signum, frame)
+    _interrupted.set()
     raise Interrupted(signal.Signals(signum).name)
+
+
+def hurried() -> bool:
+    """Whether a signal came again while the process was ending after the first."""
+    return _hurried.is_set()
+
+
+def exiting() -> None:
+    """Called as the process exits: after an interrupt, later signals are ignored from here on.
+    Python's finalization puts the default handler back in place of a Python one (not of
+    SIG_IGN), and a Ctrl-C then killed the launcher after it had recorded the run, its exit status
+    -SIGINT instead of 130."""
+    if _interrupted.is_set():
+        for sig in SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 @contextmanager
 def interruptible() -> Iterator[None]:
-    previous = {s: signal.signal(s, _raise) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, _raise) for s in SIGNALS}
     try:
         yield
     finally:
+        # once interrupted, the process is ending (closing its records, ending its children):
+        # later signals hurry that, they never interrupt it
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, _hurry if _interrupted.is_set() else handler)

@@ -29,6 +29,7 @@ from bench.run.launch.slurm.gloo import adopt_slot, rendezvous
 from bench.run.launch.supervisor import Outcome, steps_written, supervise
 from bench.run.process.lifecycle import close_run, join_environment, joined_run, start_run
 from bench.run.process.records import RunFolder
+from bench.run.process.scratch import run_scratch
 from strategies.base import GLOO_CONTROLLER, Strategy, WorkerContext
 
 
@@ -92,11 +93,12 @@ def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, R
         argv = enter(placement.roles["worker"][0], argv)  # the launcher runs on the first host, as rank 0
     folder.update_run(launcher=" ".join(launcher))
     with (emulated_hosts.metered(placement, folder.path, run_start), srun.steps_ended(scheduled),
-          rendezvous(scheduled if gloo else None) as rendezvous_env):
+          rendezvous(scheduled if gloo else None) as rendezvous_env,
+          run_scratch(local=not (scheduled or placement)) as scratch_env):
         log = folder.path / "logs" / "ranks.log"
 
         def launch() -> Outcome:
-            child = start("ranks", argv, log, env={**env, **rendezvous_env}, echo=True)
+            child = start("ranks", argv, log, env={**env, **rendezvous_env, **scratch_env}, echo=True)
             if scheduled:
                 scheduled.steps.clear()  # a relaunch's step replaces the last one's
                 scheduled.note_steps(1)

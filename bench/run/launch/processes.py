@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.run.launch.interrupts import hurried
+
 TERM_GRACE_S = 3.0
 PR_SET_PDEATHSIG = 1
 
@@ -81,12 +83,13 @@ def _tee(stream, log: Path) -> None:
 
 
 def end_all(children: Sequence[Child], grace_s: float = TERM_GRACE_S) -> None:
-    """SIGTERM every child still running, SIGKILL whatever is left after `grace_s`."""
+    """SIGTERM every child still running, SIGKILL whatever is left after `grace_s` (at once when
+    the user has signalled again meanwhile: bench.run.launch.interrupts)."""
     alive = [c for c in children if not c.exited]
     for child in alive:
         child.process.terminate()
     deadline = time.monotonic() + grace_s
-    while any(not c.exited for c in alive) and time.monotonic() < deadline:
+    while any(not c.exited for c in alive) and time.monotonic() < deadline and not hurried():
         time.sleep(0.05)
     for child in alive:
         if not child.exited:
