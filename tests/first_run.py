@@ -7,28 +7,16 @@ what it did."""
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
-import json
 import os
-import platform
 import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.infra.tools import mpirun_version
-
 SKIP_VARIABLE = "DISTBENCH_SETUP_BUILT_HOROVOD"  # set by run_bench.sh when its own setup built Horovod
-FORCE_VARIABLE = "DISTBENCH_FIRST_RUN"  # "always": run the first-run tests even where their inputs passed before
-# What a fresh setup depends on that a cached wheel can hide: the setup itself (Horovod's
-# version, its build and relocation are in run_bench.sh), the TensorFlow it builds against,
-# and these tests. Anything else a fresh clone installs, every wheel-cached run installs too.
-INPUTS = ("run_bench.sh", "pyproject.toml", "tests/first_run.py", "tests/test_first_run.py")
 
 
 @dataclass
@@ -83,37 +71,3 @@ def start(root: Path) -> BackgroundSetup:
                                    stdout=out, stderr=err, preexec_fn=os.setpgrp)
     return BackgroundSetup(folder, clone, second, cache, process, stdout, stderr)
 
-
-
-def inputs_key(root: Path) -> str:
-    """The first-run setup's inputs on this machine, as one digest: the files above, Python,
-    the machine's architecture and the MPI Horovod would be built against."""
-    digest = hashlib.sha256()
-    for name in INPUTS:
-        digest.update(name.encode() + b"\0" + (root / name).read_bytes() + b"\0")
-    digest.update(f"{sys.version_info[:2]} {platform.machine()} {mpirun_version()}".encode())
-    return digest.hexdigest()[:24]
-
-
-def _record_path(root: Path) -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")  # run_bench.sh's CACHE
-    return cache / "distbench" / "first-run-passed" / f"{inputs_key(root)}.json"
-
-
-def passed_before(root: Path) -> dict | None:
-    """The record of an earlier session on this machine whose first-run tests passed with these
-    very inputs (None where there is none, or FORCE_VARIABLE says to run them anyway)."""
-    if os.environ.get(FORCE_VARIABLE) == "always":
-        return None
-    try:
-        return json.loads(_record_path(root).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def record_passed(root: Path, tests: list[str]) -> None:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True).stdout
-    path = _record_path(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"commit": commit.strip(), "tests": tests,
-                                "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}))
