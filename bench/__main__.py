@@ -3,11 +3,9 @@
 import sys
 
 from bench.cli import main
-from bench.run.launch.interrupts import exiting
 from bench.run.process.leave import leave
 
 code = main()
-exiting()
 if "tensorflow" in sys.modules:
     # Everything the run wrote is closed by now; TensorFlow's teardown at interpreter exit takes
     # a second or more and does nothing a finished run needs. A Horovod rank shuts Horovod down

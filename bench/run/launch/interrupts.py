@@ -29,8 +29,9 @@ def _hurry(signum, frame) -> None:
 
 
 def _raise(signum, frame):
-    if _interrupted.is_set():
-        return _hurry(signum, frame)
+    if _interrupted.is_set():  # while the interrupted block ends its children
+        _hurry(signum, frame)
+        return
     _interrupted.set()
     raise Interrupted(signal.Signals(signum).name)
 
@@ -40,23 +41,15 @@ def hurried() -> bool:
     return _hurried.is_set()
 
 
-def exiting() -> None:
-    """Called as the process exits: after an interrupt, later signals are ignored from here on.
-    Python's finalization puts the default handler back in place of a Python one (not of
-    SIG_IGN), and a Ctrl-C then killed the launcher after it had recorded the run, its exit status
-    -SIGINT instead of 130."""
-    if _interrupted.is_set():
-        for sig in SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
-
-
 @contextmanager
 def interruptible() -> Iterator[None]:
     previous = {s: signal.signal(s, _raise) for s in SIGNALS}
     try:
         yield
     finally:
-        # once interrupted, the process is ending (closing its records, ending its children):
-        # later signals hurry that, they never interrupt it
+        # once interrupted, the process is ending: what is left (closing its records, exiting)
+        # ignores later signals. SIG_IGN, not a Python handler: Python's finalization puts SIG_DFL
+        # back in place of a Python handler, and a Ctrl-C then killed the launcher after it had
+        # recorded the run, its exit status -SIGINT instead of 130
         for sig, handler in previous.items():
-            signal.signal(sig, _hurry if _interrupted.is_set() else handler)
+            signal.signal(sig, signal.SIG_IGN if _interrupted.is_set() else handler)
