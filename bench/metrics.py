@@ -136,12 +136,39 @@ def step_batches(steps: pd.DataFrame, examples: np.ndarray) -> tuple[np.ndarray,
 
 
 def t975(dof: int) -> float:
-    """Student's t quantile at 0.975: the half-width of a 95% interval in standard errors.
-    scipy.special's stdtrit is what scipy.stats.t.ppf calls, without importing scipy.stats
-    (0.6 s in every run's process)."""
-    from scipy.special import stdtrit
+    """Student's t quantile at 0.975 for `dof` degrees of freedom: the half-width of a 95%
+    interval in standard errors. Solved by bisection on the distribution's closed form for an
+    integer dof (Abramowitz & Stegun 26.7.3-4), to the last bits of a float: scipy.special, which
+    gives the same, cost every run's launcher 0.3 CPU-s to import (0.72-0.89 against 0.43-0.51
+    for numpy and pandas alone, on the project's 2-core machine)."""
+    if dof < 1:
+        raise ValueError(f"t975 needs dof >= 1, got {dof}")
+    low, high = 0.0, 16.0
+    while _t_two_sided(high, dof) < 0.95:
+        high *= 2
+    for _ in range(200):
+        mid = (low + high) / 2
+        if mid in (low, high):
+            break
+        low, high = (mid, high) if _t_two_sided(mid, dof) < 0.95 else (low, mid)
+    return high
 
-    return float(stdtrit(dof, 0.975))
+
+def _t_two_sided(t: float, dof: int) -> float:
+    """P(|T| <= t) for Student's t with an integer `dof` (Abramowitz & Stegun 26.7.3, odd; 26.7.4, even)."""
+    theta = math.atan(t / math.sqrt(dof))
+    sin, cos2 = math.sin(theta), math.cos(theta) ** 2
+    if dof % 2:
+        term, total = math.cos(theta), 0.0
+        for j in range(1, (dof - 1) // 2 + 1):
+            total += term
+            term *= cos2 * (2 * j) / (2 * j + 1)
+        return 2 / math.pi * (theta + (sin * total if dof > 1 else 0.0))
+    term, total = 1.0, 0.0
+    for j in range(1, dof // 2 + 1):
+        total += term
+        term *= cos2 * (2 * j - 1) / (2 * j)
+    return sin * total
 
 
 def ratio_and_ci95(examples: np.ndarray, seconds: np.ndarray) -> tuple[float, float]:

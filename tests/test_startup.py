@@ -49,6 +49,15 @@ def test_the_modules_a_training_process_imports_bring_in_no_pandas():
         "assert 'pandas' not in sys.modules, 'pandas was imported'")
 
 
+def test_a_runs_summary_and_its_interval_bring_in_no_scipy():
+    # every run's launcher (and `single`, which trains in it) closes the run with the summary and its
+    # 95% interval: scipy.special's import cost 0.3 CPU-s of each
+    in_fresh_interpreter(
+        "import sys, numpy as np; import bench.run.process.summary; from bench.metrics import ratio_and_ci95; "
+        "ratio_and_ci95(np.array([64.0, 64.0, 64.0]), np.array([0.1, 0.12, 0.11])); "
+        "assert 'scipy' not in sys.modules, 'scipy was imported'")
+
+
 def test_mpiruns_version_is_asked_once_per_process(monkeypatch):
     # the launcher's command, run.json's environment and the profile's software each read it
     import bench.infra.tools as tools

@@ -2,6 +2,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from bench import metrics
 from bench.run.process import summary
@@ -87,6 +88,15 @@ def test_percentiles_and_ci_of_known_samples():
     assert math.isclose(p["step_time_p50_s"], 0.015) and p["step_time_p99_s"] > p["step_time_p90_s"]
     mean, half = metrics.mean_and_ci95(np.array([1.0, 2.0, 3.0]))
     assert mean == 2.0 and math.isclose(half, 4.302652729911275 * 1.0 / math.sqrt(3), rel_tol=1e-9)
+
+
+def test_the_t_quantile_is_scipys_at_every_dof_an_interval_uses():
+    from scipy.special import stdtrit
+
+    for dof in [*range(1, 120), 500, 2000]:
+        assert math.isclose(metrics.t975(dof), float(stdtrit(dof, 0.975)), rel_tol=1e-12), dof
+    with pytest.raises(ValueError):
+        metrics.t975(0)
 
 
 def test_time_to_accuracy_and_scaling_efficiency():
