@@ -18,17 +18,15 @@ from bench.infra.tools import free_ports, port_in_use
 from bench.run import models
 from bench.run.faults.kill_watch import kill_watch
 from bench.run.faults.recovery import WORKER_RESTARTED, recoveries_left, recovering, recovery, rejoin_config
-from bench.run.launch import emulated_hosts
 from bench.run.launch.close import close_watched_run
 from bench.run.launch.processes import Child, start
-from bench.run.launch.slurm import srun
+from bench.run.launch.run_hosts import RunHosts
 from bench.run.launch.supervisor import Restarts, steps_written, supervise
 from bench.run.launch.tf_config import tf_config
 from bench.run.process.aggregation import mark_aggregated
 from bench.run.process.leave import leave
 from bench.run.process.lifecycle import join_environment, joined_run, open_run, start_run
 from bench.run.process.records import RECOVERIES, RUN_FILE, STEPS_FILE, RunFolder
-from bench.run.process.scratch import run_scratch
 from strategies.base import GO_ON, RESTART_JOB, Strategy
 
 
@@ -55,11 +53,9 @@ def run_cluster(config: RunConfig, strategy: type[Strategy]) -> int:
 def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFolder]:
     """One attempt of a cluster on this machine (or an emulated one): its exit status and folder."""
     processes = {r: n for r, n in strategy.processes(config).items() if n > 0}
-    scheduled = srun.place(processes, srun.run_tag()) if srun.in_allocation() else None
-    placement = emulated_hosts.place(config, processes, scheduled) if config.emulated_cluster else None
-    if scheduled:
-        srun.check_shared(scheduled, Path(config.output).resolve())
-    cluster = (scheduled or placement).tf_cluster() if scheduled or placement else local_cluster(processes)
+    run_hosts = RunHosts.of(config, processes)
+    scheduled, placement = run_hosts.scheduled, run_hosts.placement
+    cluster = local_cluster(processes) if run_hosts.local else (scheduled or placement).tf_cluster()
     folder, run_start = start_run(config, strategy)
     folder.update_run(cluster=cluster)
 
@@ -87,8 +83,7 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
     worker_loss = strategy.runs_as.worker_loss(config)
     restarts = (Restarts(restart_worker, recoveries_left(folder))
                 if config.recover and worker_loss != RESTART_JOB else None)
-    with (emulated_hosts.metered(placement, folder.path, run_start), srun.steps_ended(scheduled),
-          run_scratch(local=not (scheduled or placement)) as scratch_env):
+    with run_hosts.held(folder.path, run_start) as scratch_env:
         children = {role: [start_task(config, role, i) for i in range(len(hosts))] for role, hosts in cluster.items()}
         if scheduled:
             scheduled.note_steps(sum(len(hosts) for hosts in cluster.values()))

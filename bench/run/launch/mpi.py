@@ -17,19 +17,17 @@ from bench.errors import UsageError
 from bench.infra.emulated.network import enter
 from bench.infra.tools import find_tool, mpirun_version
 from bench.run.faults.recovery import recovering
-from bench.run.launch import emulated_hosts
 from bench.run.launch.close import close_watched_run
 from bench.run.launch.emulated_hosts import Placement, agent_environment, mpirun_host_args
 from bench.run.launch.mpi_environment import under_mpi
 from bench.run.launch.mpi_init_race import relaunching
 from bench.run.launch.processes import start
 from bench.run.launch.rank_failures import which_rank_failed
-from bench.run.launch.slurm import srun
+from bench.run.launch.run_hosts import RunHosts
 from bench.run.launch.slurm.gloo import adopt_slot, rendezvous
 from bench.run.launch.supervisor import Outcome, steps_written, supervise
 from bench.run.process.lifecycle import close_run, join_environment, joined_run, start_run
 from bench.run.process.records import RunFolder
-from bench.run.process.scratch import run_scratch
 from strategies.base import GLOO_CONTROLLER, Strategy, WorkerContext
 
 
@@ -77,11 +75,10 @@ def horovodrun_command(np: int, placement: Placement | None = None) -> list[str]
 def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, RunFolder]:
     """One attempt: mpirun (or horovodrun) started and watched; its exit status and the run folder."""
     processes = strategy_cls.processes(config)
-    scheduled = srun.place(processes, srun.run_tag()) if srun.in_allocation() else None
-    placement = emulated_hosts.place(config, processes, scheduled) if config.emulated_cluster else None
+    run_hosts = RunHosts.of(config, processes)
+    scheduled, placement = run_hosts.scheduled, run_hosts.placement
     gloo = strategy_cls.runs_as.rank_controller(config) == GLOO_CONTROLLER
     if scheduled:
-        srun.check_shared(scheduled, Path(config.output).resolve())
         launcher = scheduled.srun_ranks([], mpi=not gloo)
     else:
         launcher = (horovodrun_command if gloo else mpirun_command)(config.workers, placement)
@@ -92,9 +89,8 @@ def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, R
         env.update(agent_environment(placement, folder.path / "bin"))
         argv = enter(placement.roles["worker"][0], argv)  # the launcher runs on the first host, as rank 0
     folder.update_run(launcher=" ".join(launcher))
-    with (emulated_hosts.metered(placement, folder.path, run_start), srun.steps_ended(scheduled),
-          rendezvous(scheduled if gloo else None) as rendezvous_env,
-          run_scratch(local=not (scheduled or placement)) as scratch_env):
+    with (run_hosts.held(folder.path, run_start) as scratch_env,
+          rendezvous(scheduled if gloo else None) as rendezvous_env):
         log = folder.path / "logs" / "ranks.log"
 
         def launch() -> Outcome:
