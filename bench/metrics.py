@@ -163,7 +163,7 @@ def _t_two_sided(t: float, dof: int) -> float:
         for j in range(1, (dof - 1) // 2 + 1):
             total += term
             term *= cos2 * (2 * j) / (2 * j + 1)
-        return 2 / math.pi * (theta + (sin * total if dof > 1 else 0.0))
+        return 2 / math.pi * (theta + sin * total)
     term, total = 1.0, 0.0
     for j in range(1, dof // 2 + 1):
         total += term
