@@ -147,8 +147,12 @@ def test_ctrl_c_pressed_again_while_the_run_ends_hurries_the_ending_and_it_is_st
 
 
 def test_a_killed_launcher_is_reported_as_gone_with_its_last_step(results, tmp_path):
+    # a SIGKILLed launcher cannot remove its run's scratch folder (bench/run/process/scratch.py):
+    # under the test's own TMPDIR, not the machine's /tmp
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     launcher = popen_bench("--strategy", "ps-sync", "--workers", "2", "--steps", "100000", *FAST,
-                           "--output", str(results))
+                           "--output", str(results), env={**os.environ, "TMPDIR": str(scratch)})
     run_dir = wait_for_training(results, launcher, rows=6)
     launcher.kill()
     launcher.wait(timeout=ENDING_LIMIT_S)

@@ -66,17 +66,16 @@ def median_steps(folder) -> pd.Series:
 
 
 def test_a_3x_straggler_takes_about_3x_as_long_per_step(preset):
-    # with a backup worker the others do not wait for it, so its own steps show the slowdown: a
-    # straggler's step against its own in the clean case (the same workers on the same machine,
-    # seconds before). Not against the other worker's: the straggler computes while the other
-    # always does too, the other mostly while the straggler sleeps, alone on the cores, so that
-    # ratio is 3x times the contention (6.2 on an idle 2-core machine: 16.8 ms against 2.7).
+    # Against the other worker of the same run, which shares the machine's load at the same
+    # moments: a run seconds before or after may see another load (CI's setup tests build Horovod
+    # beside the suite), so a ratio across runs moves with it (2.36 once beside two busy processes,
+    # where the test asked for 2). With a backup worker the other never waits for the straggler, so
+    # the ratio is 3x times how much more the straggler's own step contends: it computes while the
+    # other always does too, the other a third of the time alone. Measured 3.6-3.9 beside two busy
+    # processes, 6.2 on an idle VM (16.8 ms against 2.7); above 9 the straggler would contend 3x.
     straggler = run_dir(preset, "straggler", "ps-sync R=N-1")
-    slowed = median_steps(straggler)
-    clean = median_steps(run_dir(preset, "clean", "ps-sync R=N-1"))
-    # loose: the straggler sleeps twice its measured step after each (bench/run/faults/injection.py),
-    # and its measured step may contend a little more or less than in the clean run (3.65 there)
-    assert 2.0 < slowed[1] / clean[1] < 6.0, (slowed, clean)
+    steps = median_steps(straggler)
+    assert 2.0 < steps[1] / steps[0] < 9.0, steps
     assert json.loads((straggler / "run.json").read_text())["config"]["straggler"] == "1:3"
 
 
@@ -85,14 +84,14 @@ def test_ps_sync_r_n_waits_for_the_straggler_and_a_backup_worker_does_not(preset
     kept = {variant: float(table[variant]["fraction"]) for variant in VARIANTS}
     # every step of R = N waits for the straggler's gradient
     assert kept["ps-sync R=N"] < 0.75, kept
-    # R = N-1 (here 1 of 2) applies the first gradient of a step, so the other worker never
-    # waits for the straggler: its steps take its own time, about a third of R = N's, where each
-    # waits for the straggler's 3x step. (Not R = N-1's kept fraction against R = N's: clean,
-    # R = 1 of 2 advances on either worker's gradient, so on 2 workers that fraction is a ratio
-    # of two effects of about the same size; it came out below R = N's once, 0.62 against 0.69.)
-    waits, goes_on = (float(median_steps(run_dir(preset, "straggler", variant))[0])
-                      for variant in ("ps-sync R=N", "ps-sync R=N-1"))
-    assert waits > 2 * goes_on, (waits, goes_on)
+    # so under R = N worker 0 steps in lockstep with the straggler: each of its steps ends when the
+    # straggler's gradient arrives (medians within 2% of each other in 3 runs beside two busy
+    # processes). Compared within the run: across runs the machine's load may differ (worker 0's
+    # R = N step against its R = N-1 step read 1.96 once, in CI).
+    lockstep = median_steps(run_dir(preset, "straggler", "ps-sync R=N"))
+    assert lockstep[0] > 0.75 * lockstep[1], lockstep
+    # R = N-1 (here 1 of 2) applies the first gradient of a step, so worker 0 never waits for the
+    # straggler and steps far more often: the straggler's gradient is in under half the steps.
     steps = pd.read_csv(run_dir(preset, "straggler", "ps-sync R=N-1") / "steps.csv")
     taken = steps[steps["global_step"] <= STEPS]
     with_straggler = taken[(taken["worker"] == 1) & (taken["applied"] == 1)]["global_step"].nunique()
