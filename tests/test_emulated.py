@@ -240,6 +240,55 @@ def test_up_on_a_running_cluster_re_caps_its_links(hosts):
     assert [h.address for h in network.get(NAME).hosts] == [h.address for h in hosts.hosts]
 
 
+
+BUDGETED = "dbcpu"  # a cluster of its own: its hosts' CPU budget would slow the other tests' runs
+# a second of spinning, then its CPU over that wall time and the cpu hierarchy's group it ran in
+SPIN = ("import time\nt0, c0 = time.monotonic(), time.process_time()\n"
+        "while time.monotonic() - t0 < 1.0:\n    pass\n"
+        "group = [g for g in open('/proc/self/cgroup').read().split() if ':cpu:' in g or g.startswith('0::')]\n"
+        "print((time.process_time() - c0) / (time.monotonic() - t0), group[0].rpartition(':')[2])")
+
+
+def test_hosts_with_a_cpu_budget_hold_every_process_to_it_and_down_removes_it(tmp_path):
+    import shlex
+
+    from bench.analysis.report.collect import network_columns
+    from bench.infra.emulated import cpu_budget, network, slurm
+    from bench.run.launch.emulated_hosts import AGENT, Placement, agent_environment
+
+    if cpu_budget.group("probe") is None:
+        pytest.skip("this machine has no cgroup cpu controller")
+    cores = cpu_budget.machine_cores()
+    too_many = bench("cluster", "up", "--hosts", "2", "--link-mbit", "1000", "--host-cores", str(cores),
+                     "--name", BUDGETED, timeout=CLUSTER_LIMIT_S)
+    assert too_many.returncode == 2 and too_many.stderr.count("\n") == 1, too_many.stderr
+    assert f"more than this machine's {cores}" in too_many.stderr and network.find(BUDGETED) is None
+    up = cluster("up", "--hosts", "2", "--link-mbit", "1000", "--host-cores", "0.5", name=BUDGETED)
+    try:
+        assert "CPU 0.5 cores each" in up.stdout
+        budgeted = network.get(BUDGETED)
+        assert budgeted.host_cores == 0.5
+        spin = [sys.executable, "-c", SPIN]
+        placement = Placement.for_processes(budgeted, {"worker": 2})
+        # what a run on these hosts records, and its summary row shows
+        assert network_columns(placement.describe())["host_cores"] == 0.5
+        agent = agent_environment(placement, tmp_path / "bin")
+        ways = {  # by hand (a TF task), by Slurm (a job step of the host's slurmd), by mpirun's agent
+            0: subprocess.run(network.enter(budgeted.hosts[0], spin), capture_output=True, text=True, timeout=60),
+            1: subprocess.run(["srun", "-w", budgeted.hosts[1].namespace, *spin], capture_output=True, text=True,
+                              env={**os.environ, **slurm.slurm_env(BUDGETED)}, timeout=60),
+            2: subprocess.run([str(AGENT), budgeted.hosts[0].address, shlex.join(spin)], capture_output=True,
+                              text=True, env={**os.environ, **agent}, timeout=60)}
+        for host, done in ways.items():
+            assert done.returncode == 0, done.stderr
+            share, group = done.stdout.split()
+            assert group.endswith(f"{cpu_budget.PARENT}/{budgeted.hosts[host % 2].namespace}"), group
+            # the quota is a ceiling (5 ms of each 10 ms period): 0.50 here; load only lowers it
+            assert float(share) < 0.6, (host, share)
+    finally:
+        cluster("down", name=BUDGETED)
+    assert not any(cpu_budget.group(h.namespace).exists() for h in budgeted.hosts)
+
 def assert_bytes_match_the_formulas(record: dict) -> None:
     gradient = record["network"]["gradient_bytes_per_step"]
     for worker in ("worker 0", "worker 1"):

@@ -20,7 +20,8 @@ from bench.run.process.schema import upgrade
 
 # what a run's strategy declared of itself (one value per GROUP_KEY setting)
 DECLARED = ["family", "variant", "scaling_baseline", "asynchronous"]
-GROUP_KEY = ["purpose", "strategy", "model", "data", "workers", "ps", "batch_size", "options", "link_mbit"]
+GROUP_KEY = ["purpose", "strategy", "model", "data", "workers", "ps", "batch_size", "options", "link_mbit",
+             "host_cores"]
 
 
 def find_runs(paths: Iterable[Path]) -> list[Path]:
@@ -35,10 +36,11 @@ def find_runs(paths: Iterable[Path]) -> list[Path]:
 
 
 def network_columns(network: dict[str, Any] | None) -> dict[str, Any]:
-    """Emulated-cluster runs: the link cap and, per role, the mean bytes per step measured on the
+    """Emulated-cluster runs: the link cap, each host's CPU budget (None: the hosts shared the
+    machine's cores) and, per role, the mean bytes per step measured on the
     hosts' links against the formulas, and the busiest link's utilisation."""
     network = network or {}
-    out: dict[str, Any] = {"link_mbit": network.get("link_mbit")}
+    out: dict[str, Any] = {"link_mbit": network.get("link_mbit"), "host_cores": network.get("host_cores")}
     hosts = [h for h in (network.get("per_host") or {}).values() if isinstance(h, dict)]
     for role in ("worker", "ps"):
         mine = [h for h in hosts if h.get("role", "").startswith(f"{role} ")]

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 
 from bench.errors import UsageError
-from bench.infra.emulated import linkcheck, network, slurm
+from bench.infra.emulated import cpu_budget, linkcheck, network, slurm
 from bench.infra.emulated.claim import claim, release
 from bench.usage import OneLineParser, refuse
 
@@ -21,6 +21,9 @@ def parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="create the hosts, or re-cap the links of a cluster that is up")
     up.add_argument("--hosts", type=int, required=True, help="number of hosts (namespaces NAME-h0...)")
     up.add_argument("--link-mbit", type=float, required=True, help="each host's link, each way, in Mbit/s")
+    up.add_argument("--host-cores", type=float, default=None,
+                    help="each host's CPU budget in cores (a cgroup CPU quota; hosts x cores at most the "
+                         "machine's cores); without it the hosts share the machine's cores")
     sub.add_parser("env", help="the export lines after which salloc, sbatch and srun reach its Slurm")
     for action in ("down", "status"):
         sub.add_parser(action, help={"down": "end its processes and remove every namespace and link",
@@ -35,7 +38,9 @@ def parser() -> argparse.ArgumentParser:
 def describe(cluster: network.Cluster) -> str:
     traffic = network.counters(cluster)
     rate = f"{cluster.link_mbit:g} Mbit/s each way" if cluster.link_mbit else "not capped"
-    lines = [f"cluster {cluster.name}: {len(cluster.hosts)} hosts on {cluster.subnet}, links {rate}",
+    cpu = (f"{cluster.host_cores:g} cores each" if cluster.host_cores
+           else f"sharing this machine's {cpu_budget.machine_cores()} cores")
+    lines = [f"cluster {cluster.name}: {len(cluster.hosts)} hosts on {cluster.subnet}, links {rate}, CPU {cpu}",
              f"{'namespace':<14} {'address':<15} {'sent':>12} {'received':>12}  processes"]
     for host in cluster.hosts:
         sent, received = traffic.get(host.index, (0, 0))
@@ -59,7 +64,7 @@ def main(argv: Sequence[str]) -> int:
             held = claim(args.name)  # not under a preset's runs
             try:
                 if args.action == "up":
-                    cluster = network.up(args.hosts, args.link_mbit, args.name)
+                    cluster = network.up(args.hosts, args.link_mbit, args.name, args.host_cores)
                     print(describe(cluster))
                     print(start_slurm(cluster))
                 else:

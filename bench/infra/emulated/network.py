@@ -21,10 +21,11 @@ import signal
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.errors import UsageError
+from bench.infra.emulated import cpu_budget
 from bench.infra.tools import find_tool
 
 DEFAULT_NAME = "bench"
@@ -58,6 +59,7 @@ class Cluster:
     hosts: tuple[Host, ...]
     subnet: str
     link_mbit: float | None
+    host_cores: float | None = None  # each host's CPU budget (bench.infra.emulated.cpu_budget)
 
     def host_of(self, address: str) -> Host:
         return next(h for h in self.hosts if h.address == address)
@@ -68,10 +70,11 @@ AGENT = Path(__file__).with_name("netns_ssh")
 
 
 def enter(host: Host, argv: Sequence[str]) -> list[str]:
-    """`argv` run on `host`: in its network namespace, and in a UTS namespace of its own whose
-    hostname is the host's name, so that MPI and the logs see distinct machines."""
-    return ["ip", "netns", "exec", host.namespace, "unshare", "--uts", "sh", "-c",
-            'hostname "$0" && exec "$@"', host.namespace, *argv]
+    """`argv` run on `host`: in its network namespace, in a UTS namespace of its own whose
+    hostname is the host's name, so that MPI and the logs see distinct machines, and within the
+    host's CPU budget when it has one."""
+    return cpu_budget.joined(host.namespace, ["ip", "netns", "exec", host.namespace, "unshare", "--uts", "sh", "-c",
+                                              'hostname "$0" && exec "$@"', host.namespace, *argv])
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -116,7 +119,7 @@ def find(name: str = DEFAULT_NAME) -> Cluster | None:
             return None
         hosts.append(Host(k, ns, info["local"]))
         subnet = str(ipaddress.ip_interface(f"{info['local']}/{info['prefixlen']}").network)
-    return Cluster(name, tuple(hosts), subnet, link_rate_mbit(names[0]))
+    return Cluster(name, tuple(hosts), subnet, link_rate_mbit(names[0]), cpu_budget.cores_of(names[0]))
 
 
 def get(name: str = DEFAULT_NAME, min_hosts: int = 1) -> Cluster:
@@ -183,20 +186,23 @@ def shape(cluster: Cluster, mbit: float) -> Cluster:
         for namespace, device in ((host.namespace, "eth0"), (switch, f"{PORT_PREFIX}{host.index}")):
             _ip("-n", namespace, "link", "set", "dev", device, "gso_max_size", str(gso_bytes(mbit)))
             _tc("-n", namespace, "qdisc", "replace", "dev", device, "root", *tbf_args(mbit))
-    return Cluster(cluster.name, cluster.hosts, cluster.subnet, mbit)
+    return replace(cluster, link_mbit=mbit)
 
 
-def up(hosts: int, link_mbit: float, name: str = DEFAULT_NAME) -> Cluster:
-    """Create (or reshape) the cluster; a half-made cluster is removed before the error is raised."""
+def up(hosts: int, link_mbit: float, name: str = DEFAULT_NAME, host_cores: float | None = None) -> Cluster:
+    """Create (or reshape) the cluster, each host with `host_cores` cores (None: the machine's, shared);
+    a half-made cluster is removed before the error is raised."""
     if hosts < 2 or hosts > 200:
         raise UsageError(f"--hosts: must be in [2, 200], got {hosts}")
     if not link_mbit > 0:
         raise UsageError(f"--link-mbit: must be > 0, got {link_mbit}")
+    if host_cores is not None:
+        cpu_budget.check(hosts, host_cores)
     require_tools()
     current = find(name)
     if current is not None and len(current.hosts) == hosts:
         write_hosts_files(list(current.hosts))
-        return shape(current, link_mbit)
+        return budget(shape(current, link_mbit), host_cores)
     if current is not None or any(ns.startswith(f"{name}-") for ns in namespaces()):
         down(name)
     subnet = choose_subnet(machine_networks())
@@ -224,7 +230,14 @@ def up(hosts: int, link_mbit: float, name: str = DEFAULT_NAME) -> Cluster:
         where = f"{' '.join(exc.cmd)}: {(exc.stderr or '').strip()}" \
             if isinstance(exc, subprocess.CalledProcessError) else str(exc)
         raise UsageError(f"could not build the emulated cluster: {where}") from None
-    return shape(Cluster(name, tuple(made), str(subnet), None), link_mbit)
+    return budget(shape(Cluster(name, tuple(made), str(subnet), None), link_mbit), host_cores)
+
+
+def budget(cluster: Cluster, host_cores: float | None) -> Cluster:
+    """Each host's CPU budget set (or lifted, when None); daemons and processes started on a host
+    afterwards are held to it."""
+    cpu_budget.apply([h.namespace for h in cluster.hosts], host_cores)
+    return replace(cluster, host_cores=host_cores)
 
 
 def write_hosts_files(hosts: list[Host], extra: dict[str, str] | None = None) -> None:
@@ -303,6 +316,7 @@ def down(name: str = DEFAULT_NAME) -> list[str]:
     for ns in ours:
         _ip("netns", "del", ns, check=False)
         shutil.rmtree(ETC_NETNS / ns, ignore_errors=True)
+    cpu_budget.remove(ours)
     return ours
 
 

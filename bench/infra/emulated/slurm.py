@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench import CHECKOUT
 from bench.errors import UsageError
-from bench.infra.emulated import network
+from bench.infra.emulated import cpu_budget, network
 from bench.infra.tools import find_tool, free_ports
 
 STATE_ROOT = Path("/run/distbench")
@@ -128,7 +128,8 @@ def shared_in_tmp() -> list[Path]:
 
 
 def start_node(name: str, host: network.Host) -> None:
-    """The host's slurmd, in its namespace, with its own hostname, /tmp and /dev/shm."""
+    """The host's slurmd, in its namespace, with its own hostname, /tmp and /dev/shm, and within the
+    host's CPU budget when it has one (the job steps it starts stay in it)."""
     state = state_dir(name)
     tmp = state / "nodes" / host.namespace / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
@@ -141,8 +142,9 @@ def start_node(name: str, host: network.Host) -> None:
     # --rbind: the node's /tmp carries the shared folders mounted inside it
     node_setup = (f'{shared}mount --rbind "{tmp}" /tmp && mount -t tmpfs none /dev/shm && hostname {host.namespace} '
                   f'&& exec slurmd -D -N {host.namespace} -f "$0"')
-    start_detached(["ip", "netns", "exec", host.namespace, "unshare", "--uts", "sh", "-c", node_setup,
-                    str(conf_path(name))], state / "log" / f"slurmd-{host.namespace}.out")
+    start_detached(cpu_budget.joined(host.namespace, ["ip", "netns", "exec", host.namespace, "unshare", "--uts",
+                                                      "sh", "-c", node_setup, str(conf_path(name))]),
+                   state / "log" / f"slurmd-{host.namespace}.out")
 
 
 def slurm_env(name: str) -> dict[str, str]:

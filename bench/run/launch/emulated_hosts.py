@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.config import RunConfig
 from bench.errors import UsageError
-from bench.infra.emulated import network
+from bench.infra.emulated import cpu_budget, network
 from bench.infra.emulated.network import AGENT, Cluster, Host
 from bench.metrics import Gradient
 from bench.run.launch.link_meter import Meter, bytes_per_step
@@ -48,6 +48,7 @@ class Placement:
 
     def describe(self) -> dict:
         return {"name": self.cluster.name, "subnet": self.cluster.subnet, "link_mbit": self.cluster.link_mbit,
+                "host_cores": self.cluster.host_cores,
                 "hosts": {label: {"namespace": self.cluster.hosts[i].namespace,
                                   "address": self.cluster.hosts[i].address}
                           for i, label in self.labels().items()}}
@@ -64,11 +65,15 @@ def mpirun_host_args(placement: Placement) -> list[str]:
 
 
 def agent_environment(placement: Placement, bin_dir: Path) -> dict[str, str]:
-    """What the agent needs: the namespace of each address, and `ssh` on PATH for horovodrun."""
+    """What the agent needs: the namespace of each address, each host's CPU budget group, and `ssh`
+    on PATH for horovodrun."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     if not (bin_dir / "ssh").exists():
         (bin_dir / "ssh").symlink_to(AGENT)
-    return {"DISTBENCH_NETNS_HOSTS": " ".join(f"{h.address}={h.namespace}" for h in placement.cluster.hosts),
+    hosts = placement.cluster.hosts
+    return {"DISTBENCH_NETNS_HOSTS": " ".join(f"{h.address}={h.namespace}" for h in hosts),
+            "DISTBENCH_NETNS_GROUPS": " ".join(f"{ns}={path}" for ns, path in
+                                               cpu_budget.groups([h.namespace for h in hosts]).items()),
             "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
 
 

@@ -1,0 +1,137 @@
+"""A CPU budget per emulated host: every process on host k (its slurmd and so the job steps
+Slurm starts there, and what is started on it by hand or by mpirun's agent) runs in a cgroup
+of its own whose CFS quota is C cores. Without one, 4 hosts on a 2-core machine share 2 cores
+and a host's rates depend on how many hosts are busy: Horovod over MPI measured 97 MB/s on 2
+hosts and 47 on 4 of one 1000 Mbit/s cluster; with half a core each, 43 and 52
+(docs/projection.md, "Hosts with a CPU budget of their own").
+
+The groups are `<root>/distbench-hosts/<namespace>`, root being the cgroup v1 `cpu` hierarchy or
+the v2 unified one. The budget is read back from the kernel, like the links' caps; `cluster down`
+removes the groups once their processes have ended.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from bench.errors import UsageError
+
+CGROUPS = Path("/sys/fs/cgroup")
+PARENT = "distbench-hosts"
+# 10 ms, not the kernel's default 100 ms: over 100 ms periods the quota throttles a step of 50-90 ms in
+# bursts (a single cnn run on half a core: step sd 23.6 ms of 88; 10.4 of 93 over 10 ms periods)
+PERIOD_US = 10_000
+MIN_CORES = 0.1  # the kernel takes no quota below 1 ms a period
+REMOVE_WAIT_S = 2.0  # a killed process leaves its group a moment after it is gone from the namespace
+
+
+def _root() -> tuple[Path, int] | None:
+    """(the hierarchy that has the cpu controller, its cgroup version), or None."""
+    if (CGROUPS / "cpu" / "cpu.cfs_quota_us").exists():
+        return CGROUPS / "cpu", 1
+    controllers = CGROUPS / "cgroup.controllers"
+    if controllers.exists() and "cpu" in controllers.read_text().split():
+        return CGROUPS, 2
+    return None
+
+
+def group(namespace: str) -> Path | None:
+    """The host's group, when the machine has a cpu controller (whether or not the group exists)."""
+    found = _root()
+    return found[0] / PARENT / namespace if found else None
+
+
+def machine_cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def check(hosts: int, cores: float) -> None:
+    """One line, before anything is made, when the budget cannot be given to every host at once."""
+    if not cores >= MIN_CORES:
+        raise UsageError(f"--host-cores: must be at least {MIN_CORES:g}, got {cores:g}")
+    have = machine_cores()
+    if hosts * cores > have + 1e-9:
+        raise UsageError(f"--host-cores: {hosts} hosts x {cores:g} cores is more than this machine's {have}: "
+                         "the hosts would share cores and none would have its budget")
+    if _root() is None:
+        raise UsageError("--host-cores: this machine has no cgroup cpu controller (/sys/fs/cgroup)")
+
+
+def apply(namespaces: list[str], cores: float | None) -> None:
+    """Give each host `cores` (None: no limit); processes that join the group later are held to it."""
+    found = _root()
+    if found is None:
+        if cores is not None:
+            raise UsageError("--host-cores: this machine has no cgroup cpu controller (/sys/fs/cgroup)")
+        return
+    root, version = found
+    parent = root / PARENT
+    if cores is None and not parent.exists():
+        return
+    parent.mkdir(exist_ok=True)
+    if version == 2:
+        (root / "cgroup.subtree_control").write_text("+cpu")
+        (parent / "cgroup.subtree_control").write_text("+cpu")
+    quota = -1 if cores is None else round(cores * PERIOD_US)
+    for namespace in namespaces:
+        path = parent / namespace
+        path.mkdir(exist_ok=True)
+        if version == 1:
+            (path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+            (path / "cpu.cfs_quota_us").write_text(str(quota))
+        else:
+            (path / "cpu.max").write_text(f"{'max' if quota < 0 else quota} {PERIOD_US}")
+
+
+def cores_of(namespace: str) -> float | None:
+    """The host's budget in cores as the kernel has it, or None when it has none."""
+    path = group(namespace)
+    if path is None or not path.exists():
+        return None
+    if (path / "cpu.cfs_quota_us").exists():
+        quota, period = int((path / "cpu.cfs_quota_us").read_text()), int((path / "cpu.cfs_period_us").read_text())
+    else:
+        text, period_text = (path / "cpu.max").read_text().split()
+        quota, period = (-1 if text == "max" else int(text)), int(period_text)
+    return None if quota < 0 else quota / period
+
+
+def groups(namespaces: list[str]) -> dict[str, str]:
+    """{namespace: its group's folder} for the hosts that have one (mpirun's agent joins them)."""
+    found = {ns: group(ns) for ns in namespaces}
+    return {ns: str(path) for ns, path in found.items() if path is not None and path.exists()}
+
+
+def joined(namespace: str, argv: list[str]) -> list[str]:
+    """`argv` started in the host's group when it has one (what it starts stays there). Joined
+    before `ip netns exec`, which mounts a sysfs of the namespace's own without /sys/fs/cgroup."""
+    path = group(namespace)
+    if path is None or not path.exists():
+        return argv
+    return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(path / "cgroup.procs"), *argv]
+
+
+def remove(namespaces: list[str]) -> None:
+    """The hosts' groups, once their processes have ended; the parent when it is left empty."""
+    found = _root()
+    if found is None:
+        return
+    parent = found[0] / PARENT
+    for namespace in namespaces:
+        deadline = time.monotonic() + REMOVE_WAIT_S
+        while True:
+            try:
+                (parent / namespace).rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+    try:
+        parent.rmdir()
+    except OSError:
+        pass  # another cluster's hosts are still in it, or it never was
