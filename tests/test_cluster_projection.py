@@ -111,6 +111,33 @@ def test_ranks_that_keep_cores_busy_while_their_collectives_fly_bound_an_emulate
                                            for p in polling.points), rel=0.05)
 
 
+
+def test_hosts_with_a_cpu_budget_each_stretch_nothing_and_need_a_compute_measured_on_one():
+    # `cluster up --host-cores 0.5`: each rank's polling takes from its own host's half core only,
+    # and the compute is stretched by nothing, if it was measured on such a host
+    import pandas as pd
+
+    from bench.analysis.projection.calibrate import ModelCalibration, waiting_cpu_ceiling
+    from bench.analysis.projection.cluster import StepTerms
+    from bench.analysis.projection.from_runs import hosts_cpu
+    from bench.metrics import Gradient
+
+    terms = StepTerms.of(0.10, 0.09, collective_s=0.05)
+    mpi = dataclasses.replace(LOOPBACK.constants["mpi.wait_cpu_share"], value=0.5, low=0.5, high=0.5)
+    polling = dataclasses.replace(LOOPBACK, constants={**LOOPBACK.constants, "mpi.wait_cpu_share": mpi})
+    on_own_host = waiting_cpu_ceiling(MPI, workers=4, batch_size=64, cores=0.5, sharing=1)
+    assert on_own_host(polling, terms) == pytest.approx(4 * 64 / (0.09 + 1 * 0.05 * 0.5 / 0.5))
+    run = pd.Series({"run_id": "r4", "workers": 4, "wire": MPI, "host_cores": 0.5, "cpu_count": 2,
+                     "strategy": "allreduce", "model": "cnn", "family": "allreduce"})
+    measured_on = {quota: ModelCalibration("cnn", "cnn", (), Gradient(3_000_000, 0, 0), 64, 0.09, 0.01, "run r1",
+                                           cpu_quota_cores=quota) for quota in (0.5, None, 1.0)}
+    stretch, why, ceiling, loopback = hosts_cpu(run, measured_on[0.5], pd.DataFrame())
+    assert (stretch, why, loopback) == (1.0, "hosts of 0.5 cores each", None)
+    assert ceiling(polling, terms) == pytest.approx(on_own_host(polling, terms))
+    for quota in (None, 1.0):  # compute measured on the whole machine, or on another budget
+        left_out = hosts_cpu(run, measured_on[quota], pd.DataFrame())
+        assert isinstance(left_out, str) and "r4" in left_out and "srun -N 1" in left_out
+
 def test_round_robin_follows_creation_order_and_balanced_gives_a_huge_tensor_a_task_of_its_own():
     model = model_of((10, 0), (1000, 0), (10, 0), (10, 0), (10, 0))
     assert parameter_servers.place(model, 2, ROUND_ROBIN) == [0, 1, 0, 1, 0]

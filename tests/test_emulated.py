@@ -279,6 +279,12 @@ def test_hosts_with_a_cpu_budget_hold_every_process_to_it_and_down_removes_it(tm
                               env={**os.environ, **slurm.slurm_env(BUDGETED)}, timeout=60),
             2: subprocess.run([str(AGENT), budgeted.hosts[0].address, shlex.join(spin)], capture_output=True,
                               text=True, env={**os.environ, **agent}, timeout=60)}
+        # a job step reads its host's budget where a machine's processes read theirs (each run records it)
+        quota = subprocess.run(["srun", "-w", budgeted.hosts[1].namespace, sys.executable, "-c",
+                                "from bench.infra import cpu_quota; print(cpu_quota.own_cores())"], cwd=ROOT,
+                               capture_output=True, text=True, env={**os.environ, **slurm.slurm_env(BUDGETED)},
+                               timeout=60)
+        assert quota.stdout.split() == ["0.5"], (quota.stdout, quota.stderr)
         for host, done in ways.items():
             assert done.returncode == 0, done.stderr
             share, group = done.stdout.split()

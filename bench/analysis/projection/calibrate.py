@@ -46,6 +46,7 @@ class ModelCalibration:
     compute_ci_s: float = 0.0  # half-width of the 95% interval of compute_s: how well the runs know it
     # ((scheme, wire, seconds), ...): the host's per-step work of each exchange (Cluster.other_s; host_work)
     other_s: tuple[tuple[str, str, float], ...] = ()
+    cpu_quota_cores: float | None = None  # the CPU limit of the run the compute was measured in (none: None)
 
     @property
     def gradient_bytes(self) -> int:
@@ -106,8 +107,10 @@ def model_calibration(runs: pd.DataFrame, model: str, compute_ms: float | None) 
     # the run's own 95% interval on its examples/s (batch means, bench.metrics), relative, on its step
     ci = run.get("throughput_ci95_examples_per_s")
     relative = float(ci) / float(run["throughput_examples_per_s"]) if pd.notna(ci) and ci else 0.0
+    quota = run.get("cpu_quota_cores")
     return ModelCalibration(model, spec, sizes, gradient, int(run["batch_size"]), mean, sd, f"run {run['run_id']}",
-                            mean * min(relative, 0.5), host_work(mine, run, gradient))
+                            mean * min(relative, 0.5), host_work(mine, run, gradient),
+                            float(quota) if pd.notna(quota) else None)
 
 
 def host_work(runs: pd.DataFrame, baseline: pd.Series, gradient: Gradient) -> tuple[tuple[str, str, float], ...]:
@@ -205,7 +208,8 @@ def shared_cpu_ceiling(runs: pd.DataFrame, run: pd.Series) -> tuple[float, float
             f"{len(same)} one-machine run(s) of {run['strategy']} at {int(run['workers'])} workers")
 
 
-def waiting_cpu_ceiling(wire: str | None, workers: int, batch_size: int, cores: float) -> Ceiling:
+def waiting_cpu_ceiling(wire: str | None, workers: int, batch_size: int, cores: float,
+                        sharing: int | None = None) -> Ceiling:
     """The examples/s an emulated ring cannot pass where its ranks keep cores busy while their
     collectives are in flight (Open MPI's progress polling, Horovod's loop: the profile's
     `<wire>.wait_cpu_share`), as a schemes.Ceiling (None at a point without that share, or for
@@ -214,12 +218,14 @@ def waiting_cpu_ceiling(wire: str | None, workers: int, batch_size: int, cores: 
     every rank's CPU while its reductions are in flight spread over the cores:
     (compute + waiting + other) + workers x in-flight time x share / cores; below the terms'
     own step it does not bind (cnn at 4 workers over MPI at 100 Mbit/s: a 1.05 s step measured,
-    0.54 predicted by the terms, 0.04 + 4 x 0.49 x 1 / 2 by this)."""
+    0.54 predicted by the terms, 0.04 + 4 x 0.49 x 1 / 2 by this). `sharing`: the ranks that share
+    those cores, when not all the workers (hosts with a CPU budget each: 1 rank on its host's cores)."""
     def ceiling(point: Profile, terms: StepTerms) -> float | None:
         share = point.get(f"{wire}.wait_cpu_share")
         if share is None or terms.collective_s <= 0 or workers < 2:
             return None
-        floor = terms.compute_s + terms.waiting_s + terms.other_s + workers * terms.collective_s * share / cores
+        ranks = workers if sharing is None else sharing
+        floor = terms.compute_s + terms.waiting_s + terms.other_s + ranks * terms.collective_s * share / cores
         return workers * batch_size / floor
 
     return ceiling

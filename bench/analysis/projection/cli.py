@@ -132,3 +132,5 @@ def show(cal: Calibration, best: pd.DataFrame, crossing: pd.DataFrame, checked: 
         print(terms(checked).to_string(index=False))
         print(f"{summary['inside']} of {summary['settings']} measured figures inside their intervals; midpoints: "
               f"median |error| {summary['median_abs_error']:.0%}, worst {summary['worst_abs_error']:.0%}")
+    for why in summary.get("left_out", []):
+        print(f"  not predicted: {why}")

@@ -122,15 +122,17 @@ def _as_run(shaped: ModelTensors, run: pd.Series) -> ModelTensors:
 
 def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
     """Each emulated-cluster run's measured throughput against the model's interval for its
-    workers, ps tasks, link cap and wire. Its emulated hosts share this machine's cores, so each
+    workers, ps tasks, link cap and wire. Where its emulated hosts share this machine's cores, each
     worker's compute is stretched as measured by the one-machine runs at that worker count
     (calibrate.shared_cpu_stretch), and the interval goes no higher than its strategy went on
-    those cores over loopback (calibrate.shared_cpu_ceiling)."""
+    those cores over loopback (calibrate.shared_cpu_ceiling). Where each host had a CPU budget of
+    its own (`cluster up --host-cores`), nothing is stretched, and the compute must have been
+    measured on one such host; runs without that are left out, with why (attrs["left_out"])."""
     if runs.empty or "link_mbit" not in runs:
         return pd.DataFrame()
     local = one_machine_runs(runs)
     shaped: dict[str, ModelTensors] = {}
-    rows = []
+    rows, left_out = [], []
     for _, run in runs[runs["ok"] & runs["link_mbit"].notna()].iterrows():
         model = cal.models.get(run["model"])
         if model is None or pd.isna(run["throughput_examples_per_s"]) or not cal.profile.has(run.get("wire")):
@@ -143,15 +145,15 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
         ratio = int(run["batch_size"]) / model.batch_size  # compute taken as proportional to the batch
         scaled = dataclasses.replace(model, batch_size=int(run["batch_size"]), compute_s=model.compute_s * ratio,
                                      compute_sd_s=model.compute_sd_s * ratio)
-        cores = float(run["cpu_count"]) if pd.notna(run.get("cpu_count")) else 1.0
-        all_at_once, stretch_from = shared_cpu_stretch(local, scaled, int(run["workers"]), cores, run.get("family"),
-                                                       run.get("wire"))
-        polling = waiting_cpu_ceiling(run.get("wire"), int(run["workers"]), scaled.batch_size, cores)
+        cpu = hosts_cpu(run, scaled, local)
+        if isinstance(cpu, str):
+            left_out.append(cpu)
+            continue
+        all_at_once, stretch_from, polling, ceiling = cpu
         stretch, found, bounded = emulated_interval(cal.profile, run, scheme, scaled,
                                                     _as_run(shaped[model.model], run), all_at_once, polling)
         terms = found.terms
         waiting = polling(cal.profile, terms)  # at the profile's values
-        ceiling = shared_cpu_ceiling(local, run)
         low, high = bounded.low, bounded.high
         if ceiling is not None:
             low, high = min(low, ceiling[0]), min(high, ceiling[1])
@@ -173,8 +175,30 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
                          ("compute", terms.compute_s), ("communication", terms.exposed_communication_s),
                          ("waiting", terms.waiting_s), ("other", terms.other_s))
                         for side, value in (("predicted", predicted), ("measured", _known(run.get(f"{term}_p50_s"))))}})
-    return pd.DataFrame(rows)
+    checked = pd.DataFrame(rows)
+    checked.attrs["left_out"] = left_out
+    return checked
 
+
+
+def hosts_cpu(run: pd.Series, model: ModelCalibration, local: pd.DataFrame
+              ) -> tuple[float, str, schemes.Ceiling, tuple[float, float, str] | None] | str:
+    """What an emulated run's hosts had of the CPU, as (compute stretch, where it is from, the
+    waiting-CPU ceiling, the loopback ceiling), or why the run cannot be predicted."""
+    budget = _known(run.get("host_cores"))
+    workers, wire = int(run["workers"]), run.get("wire")
+    if budget is None:  # the hosts shared this machine's cores
+        cores = float(run["cpu_count"]) if pd.notna(run.get("cpu_count")) else 1.0
+        all_at_once, stretch_from = shared_cpu_stretch(local, model, workers, cores, run.get("family"), wire)
+        return (all_at_once, stretch_from, waiting_cpu_ceiling(wire, workers, model.batch_size, cores),
+                shared_cpu_ceiling(local, run))
+    if model.cpu_quota_cores is not None and abs(model.cpu_quota_cores - budget) < 1e-6:
+        # each host its own budget, the compute measured on one such host: nothing is shared but a
+        # host's cores, between its rank's compute and its transport's CPU
+        return (1.0, f"hosts of {budget:g} cores each",
+                waiting_cpu_ceiling(wire, workers, model.batch_size, budget, sharing=1), None)
+    return (f"{run['run_id']}: its hosts had {budget:g} cores each, and {model.model}'s compute ({model.source}) "
+            "was not measured on such a host (srun -N 1 on one)")
 
 def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: ModelCalibration, shaped: ModelTensors,
                       all_at_once: float, ceiling: schemes.Ceiling) -> tuple[float, schemes.Interval, schemes.Interval]:
@@ -210,8 +234,10 @@ def _known(value: float | None) -> float | None:
 
 
 def error_summary(checked: pd.DataFrame) -> dict:
+    """How the validated settings fared; `left_out`: the emulated runs not predicted, and why."""
+    left_out = list(checked.attrs.get("left_out", []))
     if checked.empty:
-        return {"settings": 0}
+        return {"settings": 0, "left_out": left_out}
     errors = checked["error"].abs()
     return {"settings": int(len(checked)), "inside": int(checked["inside"].sum()),
-            "median_abs_error": float(errors.median()), "worst_abs_error": float(errors.max())}
+            "median_abs_error": float(errors.median()), "worst_abs_error": float(errors.max()), "left_out": left_out}

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from bench.errors import UsageError
+from bench.infra import cpu_quota
 
 CGROUPS = Path("/sys/fs/cgroup")
 PARENT = "distbench-hosts"
@@ -88,14 +89,7 @@ def apply(namespaces: list[str], cores: float | None) -> None:
 def cores_of(namespace: str) -> float | None:
     """The host's budget in cores as the kernel has it, or None when it has none."""
     path = group(namespace)
-    if path is None or not path.exists():
-        return None
-    if (path / "cpu.cfs_quota_us").exists():
-        quota, period = int((path / "cpu.cfs_quota_us").read_text()), int((path / "cpu.cfs_period_us").read_text())
-    else:
-        text, period_text = (path / "cpu.max").read_text().split()
-        quota, period = (-1 if text == "max" else int(text)), int(period_text)
-    return None if quota < 0 else quota / period
+    return cpu_quota.of_group(path) if path is not None and path.exists() else None
 
 
 def groups(namespaces: list[str]) -> dict[str, str]:
@@ -112,6 +106,37 @@ def joined(namespace: str, argv: list[str]) -> list[str]:
         return argv
     return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(path / "cgroup.procs"), *argv]
 
+
+
+def _v1_mount(root: Path) -> tuple[Path, str] | None:
+    """(mount point, options) of the machine's v1 hierarchy that has the cpu controller."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields, _, tail = line.partition(" - ")
+        kind, _source, options = (tail.split() + ["", "", ""])[:3]
+        point = Path(fields.split()[4])
+        wanted = [o for o in options.split(",") if o != "rw" and o != "ro"]
+        if kind == "cgroup" and "cpu" in wanted and point.parent == root.parent:
+            return point, ",".join(wanted)
+    return None
+
+
+def mount_inside(namespace: str) -> str:
+    """Shell text that mounts the machine's cpu controller in a budgeted host's own mount namespace,
+    where `ip netns exec` has put a sysfs without /sys/fs/cgroup: the host's processes then read
+    their budget where a machine's would (bench.infra.cpu_quota). Empty for a host without one."""
+    found = _root()
+    if found is None or not (found[0] / PARENT / namespace).exists():
+        return ""
+    root, version = found
+    if version == 2:
+        return f'mount -t cgroup2 cgroup2 "{root}" && '
+    mounted = _v1_mount(root)
+    if mounted is None:
+        return ""
+    point, options = mounted
+    link = f' && ln -s "{point.name}" "{root}"' if point != root else ""
+    return (f'mount -t tmpfs cgroup "{root.parent}" && mkdir -p "{point}" && '
+            f'mount -t cgroup -o {options} cgroup "{point}"{link} && ')
 
 def remove(namespaces: list[str]) -> None:
     """The hosts' groups, once their processes have ended; the parent when it is left empty."""

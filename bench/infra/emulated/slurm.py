@@ -129,7 +129,7 @@ def shared_in_tmp() -> list[Path]:
 
 def start_node(name: str, host: network.Host) -> None:
     """The host's slurmd, in its namespace, with its own hostname, /tmp and /dev/shm, and within the
-    host's CPU budget when it has one (the job steps it starts stay in it)."""
+    host's CPU budget when it has one (the job steps it starts stay in it, and can read it)."""
     state = state_dir(name)
     tmp = state / "nodes" / host.namespace / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
@@ -140,7 +140,8 @@ def start_node(name: str, host: network.Host) -> None:
         inside.mkdir(parents=True, exist_ok=True)
         shared += f'mount --bind "{path}" "{inside}" && '
     # --rbind: the node's /tmp carries the shared folders mounted inside it
-    node_setup = (f'{shared}mount --rbind "{tmp}" /tmp && mount -t tmpfs none /dev/shm && hostname {host.namespace} '
+    node_setup = (f'{shared}{cpu_budget.mount_inside(host.namespace)}mount --rbind "{tmp}" /tmp '
+                  f'&& mount -t tmpfs none /dev/shm && hostname {host.namespace} '
                   f'&& exec slurmd -D -N {host.namespace} -f "$0"')
     start_detached(cpu_budget.joined(host.namespace, ["ip", "netns", "exec", host.namespace, "unshare", "--uts",
                                                       "sh", "-c", node_setup, str(conf_path(name))]),

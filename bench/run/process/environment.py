@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import CHECKOUT
+from bench.infra import cpu_quota
 
 SUITE_ROOT = CHECKOUT
 
@@ -82,6 +83,7 @@ def describe() -> dict[str, Any]:
         "platform": platform.platform(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "cpu_quota_cores": cpu_quota.own_cores(),  # a cgroup's CPU limit on the run's launcher, if any
         "gpus": gpus(),
         "python": platform.python_version(),
         "tensorflow": tensorflow_version(),
