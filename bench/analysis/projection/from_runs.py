@@ -180,7 +180,6 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
     return checked
 
 
-
 def hosts_cpu(run: pd.Series, model: ModelCalibration, local: pd.DataFrame
               ) -> tuple[float, str, schemes.Ceiling, tuple[float, float, str] | None] | str:
     """What an emulated run's hosts had of the CPU, as (compute stretch, where it is from, the
@@ -199,6 +198,7 @@ def hosts_cpu(run: pd.Series, model: ModelCalibration, local: pd.DataFrame
                 waiting_cpu_ceiling(wire, workers, model.batch_size, budget, sharing=1), None)
     return (f"{run['run_id']}: its hosts had {budget:g} cores each, and {model.model}'s compute ({model.source}) "
             "was not measured on such a host (srun -N 1 on one)")
+
 
 def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: ModelCalibration, shaped: ModelTensors,
                       all_at_once: float, ceiling: schemes.Ceiling) -> tuple[float, schemes.Interval, schemes.Interval]:

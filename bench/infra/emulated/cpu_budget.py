@@ -19,22 +19,22 @@ from pathlib import Path
 from bench.errors import UsageError
 from bench.infra import cpu_quota
 
-CGROUPS = Path("/sys/fs/cgroup")
 PARENT = "distbench-hosts"
 # 10 ms, not the kernel's default 100 ms: over 100 ms periods the quota throttles a step of 50-90 ms in
 # bursts (a single cnn run on half a core: step sd 23.6 ms of 88; 10.4 of 93 over 10 ms periods)
 PERIOD_US = 10_000
 MIN_CORES = 0.1  # the kernel takes no quota below 1 ms a period
+NO_CONTROLLER = "--host-cores: this machine has no cgroup cpu controller (/sys/fs/cgroup)"
 REMOVE_WAIT_S = 2.0  # a killed process leaves its group a moment after it is gone from the namespace
 
 
 def _root() -> tuple[Path, int] | None:
     """(the hierarchy that has the cpu controller, its cgroup version), or None."""
-    if (CGROUPS / "cpu" / "cpu.cfs_quota_us").exists():
-        return CGROUPS / "cpu", 1
-    controllers = CGROUPS / "cgroup.controllers"
+    if (cpu_quota.CGROUPS / "cpu" / "cpu.cfs_quota_us").exists():
+        return cpu_quota.CGROUPS / "cpu", 1
+    controllers = cpu_quota.CGROUPS / "cgroup.controllers"
     if controllers.exists() and "cpu" in controllers.read_text().split():
-        return CGROUPS, 2
+        return cpu_quota.CGROUPS, 2
     return None
 
 
@@ -57,7 +57,7 @@ def check(hosts: int, cores: float) -> None:
         raise UsageError(f"--host-cores: {hosts} hosts x {cores:g} cores is more than this machine's {have}: "
                          "the hosts would share cores and none would have its budget")
     if _root() is None:
-        raise UsageError("--host-cores: this machine has no cgroup cpu controller (/sys/fs/cgroup)")
+        raise UsageError(NO_CONTROLLER)
 
 
 def apply(namespaces: list[str], cores: float | None) -> None:
@@ -65,7 +65,7 @@ def apply(namespaces: list[str], cores: float | None) -> None:
     found = _root()
     if found is None:
         if cores is not None:
-            raise UsageError("--host-cores: this machine has no cgroup cpu controller (/sys/fs/cgroup)")
+            raise UsageError(NO_CONTROLLER)
         return
     root, version = found
     parent = root / PARENT
