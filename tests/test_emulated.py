@@ -242,9 +242,10 @@ def test_up_on_a_running_cluster_re_caps_its_links(hosts):
 
 
 BUDGETED = "dbcpu"  # a cluster of its own: its hosts' CPU budget would slow the other tests' runs
-# a second of spinning, then its CPU over that wall time and the cpu hierarchy's group it ran in
+# half a second of spinning (50 of the budget's 10 ms periods), then its CPU over that wall time
+# and the cpu hierarchy's group it ran in
 SPIN = ("import time\nt0, c0 = time.monotonic(), time.process_time()\n"
-        "while time.monotonic() - t0 < 1.0:\n    pass\n"
+        "while time.monotonic() - t0 < 0.5:\n    pass\n"
         "group = [g for g in open('/proc/self/cgroup').read().split() if ':cpu:' in g or g.startswith('0::')]\n"
         "print((time.process_time() - c0) / (time.monotonic() - t0), group[0].rpartition(':')[2])")
 
