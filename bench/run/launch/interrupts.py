@@ -11,34 +11,32 @@ and never reached the SIGKILL of what was left. A later signal hurries the endin
 from __future__ import annotations
 
 import signal
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_interrupted = threading.Event()
-_hurried = threading.Event()
+# Plain flags, not threading.Event: a handler runs between two bytecodes of the main thread, even
+# of a handler already running, and Event.set takes a lock. A Ctrl-C landing while the previous
+# one's handler held it blocked the nested handler on that lock forever: the launcher hung in its
+# ending, or died of RecursionError under a storm of them (found by running the suite).
+_state = {"interrupted": False, "hurried": False}
 
 
 class Interrupted(KeyboardInterrupt):
     """Raised in the main thread; its text is the signal's name."""
 
 
-def _hurry(signum, frame) -> None:
-    _hurried.set()
-
-
 def _raise(signum, frame):
-    if _interrupted.is_set():  # while the interrupted block ends its children
-        _hurry(signum, frame)
+    if _state["interrupted"]:  # while the interrupted block ends its children
+        _state["hurried"] = True
         return
-    _interrupted.set()
+    _state["interrupted"] = True
     raise Interrupted(signal.Signals(signum).name)
 
 
 def hurried() -> bool:
     """Whether a signal came again while the process was ending after the first."""
-    return _hurried.is_set()
+    return _state["hurried"]
 
 
 @contextmanager
@@ -52,4 +50,4 @@ def interruptible() -> Iterator[None]:
         # back in place of a Python handler, and a Ctrl-C then killed the launcher after it had
         # recorded the run, its exit status -SIGINT instead of 130
         for sig, handler in previous.items():
-            signal.signal(sig, signal.SIG_IGN if _interrupted.is_set() else handler)
+            signal.signal(sig, signal.SIG_IGN if _state["interrupted"] else handler)
