@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -40,6 +41,13 @@ def popen_bench(*args: str, **kwargs) -> subprocess.Popen:
     """`python -m bench ARGS` in a process group of its own, as a terminal starts it."""
     return subprocess.Popen([sys.executable, "-m", "bench", *args], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True, **kwargs)
+
+
+def own_tmpdir(tmp_path) -> Path:
+    """A TMPDIR for the launcher under test, empty, inside the test's folder."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    return temp
 
 
 def complete_step_rows(run_dir) -> int:
@@ -123,8 +131,7 @@ def test_ctrl_c_ends_the_run_with_130_and_records_it(strategy, results):
 def test_ctrl_c_pressed_again_while_the_run_ends_hurries_the_ending_and_it_is_still_recorded(strategy, results,
                                                                                            tmp_path):
     workers = [] if strategy == "single" else ["--workers", "2"]
-    temp = tmp_path / "tmp"  # the run's own temporary files: the ranks killed in the hurry once left AutoGraph's
-    temp.mkdir()
+    temp = own_tmpdir(tmp_path)  # the run's own temporary files: the ranks killed in the hurry once left AutoGraph's
     launcher = popen_bench("--strategy", strategy, *workers, "--steps", "100000", *FAST, "--output", str(results),
                            env={**os.environ, "TMPDIR": str(temp)})
     run_dir = wait_for_training(results, launcher)
@@ -149,8 +156,7 @@ def test_ctrl_c_pressed_again_while_the_run_ends_hurries_the_ending_and_it_is_st
 def test_a_killed_launcher_is_reported_as_gone_with_its_last_step(results, tmp_path):
     # a SIGKILLed launcher cannot remove its run's scratch folder (bench/run/process/scratch.py):
     # under the test's own TMPDIR, not the machine's /tmp
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    scratch = own_tmpdir(tmp_path)
     launcher = popen_bench("--strategy", "ps-sync", "--workers", "2", "--steps", "100000", *FAST,
                            "--output", str(results), env={**os.environ, "TMPDIR": str(scratch)})
     run_dir = wait_for_training(results, launcher, rows=6)

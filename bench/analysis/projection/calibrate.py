@@ -73,6 +73,11 @@ class Calibration:
                               "compute_from": m.source} for m in self.models.values()])
 
 
+def recorded(value: float | None) -> float | None:
+    """A recorded figure, or None where the run has none (None or NaN)."""
+    return None if value is None or pd.isna(value) else float(value)
+
+
 def one_machine_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The finished runs of a results table that did not run on the emulated cluster."""
     if runs.empty or "ok" not in runs:
@@ -107,10 +112,9 @@ def model_calibration(runs: pd.DataFrame, model: str, compute_ms: float | None) 
     # the run's own 95% interval on its examples/s (batch means, bench.metrics), relative, on its step
     ci = run.get("throughput_ci95_examples_per_s")
     relative = float(ci) / float(run["throughput_examples_per_s"]) if pd.notna(ci) and ci else 0.0
-    quota = run.get("cpu_quota_cores")
     return ModelCalibration(model, spec, sizes, gradient, int(run["batch_size"]), mean, sd, f"run {run['run_id']}",
                             mean * min(relative, 0.5), host_work(mine, run, gradient),
-                            float(quota) if pd.notna(quota) else None)
+                            recorded(run.get("cpu_quota_cores")))
 
 
 def host_work(runs: pd.DataFrame, baseline: pd.Series, gradient: Gradient) -> tuple[tuple[str, str, float], ...]:

@@ -17,6 +17,7 @@ from bench.analysis.projection.calibrate import (
     ModelCalibration,
     concurrent_stretch,
     one_machine_runs,
+    recorded,
     run_scheme,
     shared_cpu_ceiling,
     shared_cpu_stretch,
@@ -174,7 +175,8 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
                      **{f"{side}_{term}_s": value for term, predicted in (
                          ("compute", terms.compute_s), ("communication", terms.exposed_communication_s),
                          ("waiting", terms.waiting_s), ("other", terms.other_s))
-                        for side, value in (("predicted", predicted), ("measured", _known(run.get(f"{term}_p50_s"))))}})
+                        for side, value in (("predicted", predicted),
+                                            ("measured", recorded(run.get(f"{term}_p50_s"))))}})
     checked = pd.DataFrame(rows)
     checked.attrs["left_out"] = left_out
     return checked
@@ -184,7 +186,7 @@ def hosts_cpu(run: pd.Series, model: ModelCalibration, local: pd.DataFrame
               ) -> tuple[float, str, schemes.Ceiling, tuple[float, float, str] | None] | str:
     """What an emulated run's hosts had of the CPU, as (compute stretch, where it is from, the
     waiting-CPU ceiling, the loopback ceiling), or why the run cannot be predicted."""
-    budget = _known(run.get("host_cores"))
+    budget = recorded(run.get("host_cores"))
     workers, wire = int(run["workers"]), run.get("wire")
     if budget is None:  # the hosts shared this machine's cores
         cores = float(run["cpu_count"]) if pd.notna(run.get("cpu_count")) else 1.0
@@ -227,10 +229,6 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
             found = at(stretch)
     scales = compute_scales(model)
     return stretch, at(stretch, scales), at(stretch, scales, ceiling)
-
-
-def _known(value: float | None) -> float | None:
-    return None if value is None or pd.isna(value) else float(value)
 
 
 def error_summary(checked: pd.DataFrame) -> dict:

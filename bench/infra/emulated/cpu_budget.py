@@ -12,6 +12,7 @@ removes the groups once their processes have ended.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ NO_CONTROLLER = "--host-cores: this machine has no cgroup cpu controller (/sys/f
 REMOVE_WAIT_S = 2.0  # a killed process leaves its group a moment after it is gone from the namespace
 
 
+@functools.cache
 def _root() -> tuple[Path, int] | None:
     """(the hierarchy that has the cpu controller, its cgroup version), or None."""
     if (cpu_quota.CGROUPS / "cpu" / "cpu.cfs_quota_us").exists():
@@ -42,6 +44,12 @@ def group(namespace: str) -> Path | None:
     """The host's group, when the machine has a cpu controller (whether or not the group exists)."""
     found = _root()
     return found[0] / PARENT / namespace if found else None
+
+
+def _existing(namespace: str) -> Path | None:
+    """The host's group when it has one."""
+    path = group(namespace)
+    return path if path is not None and path.exists() else None
 
 
 def machine_cores() -> int:
@@ -88,24 +96,23 @@ def apply(namespaces: list[str], cores: float | None) -> None:
 
 def cores_of(namespace: str) -> float | None:
     """The host's budget in cores as the kernel has it, or None when it has none."""
-    path = group(namespace)
-    return cpu_quota.of_group(path) if path is not None and path.exists() else None
+    path = _existing(namespace)
+    return cpu_quota.of_group(path) if path else None
 
 
 def groups(namespaces: list[str]) -> dict[str, str]:
     """{namespace: its group's folder} for the hosts that have one (mpirun's agent joins them)."""
-    found = {ns: group(ns) for ns in namespaces}
-    return {ns: str(path) for ns, path in found.items() if path is not None and path.exists()}
+    found = {ns: _existing(ns) for ns in namespaces}
+    return {ns: str(path) for ns, path in found.items() if path}
 
 
 def joined(namespace: str, argv: list[str]) -> list[str]:
     """`argv` started in the host's group when it has one (what it starts stays there). Joined
     before `ip netns exec`, which mounts a sysfs of the namespace's own without /sys/fs/cgroup."""
-    path = group(namespace)
-    if path is None or not path.exists():
+    path = _existing(namespace)
+    if path is None:
         return argv
     return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(path / "cgroup.procs"), *argv]
-
 
 
 def _v1_mount(root: Path) -> tuple[Path, str] | None:
@@ -124,10 +131,9 @@ def mount_inside(namespace: str) -> str:
     """Shell text that mounts the machine's cpu controller in a budgeted host's own mount namespace,
     where `ip netns exec` has put a sysfs without /sys/fs/cgroup: the host's processes then read
     their budget where a machine's would (bench.infra.cpu_quota). Empty for a host without one."""
-    found = _root()
-    if found is None or not (found[0] / PARENT / namespace).exists():
+    if _existing(namespace) is None:
         return ""
-    root, version = found
+    root, version = _root()
     if version == 2:
         return f'mount -t cgroup2 cgroup2 "{root}" && '
     mounted = _v1_mount(root)
@@ -137,6 +143,7 @@ def mount_inside(namespace: str) -> str:
     link = f' && ln -s "{point.name}" "{root}"' if point != root else ""
     return (f'mount -t tmpfs cgroup "{root.parent}" && mkdir -p "{point}" && '
             f'mount -t cgroup -o {options} cgroup "{point}"{link} && ')
+
 
 def remove(namespaces: list[str]) -> None:
     """The hosts' groups, once their processes have ended; the parent when it is left empty."""
