@@ -8,6 +8,10 @@ also with the table sent dense) and allreduce-tf. Each worker and each ps runs o
 of its own. Then the report, which gains the section "Network". The cluster is made for
 the preset, with its Slurm, and removed at its end, whatever happens (root only); each run
 is a Slurm job (salloc) whose processes are job steps, as on a user's cluster.
+
+With --host-cores C each host runs on a CPU budget of its own (`cluster up --host-cores`),
+and each model is first run by one worker on one such host (`srun -N 1`, strategy single):
+the compute that `python -m bench project --from` calibrates these runs with.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from bench.config import default_warmup
 from bench.drivers.presets.matrix import FULL_STEPS
 from bench.drivers.presets.runner import refused_cells, run_all, strategy_of
 from bench.errors import UsageError
+from bench.infra.emulated import cpu_budget
 from bench.infra.emulated.held import cluster_with_slurm
 from bench.run.launch.slurm.srun import nodes_not_seeing
 from bench.usage import OneLineParser, refuse
@@ -51,7 +56,7 @@ def _floats(text: str) -> list[float]:
 def plan(workers: int, links: Sequence[float], models: Sequence[str], steps: int | None,
          batch_size: int, variants: Sequence[str] | None = None) -> list[tuple[float, str, list[str]]]:
     from bench.run import models as known_models
-    from bench.run.data import IDS, SYNTHETIC
+    from bench.run.data import IDS
     from bench.run.validation import model_refusal
     from strategies import registry
 
@@ -72,9 +77,30 @@ def plan(workers: int, links: Sequence[float], models: Sequence[str], steps: int
                 steps_here = n_steps * workers if strategy.asynchronous else n_steps
                 name = f"network-{link:g}mbit-{known_models.label(model)}-{label}"
                 runs.append((link, f"{link:g} Mbit/s {known_models.label(model)} {label}", [
-                    *args, "--model", model, "--data", SYNTHETIC[kind], "--workers", str(workers), "--steps",
-                    str(steps_here), "--warmup-steps", str(default_warmup(n_steps)), "--batch-size", str(batch_size),
-                    "--eval-every", "0", "--run-name", name, "--emulated-cluster", CLUSTER]))
+                    *args, *training(model, steps_here, default_warmup(n_steps), batch_size), "--workers",
+                    str(workers), "--run-name", name, "--emulated-cluster", CLUSTER]))
+    return runs
+
+
+def training(model: str, steps: int, warmup_steps: int, batch_size: int) -> list[str]:
+    """What every run of the preset trains: the model on its synthetic data, for throughput."""
+    from bench.run import models
+    from bench.run.data import SYNTHETIC
+
+    return ["--model", model, "--data", SYNTHETIC[models.reads(model)], "--steps", str(steps), "--warmup-steps",
+            str(warmup_steps), "--batch-size", str(batch_size), "--eval-every", "0"]
+
+
+def on_one_host(models: Sequence[str], steps: int | None, batch_size: int) -> list[tuple[str, list[str]]]:
+    """Each model's 1-worker run, made on one emulated host (its compute on the host's budget)."""
+    from bench.run import models as known_models
+
+    runs = []
+    for model in models:
+        n_steps, label = steps or FULL_STEPS.get(model, 100), known_models.label(model)
+        runs.append((f"{label} single, on one host", [
+            "--strategy", "single", *training(model, n_steps, default_warmup(n_steps), batch_size),
+            "--run-name", f"network-one-host-{label}-single"]))
     return runs
 
 
@@ -90,6 +116,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None,
                    help="global steps of each run (default: cnn 100, resnet20 40, embedding 200)")
     p.add_argument("--batch-size", type=int, default=64, help="per worker (default: 64)")
+    p.add_argument("--host-cores", type=float, default=None,
+                   help="each host's CPU budget in cores, as `cluster up --host-cores` (default: the hosts share "
+                        "the machine's cores); each model is then also run by one worker on one host")
     p.add_argument("--output", default="results")
     p.add_argument("--timeout-s", type=float, default=900, help="longest a single run may take (default: 900)")
     return p
@@ -113,13 +142,16 @@ def main(argv: Sequence[str]) -> int:
         if args.workers < 2 or (args.steps is not None and args.steps < 10) or not args.links \
                 or min(args.links) <= 0:
             raise UsageError("--workers must be >= 2, --steps >= 10 and every link cap > 0")
+        if args.host_cores is not None:
+            cpu_budget.check(args.workers + MAX_PS, args.host_cores)
     except UsageError as exc:
         return refuse(exc)
     runs = plan(args.workers, args.links, args.models, args.steps, args.batch_size, args.variants)
     left_out = refused_cells((strategy_of(variant[1]), model) for model in args.models
                              for variant in VARIANTS if not args.variants or variant[0] in args.variants)
+    first = on_one_host(args.models, args.steps, args.batch_size) if args.host_cores is not None else []
     return run_on_links("network", runs, args.workers + MAX_PS, extra, Path(args.output), args.timeout_s,
-                        skipped=left_out)
+                        skipped=left_out, host_cores=args.host_cores, first_on_one_host=first)
 
 
 def salloc_command(hosts: int, preset: str) -> list[str]:
@@ -127,21 +159,35 @@ def salloc_command(hosts: int, preset: str) -> list[str]:
     return ["salloc", "--quiet", "-N", str(hosts), f"--job-name=distbench-{preset}", sys.executable, "-m", "bench"]
 
 
+def one_host_command(preset: str) -> list[str]:
+    """A run made whole on one host (launcher and process), as a job step there."""
+    return ["srun", "--quiet", "-N", "1", "-n", "1", f"--job-name=distbench-{preset}", sys.executable, "-m", "bench"]
+
+
 def run_on_links(preset: str, runs: list[tuple[float, str, list[str]]], hosts: int, extra: Sequence[str],
-                 output: Path, timeout_s: float, skipped: Sequence[str] = ()) -> int:
+                 output: Path, timeout_s: float, skipped: Sequence[str] = (), host_cores: float | None = None,
+                 first_on_one_host: Sequence[tuple[str, list[str]]] = ()) -> int:
     """The runs, each (link cap, label, arguments), on the emulated cluster CLUSTER of `hosts`
-    hosts with its Slurm, made for them and removed at the end whatever happens; each run is a
-    Slurm job; links re-capped when a run's cap differs from the last one's."""
+    hosts (each of `host_cores` cores, None: sharing the machine's) with its Slurm, made for them
+    and removed at the end whatever happens; each run is a Slurm job; links re-capped when a run's
+    cap differs from the last one's. `first_on_one_host`, each (label, arguments): runs made
+    before them, each whole on one host."""
     previous = signal.signal(signal.SIGTERM, _end_on_sigterm)
+    commands = [(label, [*one_host_command(preset), *run_args, *extra]) for label, run_args in first_on_one_host]
+    commands += [(label, [*salloc_command(hosts, preset), *run_args, *extra]) for _, label, run_args in runs]
+    links = [None] * len(first_on_one_host) + [link for link, _, _ in runs]
+
+    def before(i: int) -> None:
+        if links[i] is not None:  # a run on one host uses no link
+            cluster.cap(links[i])
+
     try:
-        with cluster_with_slurm(CLUSTER, hosts, runs[0][0] if runs else LINKS[0]) as cluster:
+        with cluster_with_slurm(CLUSTER, hosts, runs[0][0] if runs else LINKS[0], host_cores) as cluster:
             unseen = nodes_not_seeing(output.resolve(), [f"--nodes={hosts}", f"--ntasks={hosts}"])
             if unseen:
                 raise UsageError(f"--output {output} is not visible on the emulated hosts (each has its own /tmp, "
                                  "as a real cluster's nodes do): use a folder on the shared disk, e.g. results/")
-            return run_all(preset, [(label, [*run_args, *extra]) for _, label, run_args in runs], output,
-                           timeout_s, before=lambda i: cluster.cap(runs[i][0]), command=salloc_command(hosts, preset),
-                           skipped=skipped)
+            return run_all(preset, commands, output, timeout_s, before=before, command=(), skipped=skipped)
     except UsageError as exc:
         return refuse(exc)
     finally:

@@ -13,27 +13,30 @@ from bench.infra.emulated.claim import claim, release
 
 
 class HeldCluster:
-    """The cluster `name` of `hosts` hosts, its links capped at `link_mbit` until `cap` says otherwise."""
+    """The cluster `name` of `hosts` hosts of `host_cores` cores each (None: sharing the machine's),
+    its links capped at `link_mbit` until `cap` says otherwise."""
 
-    def __init__(self, name: str, hosts: int, link_mbit: float) -> None:
-        self.name, self.hosts, self.link_mbit = name, hosts, link_mbit
+    def __init__(self, name: str, hosts: int, link_mbit: float, host_cores: float | None = None) -> None:
+        self.name, self.hosts, self.link_mbit, self.host_cores = name, hosts, link_mbit, host_cores
 
     def cap(self, link_mbit: float) -> None:
         """Re-cap every host's link (nothing to do when it already is)."""
         if link_mbit == self.link_mbit:
             return
-        said(network.up(self.hosts, link_mbit, self.name))
+        said(network.up(self.hosts, link_mbit, self.name, self.host_cores))
         self.link_mbit = link_mbit
 
 
 def said(cluster: network.Cluster) -> network.Cluster:
-    print(f"links capped at {cluster.link_mbit:g} Mbit/s on {len(cluster.hosts)} hosts ({cluster.subnet})",
+    cores = f", {cluster.host_cores:g} cores each" if cluster.host_cores else ""
+    print(f"links capped at {cluster.link_mbit:g} Mbit/s on {len(cluster.hosts)} hosts{cores} ({cluster.subnet})",
           file=sys.stderr, flush=True)
     return cluster
 
 
 @contextmanager
-def cluster_with_slurm(name: str, hosts: int, link_mbit: float) -> Iterator[HeldCluster]:
+def cluster_with_slurm(name: str, hosts: int, link_mbit: float,
+                       host_cores: float | None = None) -> Iterator[HeldCluster]:
     """The cluster up with its Slurm daemons and this process's environment pointing at them (as
     `eval "$(./run_bench.sh cluster env)"` does for a user); raises UsageError before anything is
     made when a tool is missing or another process holds the name."""
@@ -41,9 +44,9 @@ def cluster_with_slurm(name: str, hosts: int, link_mbit: float) -> Iterator[Held
     held = claim(name)
     try:
         slurm.require_slurm()
-        slurm.up(said(network.up(hosts, link_mbit, name)))
+        slurm.up(said(network.up(hosts, link_mbit, name, host_cores)))
         os.environ.update(slurm.slurm_env(name))
-        yield HeldCluster(name, hosts, link_mbit)
+        yield HeldCluster(name, hosts, link_mbit, host_cores)
     finally:
         slurm.down(name)
         network.down(name)
