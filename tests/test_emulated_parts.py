@@ -15,7 +15,7 @@ import pytest
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.infra.emulated import network
-from bench.infra.emulated.claim import claim, release
+from bench.infra.emulated.claim import claim, lock_path, release
 from bench.infra.emulated.network import AGENT, Cluster, Host
 from bench.metrics import Gradient
 from bench.run.launch.emulated_hosts import Placement, mpirun_host_args
@@ -194,3 +194,46 @@ def test_a_cluster_held_by_one_preset_is_refused_to_another_and_to_cluster_down(
     finally:
         release(held)
     release(claim(name))  # free again once released
+    lock_path(name).unlink()  # a name of this test's own: leave no file behind
+
+
+def test_the_network_preset_on_budgeted_hosts_first_runs_each_model_on_one_host(monkeypatch, tmp_path):
+    from contextlib import contextmanager
+
+    from bench.drivers.presets import network as preset
+
+    made, caps, started = [], [], []
+
+    @contextmanager
+    def held(name, hosts, link_mbit, host_cores=None):
+        made.append((name, hosts, link_mbit, host_cores))
+        yield type("Held", (), {"cap": lambda self, link: caps.append(link)})()
+
+    def run_all(name, runs, output, timeout_s, before, command, skipped):
+        for i, (_, argv) in enumerate(runs):
+            before(i)
+            started.append([*command, *argv])
+        return 0
+
+    monkeypatch.setattr(preset, "cluster_with_slurm", held)
+    monkeypatch.setattr(preset, "nodes_not_seeing", lambda *a: [])
+    monkeypatch.setattr(preset, "run_all", run_all)
+    monkeypatch.setattr(preset.cpu_budget, "check", lambda hosts, cores: None)
+    assert preset.main(["--workers", "2", "--models", "cnn,embedding", "--links", "100,1000", "--variants",
+                        "allreduce-gloo", "--host-cores", "0.5", "--output", str(tmp_path)]) == 0
+    assert made == [(preset.CLUSTER, 4, 100.0, 0.5)]
+    # each model's 1-worker run first, whole on one host (a job step: srun -N 1), on no link
+    assert [argv[:5] for argv in started[:2]] == [["srun", "--quiet", "-N", "1", "-n"]] * 2
+    assert [argv[argv.index("--model") + 1] for argv in started[:2]] == ["cnn", "embedding"]
+    assert all(argv[argv.index("--strategy") + 1] == "single" and "--emulated-cluster" not in argv
+               for argv in started[:2])
+    # then the preset's runs as without a budget: Slurm jobs of every host, on their links
+    assert [argv[0] for argv in started[2:]] == ["salloc"] * 4 and caps == [100.0, 100.0, 1000.0, 1000.0]
+
+
+def test_a_budget_the_preset_s_hosts_cannot_all_have_is_refused_in_one_line(capsys):
+    from bench.drivers.presets import network as preset
+
+    assert preset.main(["--workers", "2", "--host-cores", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--host-cores" in err, err
