@@ -119,7 +119,7 @@ def test_hosts_with_a_cpu_budget_each_stretch_nothing_and_need_a_compute_measure
 
     from bench.analysis.projection.calibrate import ModelCalibration, waiting_cpu_ceiling
     from bench.analysis.projection.cluster import StepTerms
-    from bench.analysis.projection.from_runs import hosts_cpu
+    from bench.analysis.projection.from_runs import NotCalibrated, hosts_cpu
     from bench.metrics import Gradient
 
     terms = StepTerms.of(0.10, 0.09, collective_s=0.05)
@@ -135,8 +135,8 @@ def test_hosts_with_a_cpu_budget_each_stretch_nothing_and_need_a_compute_measure
     assert (stretch, why, loopback) == (1.0, "hosts of 0.5 cores each", None)
     assert ceiling(polling, terms) == pytest.approx(on_own_host(polling, terms))
     for quota in (None, 1.0):  # compute measured on the whole machine, or on another budget
-        left_out = hosts_cpu(run, measured_on[quota], pd.DataFrame())
-        assert isinstance(left_out, str) and "r4" in left_out and "srun -N 1" in left_out
+        with pytest.raises(NotCalibrated, match=r"r4: .*srun -N 1"):
+            hosts_cpu(run, measured_on[quota], pd.DataFrame())
 
 def test_round_robin_follows_creation_order_and_balanced_gives_a_huge_tensor_a_task_of_its_own():
     model = model_of((10, 0), (1000, 0), (10, 0), (10, 0), (10, 0))

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from bench.infra.cpu_quota import own_cores
+from bench.infra.cpu_quota import hierarchy, own_cores
 
 
 def group(root: Path, path: str, **files: str) -> Path:
@@ -34,3 +34,13 @@ def test_v2_reads_cpu_max_and_no_quota_is_none(tmp_path):
     group(root, "kubepods", cpu_max="250000 100000")
     assert own_cores(membership, root) == 2.5
     assert own_cores(tmp_path / "missing", root) is None
+
+
+def test_the_hierarchy_with_the_cpu_controller_is_v1_s_cpu_or_v2_s_root_where_it_is_enabled(tmp_path):
+    v1, v2, none = tmp_path / "v1", tmp_path / "v2", tmp_path / "none"
+    group(v1, "cpu", cpu_cfs_quota_us="-1", cpu_cfs_period_us="100000")
+    group(v2, "", cgroup_controllers="cpuset cpu io memory pids")
+    group(none, "", cgroup_controllers="io memory pids")
+    assert hierarchy(v1) == (v1 / "cpu", 1)
+    assert hierarchy(v2) == (v2, 2)
+    assert hierarchy(none) is None and hierarchy(tmp_path / "missing") is None

@@ -9,6 +9,21 @@ from pathlib import Path
 CGROUPS = Path("/sys/fs/cgroup")
 
 
+def v1_cpu(root: Path = CGROUPS) -> Path:
+    """Where cgroup v1 mounts its `cpu` hierarchy."""
+    return root / "cpu"
+
+
+def hierarchy(root: Path = CGROUPS) -> tuple[Path, int] | None:
+    """(the hierarchy that has the cpu controller, its cgroup version), or None."""
+    if (v1_cpu(root) / "cpu.cfs_quota_us").exists():
+        return v1_cpu(root), 1
+    controllers = root / "cgroup.controllers"
+    if controllers.exists() and "cpu" in controllers.read_text().split():
+        return root, 2
+    return None
+
+
 def of_group(folder: Path) -> float | None:
     """One group's quota in cores (quota over period), or None when it has none."""
     try:
@@ -32,7 +47,7 @@ def own_cores(membership: Path = Path("/proc/self/cgroup"), root: Path = CGROUPS
     except OSError:
         return None
     entries = [line.split(":", 2) for line in lines if line.count(":") >= 2]
-    v1 = [(root / "cpu", path) for _, controllers, path in entries if "cpu" in controllers.split(",")]
+    v1 = [(v1_cpu(root), path) for _, controllers, path in entries if "cpu" in controllers.split(",")]
     v2 = [(root, path) for hierarchy, controllers, path in entries if hierarchy == "0" and not controllers]
     if not (v1 or v2):
         return None

@@ -75,7 +75,7 @@ def main(argv: Sequence[str]) -> int:
         used, why = cluster_cli.chosen_profile(args, source)
         cal = calibrate(source, runs, args.model, args.compute_ms, used, why)
         table = projection(cal, args.workers, args.link_gbit, args.ps)
-        checked = validation(cal, runs) if args.compute_ms is None else pd.DataFrame()
+        checked, left_out = validation(cal, runs) if args.compute_ms is None else (pd.DataFrame(), [])
     except UsageError as exc:
         return refuse(exc)
     best, crossing = winners(table), crossover(args.workers)
@@ -83,7 +83,7 @@ def main(argv: Sequence[str]) -> int:
               "profile": {**used.summary(), "why": why}, "constants": cluster_cli.constants(used),
               "projection": cluster_cli.records(table), "winners": best.to_dict("records"),
               "crossover": crossing.to_dict("records"),
-              "validation": cluster_cli.records(checked), "validation_summary": error_summary(checked),
+              "validation": cluster_cli.records(checked), "validation_summary": error_summary(checked, left_out),
               "published": cluster_cli.published_result(used)}
     out = Path(args.output) if args.output else source
     out.mkdir(parents=True, exist_ok=True)

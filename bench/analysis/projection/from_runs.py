@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -121,16 +122,16 @@ def _as_run(shaped: ModelTensors, run: pd.Series) -> ModelTensors:
     return shaped.partitioned(ps, int(threshold_mb * 2**20)) if threshold_mb > 0 and ps > 1 else shaped
 
 
-def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
+def validation(cal: Calibration, runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Each emulated-cluster run's measured throughput against the model's interval for its
     workers, ps tasks, link cap and wire. Where its emulated hosts share this machine's cores, each
     worker's compute is stretched as measured by the one-machine runs at that worker count
     (calibrate.shared_cpu_stretch), and the interval goes no higher than its strategy went on
     those cores over loopback (calibrate.shared_cpu_ceiling). Where each host had a CPU budget of
     its own (`cluster up --host-cores`), nothing is stretched, and the compute must have been
-    measured on one such host; runs without that are left out, with why (attrs["left_out"])."""
+    measured on one such host; runs without that are left out: (the rows, why each run left out was)."""
     if runs.empty or "link_mbit" not in runs:
-        return pd.DataFrame()
+        return pd.DataFrame(), []
     local = one_machine_runs(runs)
     shaped: dict[str, ModelTensors] = {}
     rows, left_out = [], []
@@ -146,11 +147,11 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
         ratio = int(run["batch_size"]) / model.batch_size  # compute taken as proportional to the batch
         scaled = dataclasses.replace(model, batch_size=int(run["batch_size"]), compute_s=model.compute_s * ratio,
                                      compute_sd_s=model.compute_sd_s * ratio)
-        cpu = hosts_cpu(run, scaled, local)
-        if isinstance(cpu, str):
-            left_out.append(cpu)
+        try:
+            all_at_once, stretch_from, polling, ceiling = hosts_cpu(run, scaled, local)
+        except NotCalibrated as exc:
+            left_out.append(str(exc))
             continue
-        all_at_once, stretch_from, polling, ceiling = cpu
         stretch, found, bounded = emulated_interval(cal.profile, run, scheme, scaled,
                                                     _as_run(shaped[model.model], run), all_at_once, polling)
         terms = found.terms
@@ -177,29 +178,37 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> pd.DataFrame:
                          ("waiting", terms.waiting_s), ("other", terms.other_s))
                         for side, value in (("predicted", predicted),
                                             ("measured", recorded(run.get(f"{term}_p50_s"))))}})
-    checked = pd.DataFrame(rows)
-    checked.attrs["left_out"] = left_out
-    return checked
+    return pd.DataFrame(rows), left_out
 
 
-def hosts_cpu(run: pd.Series, model: ModelCalibration, local: pd.DataFrame
-              ) -> tuple[float, str, schemes.Ceiling, tuple[float, float, str] | None] | str:
-    """What an emulated run's hosts had of the CPU, as (compute stretch, where it is from, the
-    waiting-CPU ceiling, the loopback ceiling), or why the run cannot be predicted."""
+class NotCalibrated(Exception):
+    """A run the calibration cannot predict, and why."""
+
+
+class HostsCpu(NamedTuple):
+    stretch: float  # of each worker's compute
+    stretch_from: str  # where the stretch is from
+    waiting: schemes.Ceiling  # what a rank's CPU while its collective flies allows
+    loopback: tuple[float, float, str] | None  # (low, high, run): its strategy on these cores over loopback
+
+
+def hosts_cpu(run: pd.Series, model: ModelCalibration, local: pd.DataFrame) -> HostsCpu:
+    """What an emulated run's hosts had of the CPU; NotCalibrated, saying why, for a run whose
+    compute was not measured as its hosts had it."""
     budget = recorded(run.get("host_cores"))
     workers, wire = int(run["workers"]), run.get("wire")
     if budget is None:  # the hosts shared this machine's cores
         cores = float(run["cpu_count"]) if pd.notna(run.get("cpu_count")) else 1.0
         all_at_once, stretch_from = shared_cpu_stretch(local, model, workers, cores, run.get("family"), wire)
-        return (all_at_once, stretch_from, waiting_cpu_ceiling(wire, workers, model.batch_size, cores),
-                shared_cpu_ceiling(local, run))
+        return HostsCpu(all_at_once, stretch_from, waiting_cpu_ceiling(wire, workers, model.batch_size, cores),
+                        shared_cpu_ceiling(local, run))
     if model.cpu_quota_cores is not None and abs(model.cpu_quota_cores - budget) < 1e-6:
         # each host its own budget, the compute measured on one such host: nothing is shared but a
         # host's cores, between its rank's compute and its transport's CPU
-        return (1.0, f"hosts of {budget:g} cores each",
-                waiting_cpu_ceiling(wire, workers, model.batch_size, budget, sharing=1), None)
-    return (f"{run['run_id']}: its hosts had {budget:g} cores each, and {model.model}'s compute ({model.source}) "
-            "was not measured on such a host (srun -N 1 on one)")
+        return HostsCpu(1.0, f"hosts of {budget:g} cores each",
+                        waiting_cpu_ceiling(wire, workers, model.batch_size, budget, sharing=1), None)
+    raise NotCalibrated(f"{run['run_id']}: its hosts had {budget:g} cores each, and {model.model}'s compute "
+                        f"({model.source}) was not measured on such a host (srun -N 1 on one)")
 
 
 def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: ModelCalibration, shaped: ModelTensors,
@@ -231,9 +240,9 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
     return stretch, at(stretch, scales), at(stretch, scales, ceiling)
 
 
-def error_summary(checked: pd.DataFrame) -> dict:
+def error_summary(checked: pd.DataFrame, left_out: Sequence[str] = ()) -> dict:
     """How the validated settings fared; `left_out`: the emulated runs not predicted, and why."""
-    left_out = list(checked.attrs.get("left_out", []))
+    left_out = list(left_out)
     if checked.empty:
         return {"settings": 0, "left_out": left_out}
     errors = checked["error"].abs()

@@ -31,13 +31,7 @@ REMOVE_WAIT_S = 2.0  # a killed process leaves its group a moment after it is go
 
 @functools.cache
 def _root() -> tuple[Path, int] | None:
-    """(the hierarchy that has the cpu controller, its cgroup version), or None."""
-    if (cpu_quota.CGROUPS / "cpu" / "cpu.cfs_quota_us").exists():
-        return cpu_quota.CGROUPS / "cpu", 1
-    controllers = cpu_quota.CGROUPS / "cgroup.controllers"
-    if controllers.exists() and "cpu" in controllers.read_text().split():
-        return cpu_quota.CGROUPS, 2
-    return None
+    return cpu_quota.hierarchy()
 
 
 def group(namespace: str) -> Path | None:
