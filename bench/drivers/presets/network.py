@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from bench.config import default_warmup
 from bench.drivers.presets.matrix import FULL_STEPS
-from bench.drivers.presets.runner import refused_cells, run_all, strategy_of
+from bench.drivers.presets.runner import BENCH, refused_cells, run_all, strategy_of
 from bench.errors import UsageError
 from bench.infra.emulated import cpu_budget
 from bench.infra.emulated.held import cluster_with_slurm
@@ -63,7 +62,7 @@ def plan(workers: int, links: Sequence[float], models: Sequence[str], steps: int
     runs = []
     for link in links:
         for model in models:
-            n_steps = steps or FULL_STEPS.get(model, 100)
+            n_steps = steps_of(model, steps)
             kind = known_models.reads(model)
             for label, args in VARIANTS:
                 if (variants and label not in variants) or (label in ONLY_WITH_TABLES and kind != IDS):
@@ -82,6 +81,11 @@ def plan(workers: int, links: Sequence[float], models: Sequence[str], steps: int
     return runs
 
 
+def steps_of(model: str, steps: int | None) -> int:
+    """A run's global steps: those asked for, else the model's own (FULL_STEPS)."""
+    return steps or FULL_STEPS.get(model, 100)
+
+
 def training(model: str, steps: int, warmup_steps: int, batch_size: int) -> list[str]:
     """What every run of the preset trains: the model on its synthetic data, for throughput."""
     from bench.run import models
@@ -97,7 +101,7 @@ def on_one_host(models: Sequence[str], steps: int | None, batch_size: int) -> li
 
     runs = []
     for model in models:
-        n_steps, label = steps or FULL_STEPS.get(model, 100), known_models.label(model)
+        n_steps, label = steps_of(model, steps), known_models.label(model)
         runs.append((f"{label} single, on one host", [
             "--strategy", "single", *training(model, n_steps, default_warmup(n_steps), batch_size),
             "--run-name", f"network-one-host-{label}-single"]))
@@ -156,12 +160,12 @@ def main(argv: Sequence[str]) -> int:
 
 def salloc_command(hosts: int, preset: str) -> list[str]:
     """Each run as a user runs it on their cluster: a Slurm job of every host, its processes job steps."""
-    return ["salloc", "--quiet", "-N", str(hosts), f"--job-name=distbench-{preset}", sys.executable, "-m", "bench"]
+    return ["salloc", "--quiet", "-N", str(hosts), f"--job-name=distbench-{preset}", *BENCH]
 
 
 def one_host_command(preset: str) -> list[str]:
     """A run made whole on one host (launcher and process), as a job step there."""
-    return ["srun", "--quiet", "-N", "1", "-n", "1", f"--job-name=distbench-{preset}", sys.executable, "-m", "bench"]
+    return ["srun", "--quiet", "-N", "1", "-n", "1", f"--job-name=distbench-{preset}", *BENCH]
 
 
 def run_on_links(preset: str, runs: list[tuple[float, str, list[str]]], hosts: int, extra: Sequence[str],
