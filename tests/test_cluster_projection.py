@@ -144,22 +144,39 @@ def test_round_robin_follows_creation_order_and_balanced_gives_a_huge_tensor_a_t
     assert parameter_servers.place(model, 2, BALANCED) == [0, 1, 0, 0, 0]
 
 
-def test_a_single_variable_is_pushed_then_pulled_by_every_worker_through_its_task():
+def test_a_single_variable_is_pulled_then_pushed_by_every_worker_through_its_task():
     one_host = Cluster(4, 4, 8, 100, 50, 4e9)
     late = model_of((int(1e8), 1.0))
     layout = Layout(one_host, tasks=1, colocated=False, aggregated=False)
     terms = parameter_servers.synchronous_step(late, layout, ROUND_ROBIN, WIRE)
-    # 4 pushers x 1e8 B through the ps host's link at 1e9 B/s, in; then as much out
+    # 4 pullers x 1e8 B through the ps host's link at 1e9 B/s, out; the compute; then as much in
     assert terms.step_s == pytest.approx(0.5 + 2 * 0.4 + 2 * 50e-6)
 
 
-def test_many_small_variables_let_pulls_overlap_later_pushes():
+def test_a_steps_pulls_wait_for_the_last_push_of_the_step_before():
+    # SyncReplicasOptimizer's token, tf_cnn_benchmarks' barrier: no variable is read again until
+    # every push of the step is in, so a pull cannot hide behind later pushes
     one_host = Cluster(4, 4, 8, 100, 50, 4e9)
     many = model_of(*[(int(1e6), 1.0)] * 100)
     layout = Layout(one_host, tasks=1, colocated=False, aggregated=False)
     terms = parameter_servers.synchronous_step(many, layout, ROUND_ROBIN, WIRE)
     stage = 4 * 1e6 / 1e9
-    assert terms.step_s == pytest.approx(0.5 + 100 * stage + stage + 2 * 50e-6)
+    assert terms.step_s == pytest.approx(100 * stage + 0.5 + 100 * stage + 2 * 50e-6)
+
+
+def test_pulls_asked_for_at_once_are_served_side_by_side_and_a_layer_waits_only_for_its_own():
+    one_host = Cluster(4, 4, 8, 100, 50, 4e9)  # forward 1/6 s, backward 1/3 s
+    layout = Layout(one_host, tasks=1, colocated=False, aggregated=False)
+    # the first layer small, the last one large: the large one's pull demands 0.4 s of the link, the small one's 4 ms
+    model = model_of((int(1e6), 1.0), (int(1e8), 0.0))
+    small, large = parameter_servers._pulls_done_s(layout, 0, list(model.tensors), WIRE)
+    assert (small, large) == pytest.approx((2 * 0.004, 0.004 + 0.4))
+    # the forward pass runs while the large one arrives, up to its last layer
+    forward_end = max(small + 50e-6 + 1 / 6, large + 50e-6)
+    # then the backward pass; the large gradient is pushed first, the small one after it
+    pushes = max(forward_end + 0.4, forward_end + 1 / 3) + 0.004
+    step = parameter_servers.synchronous_step(model, layout, ROUND_ROBIN, WIRE).step_s
+    assert step == pytest.approx(pushes + 50e-6)
 
 
 def test_a_ps_task_pays_a_message_per_tensor_of_every_pusher():
@@ -168,15 +185,14 @@ def test_a_ps_task_pays_a_message_per_tensor_of_every_pusher():
     # the task's process moves 0.5e9 B/s and spends 1 ms on each message: slower than the link's 1e9 B/s
     messaging = Transport("messaging", 1.0, 0.5e9, False, "test", message_s=1e-3, **TIMING)
     one = model_of((int(1e7), 1.0))
-    # all ready at the end of the backward pass: 4 pushers x (1e7 B at 0.5e9 B/s + 1 ms), in, then out
+    # 4 pullers x (1e7 B at 0.5e9 B/s + 1 ms) out, the compute, then as much in from 4 pushers
     assert parameter_servers.synchronous_step(one, layout, ROUND_ROBIN, messaging).step_s == pytest.approx(
         0.5 + 2 * 4 * (0.02 + 1e-3) + 2 * 50e-6)
 
 
 def test_a_cpu_bound_task_does_the_work_of_its_pushes_and_its_pulls_one_after_the_other():
-    # Its process rate was measured with push and pull one after the other, so a pull cannot take
-    # the process while a push has it: ten variables' pushes and pulls are 20 of its stages (the
-    # link alone would let each pull overlap the next push: 11)
+    # Its process rate was measured with push and pull one after the other: ten variables' pulls
+    # and then their pushes are 20 of its stages, none at twice the rate
     one_host = Cluster(4, 4, 8, 100, 50, 4e9)
     layout = Layout(one_host, tasks=1, colocated=False, aggregated=False)
     messaging = Transport("messaging", 1.0, 0.5e9, False, "test", message_s=1e-3, **TIMING)

@@ -197,7 +197,8 @@ def test_a_cluster_held_by_one_preset_is_refused_to_another_and_to_cluster_down(
     lock_path(name).unlink()  # a name of this test's own: leave no file behind
 
 
-def test_the_network_preset_on_budgeted_hosts_first_runs_each_model_on_one_host(monkeypatch, tmp_path):
+def test_the_network_preset_on_budgeted_hosts_runs_each_model_on_one_host_before_among_and_after(
+        monkeypatch, tmp_path):
     from contextlib import contextmanager
 
     from bench.drivers.presets import network as preset
@@ -222,13 +223,20 @@ def test_the_network_preset_on_budgeted_hosts_first_runs_each_model_on_one_host(
     assert preset.main(["--workers", "2", "--models", "cnn,embedding", "--links", "100,1000", "--variants",
                         "allreduce-gloo", "--host-cores", "0.5", "--output", str(tmp_path)]) == 0
     assert made == [(preset.CLUSTER, 4, 100.0, 0.5)]
-    # each model's 1-worker run first, whole on one host (a job step: srun -N 1), on no link
-    assert [argv[:5] for argv in started[:2]] == [["srun", "--quiet", "-N", "1", "-n"]] * 2
-    assert [argv[argv.index("--model") + 1] for argv in started[:2]] == ["cnn", "embedding"]
-    assert all(argv[argv.index("--strategy") + 1] == "single" and "--emulated-cluster" not in argv
-               for argv in started[:2])
-    # then the preset's runs as without a budget: Slurm jobs of every host, on their links
-    assert [argv[0] for argv in started[2:]] == ["salloc"] * 4 and caps == [100.0, 100.0, 1000.0, 1000.0]
+    # each model's 1-worker run, whole on one host (a job step: srun -N 1) on no link, three times:
+    # before the link runs, among them and after them; the link runs are Slurm jobs of every host
+    assert [argv[0] for argv in started] == ["srun"] * 2 + ["salloc"] * 2 + ["srun"] * 2 + ["salloc"] * 2 \
+        + ["srun"] * 2
+    alone = [argv for argv in started if argv[0] == "srun"]
+    assert all(argv[:5] == ["srun", "--quiet", "-N", "1", "-n"] and "--emulated-cluster" not in argv
+               and argv[argv.index("--strategy") + 1] == "single" for argv in alone)
+    assert [argv[argv.index("--model") + 1] for argv in alone] == ["cnn", "embedding"] * 3
+    assert len({argv[argv.index("--run-name") + 1] for argv in alone}) == 6
+    assert caps == [100.0, 100.0, 1000.0, 1000.0]
+    started.clear()
+    assert preset.main(["--workers", "2", "--models", "cnn", "--links", "100", "--variants", "allreduce-gloo",
+                        "--host-cores", "0.5", "--one-host-repeats", "1", "--output", str(tmp_path)]) == 0
+    assert [argv[0] for argv in started] == ["srun", "salloc"]
 
 
 def test_a_budget_the_preset_s_hosts_cannot_all_have_is_refused_in_one_line(capsys):

@@ -106,6 +106,22 @@ def test_it_calibrates_from_the_one_machine_runs_and_checks_the_emulated_ones(re
     assert (results / "projection.json").is_file()
 
 
+def test_repeated_one_worker_runs_give_the_compute_their_mean_and_an_interval_spanning_them(tmp_path, capsys):
+    # the first run's steps are 0.05 s on average, the second's (the same steps, later) 0.06 s
+    run_folder(tmp_path, "single-1", "single", 1, 64 / STEP_S, steps=True)
+    run_folder(tmp_path, "single-2", "single", 1, 64 / 0.06, steps=True)
+    steps = pd.read_csv(tmp_path / "single-2" / "steps.csv")
+    steps["t_end_s"] += 0.01
+    steps.to_csv(tmp_path / "single-2" / "steps.csv", index=False)
+    run_folder(tmp_path, "ar-100", "allreduce", 4, 4 * 64 / 0.55, link=100)
+    assert main(["project", "--from", str(tmp_path), "--workers", "8", "--link-gbit", "10", "--json"]) == 0
+    model = json.loads(capsys.readouterr().out)["calibration"]["models"][0]
+    assert model["compute_ms"] == pytest.approx(55.0, rel=1e-6)
+    assert model["compute_from"].startswith("2 runs: ")
+    # from the lowest repetition to the highest (neither recorded an interval of its own): +-5 ms
+    assert model["compute_ci95_ms"] == pytest.approx(5.0, rel=1e-6)
+
+
 def exact_profile(path: Path) -> None:
     """The default profile with every range closed and no latency nor Horovod cycle: figures by hand."""
     data = json.loads((profile.SHIPPED / f"{profile.DEFAULT}.json").read_text())

@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bench.analysis.projection.cluster import StepTerms
@@ -108,13 +109,39 @@ def model_calibration(runs: pd.DataFrame, model: str, compute_ms: float | None) 
     if base.empty:
         raise UsageError(f"--model {model}: no 1-worker baseline run under --from; run one or give --compute-ms")
     run = base.iloc[0]
-    mean, sd = step_spread(read_steps(run["path"], missing_ok=True), int(run["warmup_steps"]))
-    # the run's own 95% interval on its examples/s (batch means, bench.metrics), relative, on its step
-    ci = run.get("throughput_ci95_examples_per_s")
-    relative = float(ci) / float(run["throughput_examples_per_s"]) if pd.notna(ci) and ci else 0.0
-    return ModelCalibration(model, spec, sizes, gradient, int(run["batch_size"]), mean, sd, f"run {run['run_id']}",
-                            mean * min(relative, 0.5), host_work(mine, run, gradient),
+    repeats = _repeats_of(base, run)
+    spreads = [step_spread(read_steps(r["path"], missing_ok=True), int(r["warmup_steps"]))
+               for _, r in repeats.iterrows()]
+    mean = float(np.mean([m for m, _ in spreads]))
+    sd = float(np.mean([s for _, s in spreads]))
+    # each run's own 95% interval on its examples/s (batch means, bench.metrics), relative, on its
+    # step; over repeated runs, from the lowest of their intervals to the highest
+    ends = [(m * (1 - r), m * (1 + r)) for (m, _), r in zip(spreads, _relative_ci(repeats), strict=True)]
+    half = max(mean - min(low for low, _ in ends), max(high for _, high in ends) - mean)
+    source = f"run {run['run_id']}" if len(repeats) == 1 else \
+        f"{len(repeats)} runs: {', '.join(str(r) for r in repeats['run_id'])}"
+    return ModelCalibration(model, spec, sizes, gradient, int(run["batch_size"]), mean, sd, source,
+                            min(half, 0.5 * mean), host_work(mine, run, gradient),
                             recorded(run.get("cpu_quota_cores")))
+
+
+def _repeats_of(base: pd.DataFrame, run: pd.Series) -> pd.DataFrame:
+    """The 1-worker runs that repeat `run`: same purpose, batch and CPU limit."""
+    quota = recorded(run.get("cpu_quota_cores"))
+    same = (base["purpose"].fillna("") == (run["purpose"] if pd.notna(run["purpose"]) else "")) \
+        & (base["batch_size"] == run["batch_size"])
+    if "cpu_quota_cores" in base:
+        same &= base["cpu_quota_cores"].map(lambda q: recorded(q) == quota)
+    return base[same]
+
+
+def _relative_ci(runs: pd.DataFrame) -> list[float]:
+    """Each run's 95% interval's half-width relative to its examples/s (0 where not recorded)."""
+    out = []
+    for _, r in runs.iterrows():
+        ci = r.get("throughput_ci95_examples_per_s")
+        out.append(float(ci) / float(r["throughput_examples_per_s"]) if pd.notna(ci) and ci else 0.0)
+    return out
 
 
 def host_work(runs: pd.DataFrame, baseline: pd.Series, gradient: Gradient) -> tuple[tuple[str, str, float], ...]:

@@ -7,21 +7,25 @@
 - Who pushes: every device as a worker of its own, or (host-aggregated) one worker per host
   that first sums its devices' gradients over PCIe, as tf_cnn_benchmarks' workers of several
   GPUs do.
-- A variable's push is E copies of its bytes into its ps task (E pushers); the task's process
-  moves them at gRPC's rate, and those from other hosts also cross its host's link at the
-  link's rate. A pull is the same the other way. Per task, three resources taken in the
-  order the gradients become ready: the link's two directions, so the pull of one variable
-  overlaps the pushes of the next on the wire; and the task's one process, which does the
-  work of every push and every pull (its rate is measured with both: counting it once per
-  direction would count a CPU-bound process's capacity twice).
+- A step reads every variable first, then pushes the gradients. Its reads are asked for at
+  once when it starts (no read waits on anything), and it reads nothing again until every
+  push of the step is in: SyncReplicasOptimizer's token, tf_cnn_benchmarks' barrier at the
+  step's end (`add_sync_queues_and_barrier`), so no pull hides behind a push.
+- A variable's pull is E copies of its bytes out of its ps task (E pushers); the task's
+  process moves them at gRPC's rate, and those to other hosts also cross its host's link at
+  the link's rate. A task serves its pulls side by side, an even share each (processor
+  sharing): a small variable arrives early, the largest last, and a layer's forward pass
+  waits only for its own variables. A push is the same the other way, each taken when its
+  gradient is ready, in that order. The task's one process does the work of every push and
+  every pull (its rate is measured with both).
 - A ps on a worker host (colocated) shares that host's link with the host's own workers:
   every host's link carries, each way, what its workers send to tasks elsewhere plus what
   its task receives from workers elsewhere, a bound on the exchange.
 - An embedding table's step pushes the touched rows with their indices and the ids, and pulls
   the touched rows back (Tensor.push_bytes, .pull_bytes): far less than the table.
-- Synchronous: the step ends when every pull has ended (the next forward pass needs them),
-  the gradients ready when the slowest device's are (Cluster.slowest), and the host's own
-  per-step work (Cluster.other_s) after it.
+- Synchronous: the step ends when every push has ended, the gradients ready when the
+  slowest device's are (Cluster.slowest), and the host's own per-step work (Cluster.other_s)
+  after it.
   Asynchronous: no worker waits for another; updates per second are capped by the
   workers (E / their own step) and by each task (its rate over its bytes per update).
 """
@@ -98,22 +102,32 @@ def _link_s(layout: Layout, task: int, nbytes: float, transport: Transport) -> f
     return layout.remote_pushers(task) * nbytes / transport.network_bytes_per_s(layout.cluster.link_gbit)
 
 
-def _task_end_s(layout: Layout, task: int, variables: list[tuple[float, Tensor]], transport: Transport) -> float:
-    """Each variable's push once its gradient is ready, then its pull, each taking the task's
-    process and one direction of its link, in ready order: when the task's last pull ends."""
-    process_free = inbound_free = outbound_free = pulled = 0.0
+def _pulls_done_s(layout: Layout, task: int, variables: list[Tensor], transport: Transport) -> list[float]:
+    """When each of the task's variables has reached every pusher, all asked for at once at the
+    step's start and served side by side (an even share each of the task's process and of its
+    link's outbound direction, as processor sharing): a small one arrives early, the largest last."""
+    demand = [max(_process_s(layout, t.pull_bytes, transport), _link_s(layout, task, t.pull_bytes, transport))
+              for t in variables]
+    done = [0.0] * len(demand)
+    finished = 0.0  # the demand of those already done
+    order = sorted(range(len(demand)), key=demand.__getitem__)
+    for k, i in enumerate(order):
+        done[i] = finished + (len(order) - k) * demand[i]
+        finished += demand[i]
+    return done
+
+
+def _pushes_end_s(layout: Layout, task: int, variables: list[tuple[float, Tensor]], transport: Transport) -> float:
+    """Each variable's push once its gradient is ready, taking the task's process and its link's
+    inbound direction, in ready order: when the task's last push ends."""
+    process_free = inbound_free = pushed = 0.0
     for ready, tensor in variables:
         work = _process_s(layout, tensor.push_bytes, transport)
         wire = _link_s(layout, task, tensor.push_bytes, transport)
         start = max(ready, process_free, inbound_free)
         pushed = start + max(work, wire)
         process_free, inbound_free = start + work, start + wire
-        work = _process_s(layout, tensor.pull_bytes, transport)
-        wire = _link_s(layout, task, tensor.pull_bytes, transport)
-        start = max(pushed, process_free, outbound_free)
-        pulled = start + max(work, wire)
-        process_free, outbound_free = start + work, start + wire
-    return pulled + 2 * transport.latency_s
+    return pushed
 
 
 def _per_task(tensors: ModelTensors, tasks_of: list[int], tasks: int) -> tuple[list[float], list[float], list[int]]:
@@ -126,27 +140,28 @@ def _per_task(tensors: ModelTensors, tasks_of: list[int], tasks: int) -> tuple[l
     return pushed, pulled, count
 
 
-def _links_bound_s(layout: Layout, tensors: ModelTensors, tasks_of: list[int], transport: Transport) -> float:
-    """The busiest host link's bytes in its busier direction, at the link's rate."""
+def _links_bound_s(layout: Layout, tensors: ModelTensors, tasks_of: list[int],
+                   transport: Transport) -> tuple[float, float]:
+    """(pulls, pushes): the busiest host link's bytes in its busier direction, at the link's rate."""
     pushed, pulled, _ = _per_task(tensors, tasks_of, layout.tasks)
-    all_pushed, all_pulled = sum(pushed), sum(pulled)
     tasks_on: dict[int, list[int]] = {}
     for k in range(layout.tasks):
         if layout.host_of(k) is not None:
             tasks_on.setdefault(layout.host_of(k), []).append(k)
-    busiest = 0.0
-    for host in range(layout.cluster.hosts):
-        mine = tasks_on.get(host, [])
-        pushers = layout.pushers_on(host)
-        # out: its pushers' pushes elsewhere and its tasks' pulls served; in: its pushers' pulls and its tasks' pushes
-        out = pushers * (all_pushed - sum(pushed[k] for k in mine)) \
-            + sum(layout.remote_pushers(k) * pulled[k] for k in mine)
-        into = pushers * (all_pulled - sum(pulled[k] for k in mine)) \
-            + sum(layout.remote_pushers(k) * pushed[k] for k in mine)
-        busiest = max(busiest, out, into)
-    dedicated = max((layout.pushers * max(pushed[k], pulled[k]) for k in range(layout.tasks)
-                     if layout.host_of(k) is None), default=0.0)
-    return max(busiest, dedicated) / transport.network_bytes_per_s(layout.cluster.link_gbit)
+    net = transport.network_bytes_per_s(layout.cluster.link_gbit)
+
+    def busiest(sent: list[float]) -> float:
+        """The bytes `sent` per pusher to each task (pushes), or from each task (pulls), on the busiest link."""
+        most = max((layout.pushers * sent[k] for k in range(layout.tasks) if layout.host_of(k) is None), default=0.0)
+        for host in range(layout.cluster.hosts):
+            mine = tasks_on.get(host, [])
+            # its pushers' bytes with tasks elsewhere one way, its tasks' bytes with remote pushers the other
+            ours = layout.pushers_on(host) * (sum(sent) - sum(sent[k] for k in mine))
+            theirs = sum(layout.remote_pushers(k) * sent[k] for k in mine)
+            most = max(most, ours, theirs)
+        return most / net
+
+    return busiest(pulled), busiest(pushed)
 
 
 def _aggregation_s(layout: Layout, nbytes: int) -> float:
@@ -160,13 +175,23 @@ def synchronous_step(tensors: ModelTensors, layout: Layout, placement: str, tran
     cluster = mean.slowest()
     layout = dataclasses.replace(layout, cluster=cluster)
     tasks_of = place(tensors, layout.tasks, placement)
-    by_task: dict[int, list[tuple[float, Tensor]]] = {}
-    for task, t in sorted(zip(tasks_of, tensors.tensors, strict=True), key=lambda pair: pair[1].ready):
-        ready = cluster.forward_s + t.ready * cluster.backward_s + _aggregation_s(layout, t.nbytes)
-        by_task.setdefault(task, []).append((ready, t))
-    end = max(_task_end_s(layout, k, v, transport) for k, v in by_task.items())
-    first_ready = cluster.forward_s
-    end = max(end, cluster.compute_s, first_ready + _links_bound_s(layout, tensors, tasks_of, transport))
+    pulls_bound, pushes_bound = _links_bound_s(layout, tensors, tasks_of, transport)
+    by_task: dict[int, list[Tensor]] = {}
+    for task, t in zip(tasks_of, tensors.tensors, strict=True):
+        by_task.setdefault(task, []).append(t)
+    pulled = {task: _pulls_done_s(layout, task, v, transport) for task, v in by_task.items()}
+    last = max(max(done) for done in pulled.values())
+    stretch = pulls_bound / last if last and pulls_bound > last else 1.0  # a link busier than any task
+    # a layer's forward waits for its variables: the layers after it take the rest of the pass
+    forward_end = cluster.forward_s
+    for task, variables in by_task.items():
+        for t, done in zip(variables, pulled[task], strict=True):
+            forward_end = max(forward_end, done * stretch + transport.latency_s + t.ready * cluster.forward_s)
+    ends = [forward_end + cluster.backward_s, forward_end + pushes_bound]
+    for task, variables in by_task.items():
+        ready = [(forward_end + t.ready * cluster.backward_s + _aggregation_s(layout, t.nbytes), t) for t in variables]
+        ends.append(_pushes_end_s(layout, task, sorted(ready, key=lambda pair: pair[0]), transport))
+    end = max(ends) + transport.latency_s
     return StepTerms.of(end + cluster.other_s, mean.compute_s, waiting_s=cluster.compute_s - mean.compute_s,
                         other_s=cluster.other_s)
 

@@ -10,8 +10,10 @@ the preset, with its Slurm, and removed at its end, whatever happens (root only)
 is a Slurm job (salloc) whose processes are job steps, as on a user's cluster.
 
 With --host-cores C each host runs on a CPU budget of its own (`cluster up --host-cores`),
-and each model is first run by one worker on one such host (`srun -N 1`, strategy single):
-the compute that `python -m bench project --from` calibrates these runs with.
+and each model is also run by one worker on one such host (`srun -N 1`, strategy single):
+the compute that `python -m bench project --from` calibrates these runs with. Those runs are
+made --one-host-repeats times (default 3), before the link runs, among them and after them,
+so that the compute's interval is what the repetitions gave over the preset's time.
 """
 
 from __future__ import annotations
@@ -95,17 +97,29 @@ def training(model: str, steps: int, warmup_steps: int, batch_size: int) -> list
             str(warmup_steps), "--batch-size", str(batch_size), "--eval-every", "0"]
 
 
-def on_one_host(models: Sequence[str], steps: int | None, batch_size: int) -> list[tuple[str, list[str]]]:
+def on_one_host(models: Sequence[str], steps: int | None, batch_size: int,
+                repeat: int = 0) -> list[tuple[str, list[str]]]:
     """Each model's 1-worker run, made on one emulated host (its compute on the host's budget)."""
     from bench.run import models as known_models
 
     runs = []
     for model in models:
         n_steps, label = steps_of(model, steps), known_models.label(model)
-        runs.append((f"{label} single, on one host", [
+        runs.append((f"{label} single, on one host ({repeat + 1})", [
             "--strategy", "single", *training(model, n_steps, default_warmup(n_steps), batch_size),
-            "--run-name", f"network-one-host-{label}-single"]))
+            "--run-name", f"network-one-host-{label}-single-{repeat + 1}"]))
     return runs
+
+
+def interleaved(runs: Sequence, repeats: Sequence[Sequence]) -> list[tuple[bool, object]]:
+    """`runs` with each of `repeats` (a list of runs each) placed among them at even spaces, the
+    first before them all and the last after them all: (is it a repeat's, the run)."""
+    at = {round(k * len(runs) / max(1, len(repeats) - 1)): k for k in range(len(repeats))}
+    out: list[tuple[bool, object]] = []
+    for i in range(len(runs) + 1):
+        out += [(True, run) for run in repeats[at[i]]] if i in at else []
+        out += [(False, runs[i])] if i < len(runs) else []
+    return out
 
 
 def parser() -> argparse.ArgumentParser:
@@ -123,6 +137,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host-cores", type=float, default=None,
                    help="each host's CPU budget in cores, as `cluster up --host-cores` (default: the hosts share "
                         "the machine's cores); each model is then also run by one worker on one host")
+    p.add_argument("--one-host-repeats", type=int, default=3,
+                   help="with --host-cores: how many times each model's one-host run is made (default: 3)")
     p.add_argument("--output", default="results")
     p.add_argument("--timeout-s", type=float, default=900, help="longest a single run may take (default: 900)")
     return p
@@ -144,8 +160,8 @@ def main(argv: Sequence[str]) -> int:
         if unknown:
             raise UsageError(f"--variants: unknown {', '.join(sorted(unknown))}")
         if args.workers < 2 or (args.steps is not None and args.steps < 10) or not args.links \
-                or min(args.links) <= 0:
-            raise UsageError("--workers must be >= 2, --steps >= 10 and every link cap > 0")
+                or min(args.links) <= 0 or args.one_host_repeats < 1:
+            raise UsageError("--workers must be >= 2, --steps >= 10, --one-host-repeats >= 1 and every link cap > 0")
         if args.host_cores is not None:
             cpu_budget.check(args.workers + MAX_PS, args.host_cores)
     except UsageError as exc:
@@ -153,9 +169,10 @@ def main(argv: Sequence[str]) -> int:
     runs = plan(args.workers, args.links, args.models, args.steps, args.batch_size, args.variants)
     left_out = refused_cells((strategy_of(variant[1]), model) for model in args.models
                              for variant in VARIANTS if not args.variants or variant[0] in args.variants)
-    first = on_one_host(args.models, args.steps, args.batch_size) if args.host_cores is not None else []
+    one_host = [on_one_host(args.models, args.steps, args.batch_size, k) for k in range(args.one_host_repeats)] \
+        if args.host_cores is not None else []
     return run_on_links("network", runs, args.workers + MAX_PS, extra, Path(args.output), args.timeout_s,
-                        skipped=left_out, host_cores=args.host_cores, first_on_one_host=first)
+                        skipped=left_out, host_cores=args.host_cores, on_one_host_repeats=one_host)
 
 
 def salloc_command(hosts: int, preset: str) -> list[str]:
@@ -170,16 +187,23 @@ def one_host_command(preset: str) -> list[str]:
 
 def run_on_links(preset: str, runs: list[tuple[float, str, list[str]]], hosts: int, extra: Sequence[str],
                  output: Path, timeout_s: float, skipped: Sequence[str] = (), host_cores: float | None = None,
-                 first_on_one_host: Sequence[tuple[str, list[str]]] = ()) -> int:
+                 on_one_host_repeats: Sequence[Sequence[tuple[str, list[str]]]] = ()) -> int:
     """The runs, each (link cap, label, arguments), on the emulated cluster CLUSTER of `hosts`
     hosts (each of `host_cores` cores, None: sharing the machine's) with its Slurm, made for them
     and removed at the end whatever happens; each run is a Slurm job; links re-capped when a run's
-    cap differs from the last one's. `first_on_one_host`, each (label, arguments): runs made
-    before them, each whole on one host."""
+    cap differs from the last one's. `on_one_host_repeats`: runs each (label, arguments) made whole
+    on one host, a repeat before the link runs, the others among them and after (interleaved)."""
     previous = signal.signal(signal.SIGTERM, _end_on_sigterm)
-    commands = [(label, [*one_host_command(preset), *run_args, *extra]) for label, run_args in first_on_one_host]
-    commands += [(label, [*salloc_command(hosts, preset), *run_args, *extra]) for _, label, run_args in runs]
-    links = [None] * len(first_on_one_host) + [link for link, _, _ in runs]
+    commands, links = [], []
+    for alone, run in interleaved(runs, on_one_host_repeats):
+        if alone:
+            label, run_args = run
+            commands.append((label, [*one_host_command(preset), *run_args, *extra]))
+            links.append(None)
+        else:
+            link, label, run_args = run
+            commands.append((label, [*salloc_command(hosts, preset), *run_args, *extra]))
+            links.append(link)
 
     def before(i: int) -> None:
         if links[i] is not None:  # a run on one host uses no link
