@@ -239,6 +239,16 @@ def test_the_network_preset_on_budgeted_hosts_runs_each_model_on_one_host_before
     assert [argv[0] for argv in started] == ["srun", "salloc"]
 
 
+def test_repeats_are_spread_over_the_runs_and_none_is_lost_when_there_are_more_repeats_than_runs():
+    from bench.drivers.presets.network import interleaved
+
+    assert interleaved(["a", "b", "c", "d"], [["r1"], ["r2"], ["r3"]]) == [
+        (True, "r1"), (False, "a"), (False, "b"), (True, "r2"), (False, "c"), (False, "d"), (True, "r3")]
+    assert interleaved(["a"], [["r1", "s1"], ["r2", "s2"], ["r3", "s3"]]) == [
+        (True, "r1"), (True, "s1"), (True, "r2"), (True, "s2"), (False, "a"), (True, "r3"), (True, "s3")]
+    assert interleaved(["a", "b"], [["r1"]]) == [(True, "r1"), (False, "a"), (False, "b")]
+
+
 def test_a_budget_the_preset_s_hosts_cannot_all_have_is_refused_in_one_line(capsys):
     from bench.drivers.presets import network as preset
 

@@ -114,10 +114,10 @@ def on_one_host(models: Sequence[str], steps: int | None, batch_size: int,
 def interleaved(runs: Sequence, repeats: Sequence[Sequence]) -> list[tuple[bool, object]]:
     """`runs` with each of `repeats` (a list of runs each) placed among them at even spaces, the
     first before them all and the last after them all: (is it a repeat's, the run)."""
-    at = {round(k * len(runs) / max(1, len(repeats) - 1)): k for k in range(len(repeats))}
+    at = [round(k * len(runs) / max(1, len(repeats) - 1)) for k in range(len(repeats))]
     out: list[tuple[bool, object]] = []
     for i in range(len(runs) + 1):
-        out += [(True, run) for run in repeats[at[i]]] if i in at else []
+        out += [(True, run) for k, repeat in enumerate(repeats) if at[k] == i for run in repeat]
         out += [(False, runs[i])] if i < len(runs) else []
     return out
 
