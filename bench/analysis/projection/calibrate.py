@@ -44,7 +44,9 @@ class ModelCalibration:
     compute_s: float  # one worker's step: forward, backward and update of its batch
     compute_sd_s: float  # spread of that step from one step to the next
     source: str
-    compute_ci_s: float = 0.0  # half-width of the 95% interval of compute_s: how well the runs know it
+    # half-width of compute_s's interval: one run's 95% interval, or over repeated runs from the lowest
+    # of theirs to the highest (model_calibration): how well the runs know it
+    compute_ci_s: float = 0.0
     # ((scheme, wire, seconds), ...): the host's per-step work of each exchange (Cluster.other_s; host_work)
     other_s: tuple[tuple[str, str, float], ...] = ()
     cpu_quota_cores: float | None = None  # the CPU limit of the run the compute was measured in (none: None)
