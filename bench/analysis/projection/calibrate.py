@@ -12,7 +12,6 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from bench.analysis.projection.cluster import StepTerms
@@ -114,8 +113,8 @@ def model_calibration(runs: pd.DataFrame, model: str, compute_ms: float | None) 
     repeats = _repeats_of(base, run)
     spreads = [step_spread(read_steps(r["path"], missing_ok=True), int(r["warmup_steps"]))
                for _, r in repeats.iterrows()]
-    mean = float(np.mean([m for m, _ in spreads]))
-    sd = float(np.mean([s for _, s in spreads]))
+    mean = statistics.fmean(m for m, _ in spreads)
+    sd = statistics.fmean(s for _, s in spreads)
     # each run's own 95% interval on its examples/s (batch means, bench.metrics), relative, on its
     # step; over repeated runs, from the lowest of their intervals to the highest
     ends = [(m * (1 - r), m * (1 + r)) for (m, _), r in zip(spreads, _relative_ci(repeats), strict=True)]
