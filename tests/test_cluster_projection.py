@@ -112,6 +112,23 @@ def test_ranks_that_keep_cores_busy_while_their_collectives_fly_bound_an_emulate
 
 
 
+def test_a_transports_threads_stretch_a_cpu_devices_compute_in_a_ring_alone():
+    ring = model_of((int(1e6), 1.0))
+    cpus = Cluster(workers=4, devices_per_host=1, link_gbit=10, device_examples_per_s=640, batch_size=64,
+                   intra_host_bytes_per_s=4e9, on_host=True)  # compute 0.1 s
+    polling = dataclasses.replace(WIRE, compute_stretch=1.8)
+    assert allreduce.step(ring, cpus, WIRE, hierarchical=False).compute_s == pytest.approx(0.1)
+    setup = schemes.PsSetup(1, False, ROUND_ROBIN)
+    assert schemes.predict(RING, polling, ring, cpus, setup)[1].compute_s == pytest.approx(0.18)
+    # GPU devices, whose kernels a host thread does not take from; a compute measured with the threads beside it
+    gpus = dataclasses.replace(cpus, on_host=False)
+    assert schemes.predict(RING, polling, ring, gpus, setup)[1].compute_s == pytest.approx(0.1)
+    measured = dataclasses.replace(cpus, stretch_measured=True)
+    assert schemes.predict(RING, polling, ring, measured, setup)[1].compute_s == pytest.approx(0.1)
+    # a ps's exchange has no such loop: gRPC's profile has no stretch
+    assert LOOPBACK.transports()[GRPC].compute_stretch == 1.0
+
+
 def test_hosts_with_a_cpu_budget_each_stretch_nothing_and_need_a_compute_measured_on_one():
     # `cluster up --host-cores 0.5`: each rank's polling takes from its own host's half core only,
     # and the compute is stretched by nothing, if it was measured on such a host
@@ -131,8 +148,8 @@ def test_hosts_with_a_cpu_budget_each_stretch_nothing_and_need_a_compute_measure
                      "strategy": "allreduce", "model": "cnn", "family": "allreduce"})
     measured_on = {quota: ModelCalibration("cnn", "cnn", (), Gradient(3_000_000, 0, 0), 64, 0.09, 0.01, "run r1",
                                            cpu_quota_cores=quota) for quota in (0.5, None, 1.0)}
-    stretch, why, ceiling, loopback = hosts_cpu(run, measured_on[0.5], pd.DataFrame())
-    assert (stretch, why, loopback) == (1.0, "hosts of 0.5 cores each", None)
+    stretch, why, ceiling, loopback, with_threads = hosts_cpu(run, measured_on[0.5], pd.DataFrame())
+    assert (stretch, why, loopback, with_threads) == (1.0, "hosts of 0.5 cores each", None, False)
     assert ceiling(polling, terms) == pytest.approx(on_own_host(polling, terms))
     for quota in (None, 1.0):  # compute measured on the whole machine, or on another budget
         with pytest.raises(NotCalibrated, match=r"r4: .*srun -N 1"):

@@ -104,6 +104,23 @@ def test_a_ranks_cpu_while_its_allreduce_flies_is_the_rate_buffers_share(tmp_pat
     assert "over Gloo is in flight" in data["constants"]["gloo.wait_cpu_share"]["measures"]
 
 
+def test_the_compute_stretch_is_the_mean_over_ranks_of_beside_the_loop_over_alone(tmp_path):
+    # collective_test.py's compute beside Horovod's loop: rank 0's JSON and the hidden others'
+    for transport, stretches in (("horovod-mpi", (2.0, 1.6)), ("horovod-gloo", (1.1, 1.0))):
+        for rank, stretch in enumerate(stretches):
+            name = f"{transport}-np2.json" if rank == 0 else f".{transport}-np2-rank{rank}.json"
+            (tmp_path / name).write_text(json.dumps({"benchmarks": [{"stats": {"median": 0.1 * stretch}, "extra_info": {
+                "transport": transport, "kind": "compute", "processes": 2, "compute_alone_s": 0.1,
+                "compute_stretch": stretch}}]}))
+    figures = fold.compute_figures(tmp_path)
+    assert figures == {"mpi.compute_stretch": pytest.approx(1.8), "gloo.compute_stretch": pytest.approx(1.05)}
+    data = fold.fold([figures, {**figures, "mpi.compute_stretch": 2.2}, figures], "two test nodes", "tensorflow x",
+                     "./run_bench.sh profile", 2**22)
+    stretch = data["constants"]["mpi.compute_stretch"]
+    assert (stretch["value"], stretch["low"], stretch["high"]) == (pytest.approx(1.8), pytest.approx(1.8), 2.2)
+    assert "while Horovod's loop runs over MPI" in stretch["measures"] and stretch["source"].startswith("measured: ")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--repeats", "2"], "--repeats must be >= 3"),
     (["--ranks-per-node", "0"], "--ranks-per-node must be >= 1"),

@@ -31,6 +31,9 @@ class Cluster:
     # each device's host work per step outside compute and the exchange, beyond what one device
     # alone does (its strategy's: Python, dispatch, fetching results; from its 1-worker run)
     other_s: float = 0.0
+    # the compute given was measured with the exchange's own threads beside it (runs of the same
+    # strategy on the same cores), so a transport's compute_stretch is in it already
+    stretch_measured: bool = False
 
     @property
     def hosts(self) -> int:

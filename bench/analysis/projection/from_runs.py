@@ -148,15 +148,16 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> tuple[pd.DataFrame, list
         scaled = dataclasses.replace(model, batch_size=int(run["batch_size"]), compute_s=model.compute_s * ratio,
                                      compute_sd_s=model.compute_sd_s * ratio)
         try:
-            all_at_once, stretch_from, polling, ceiling = hosts_cpu(run, scaled, local)
+            cpu = hosts_cpu(run, scaled, local)
         except NotCalibrated as exc:
             left_out.append(str(exc))
             continue
         stretch, found, bounded = emulated_interval(cal.profile, run, scheme, scaled,
-                                                    _as_run(shaped[model.model], run), all_at_once, polling)
+                                                    _as_run(shaped[model.model], run), cpu)
         terms = found.terms
-        waiting = polling(cal.profile, terms)  # at the profile's values
+        waiting = cpu.waiting(cal.profile, terms)  # at the profile's values
         low, high = bounded.low, bounded.high
+        ceiling = cpu.loopback
         if ceiling is not None:
             low, high = min(low, ceiling[0]), min(high, ceiling[1])
         midpoint = (low + high) / 2
@@ -171,7 +172,7 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> tuple[pd.DataFrame, list
                      "cpu_ceiling_from": ceiling[2] if ceiling else None,
                      "waiting_cpu_ceiling_examples_per_s": waiting,
                      "predicted_step_s": terms.step_s, "compute_stretch": stretch,
-                     "compute_stretch_all_at_once": all_at_once, "compute_stretch_from": stretch_from,
+                     "compute_stretch_all_at_once": cpu.stretch, "compute_stretch_from": cpu.stretch_from,
                      # term by term, against the run's own split (a typical worker's medians)
                      **{f"{side}_{term}_s": value for term, predicted in (
                          ("compute", terms.compute_s), ("communication", terms.exposed_communication_s),
@@ -190,6 +191,9 @@ class HostsCpu(NamedTuple):
     stretch_from: str  # where the stretch is from
     waiting: schemes.Ceiling  # what a rank's CPU while its collective flies allows
     loopback: tuple[float, float, str] | None  # (low, high, run): its strategy on these cores over loopback
+    # the stretch holds what the exchange's own threads take (hosts sharing this machine's cores: all
+    # of the sharing is in it), else the profile's compute_stretch adds it
+    with_exchange_threads: bool
 
 
 def hosts_cpu(run: pd.Series, model: ModelCalibration, local: pd.DataFrame) -> HostsCpu:
@@ -201,26 +205,30 @@ def hosts_cpu(run: pd.Series, model: ModelCalibration, local: pd.DataFrame) -> H
         cores = float(run["cpu_count"]) if pd.notna(run.get("cpu_count")) else 1.0
         all_at_once, stretch_from = shared_cpu_stretch(local, model, workers, cores, run.get("family"), wire)
         return HostsCpu(all_at_once, stretch_from, waiting_cpu_ceiling(wire, workers, model.batch_size, cores),
-                        shared_cpu_ceiling(local, run))
+                        shared_cpu_ceiling(local, run), True)
     if model.cpu_quota_cores is not None and abs(model.cpu_quota_cores - budget) < 1e-6:
         # each host its own budget, the compute measured on one such host: nothing is shared but a
         # host's cores, between its rank's compute and its transport's CPU
         return HostsCpu(1.0, f"hosts of {budget:g} cores each",
-                        waiting_cpu_ceiling(wire, workers, model.batch_size, budget, sharing=1), None)
+                        waiting_cpu_ceiling(wire, workers, model.batch_size, budget, sharing=1), None, False)
     raise NotCalibrated(f"{run['run_id']}: its hosts had {budget:g} cores each, and {model.model}'s compute "
                         f"({model.source}) was not measured on such a host (srun -N 1 on one)")
 
 
 def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: ModelCalibration, shaped: ModelTensors,
-                      all_at_once: float, ceiling: schemes.Ceiling) -> tuple[float, schemes.Interval, schemes.Interval]:
-    """(compute stretch, interval of the terms, that interval under `ceiling`) of an emulated run.
+                      cpu: HostsCpu) -> tuple[float, schemes.Interval, schemes.Interval]:
+    """(compute stretch, interval of the terms, that interval under the waiting CPU's ceiling) of an
+    emulated run on hosts that had `cpu`.
     A ring's workers compute at the same time
     (they leave each allreduce together): the stretch measured with all of them computing. A
     ps's fetch their parameters one after another from a busy ps and compute at points of the
     step that need not meet: the stretch for the share of the step they compute
     (calibrate.concurrent_stretch), found with the step it gives."""
     workers, ps = int(run["workers"]), PsSetup(int(run["ps"] or 1), False, _placement(run))
-    cluster = cluster_of(model, workers, float(run["link_mbit"]) / 1e3, profile, model.other_for(scheme, run["wire"]))
+    cluster = dataclasses.replace(
+        cluster_of(model, workers, float(run["link_mbit"]) / 1e3, profile, model.other_for(scheme, run["wire"])),
+        stretch_measured=cpu.with_exchange_threads)
+    all_at_once = cpu.stretch
 
     def at(stretch: float, scales: tuple[float, ...] = (1.0,), bound: schemes.Ceiling | None = None
            ) -> schemes.Interval:
@@ -237,7 +245,7 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
             stretch = (stretch + settled) / 2  # damped: the share falls as the stretch rises
             found = at(stretch)
     scales = compute_scales(model)
-    return stretch, at(stretch, scales), at(stretch, scales, ceiling)
+    return stretch, at(stretch, scales), at(stretch, scales, cpu.waiting)
 
 
 def error_summary(checked: pd.DataFrame, left_out: Sequence[str] = ()) -> dict:

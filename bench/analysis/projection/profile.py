@@ -39,7 +39,7 @@ ENDS = (SLOW, VALUE, FAST)
 
 # a higher value of these makes a step longer; of every other ranged constant, shorter
 COSTS = frozenset({"latency_s", "grpc.message_s", "coordinator_function_s", "mpi.wait_cpu_share",
-                   "gloo.wait_cpu_share"})
+                   "gloo.wait_cpu_share", "mpi.compute_stretch", "gloo.compute_stretch"})
 EXACT = frozenset({"horovod.fusion_bytes", "horovod.cycle_s"})
 SHARED = ("latency_s", "link_share", "intra_host_bytes_per_s", "horovod.fusion_bytes", "horovod.cycle_s")
 # the transports a profile may describe, and which carry their buffers through host memory
@@ -103,7 +103,8 @@ class Profile:
                 link_share=self.get("link_share", end), message_s=self.get(f"{name}.message_s", end) or 0.0,
                 latency_s=self.get("latency_s", end), fusion_bytes=int(self.get("horovod.fusion_bytes", end)),
                 cycle_s=self.get("horovod.cycle_s", end), function_s=self.get("coordinator_function_s", end),
-                rate_by_bytes=self._curve(f"{name}.process_bytes_per_s", end))
+                rate_by_bytes=self._curve(f"{name}.process_bytes_per_s", end),
+                compute_stretch=self.get(f"{name}.compute_stretch", end) or 1.0)
         return out
 
     def _curve(self, name: str, end: str) -> tuple[tuple[float, float], ...]:

@@ -50,6 +50,8 @@ def predict(scheme: str, chosen: Transport, tensors: ModelTensors, cluster: Clus
             ps: PsSetup) -> tuple[float, StepTerms]:
     """(examples/s of the whole cluster, one step's terms) of one scheme over one transport."""
     if scheme in (RING, HIERARCHICAL, RING_DENSE):
+        if cluster.on_host and not cluster.stretch_measured:  # the transport's threads share the CPU devices
+            cluster = cluster.compute_scaled(chosen.compute_stretch)
         terms = allreduce.step(tensors.dense() if scheme == RING_DENSE else tensors, cluster, chosen,
                                hierarchical=scheme == HIERARCHICAL)
         return cluster.workers * cluster.batch_size / terms.step_s, terms

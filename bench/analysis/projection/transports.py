@@ -28,7 +28,9 @@ class Transport:
     no coordinator in this software); `rate_by_bytes`: ((bytes, process bytes/s), ...) where one
     message's rate depends on its size (gRPC before TensorFlow's August 2017 upgrade: a large
     tensor's RecvTensor slowed with its size; a collective's bus bandwidth at each buffer size,
-    as `./run_bench.sh profile` measures it), between its points log-log, flat beyond them."""
+    as `./run_bench.sh profile` measures it), between its points log-log, flat beyond them;
+    `compute_stretch`: how much longer a CPU device's compute takes beside the transport's own
+    threads (Horovod's loop, which over MPI polls while it waits for the other ranks)."""
 
     name: str
     flow_share: float
@@ -42,6 +44,7 @@ class Transport:
     cycle_s: float = 0.0
     function_s: float | None = None
     rate_by_bytes: tuple[tuple[float, float], ...] = ()
+    compute_stretch: float = 1.0
 
     def message_rate(self, nbytes: float) -> float | None:
         """What one process of it moves per second in a message of `nbytes`."""

@@ -53,6 +53,26 @@ class Horovod:
     def barrier(self) -> None:
         self.hvd.allreduce(self._token, name="barrier").numpy()
 
+    def compute(self):
+        """A step's worth of CPU compute in TensorFlow's own thread pools, as a training rank's."""
+        tf = self.tf
+        x = tf.random.stateless_normal([COMPUTE_SIDE, COMPUTE_SIDE], seed=(1, 2))
+
+        @tf.function
+        def work():
+            y = x
+            for _ in range(COMPUTE_MATMULS):
+                y = tf.tanh(tf.matmul(y, x))
+            return tf.reduce_sum(y)
+
+        return lambda: work().numpy()
+
+
+# the compute timed beside Horovod's loop: 48 matmuls of 256 x 256 (1.6 GFLOP), 25 ms on this machine's 2
+# cores (24 of them took 11-18 ms, 2026-11-29), so that on a host of 0.33 cores (`cluster up --host-cores`)
+# it spans many of the CPU budget's 10 ms periods, as a training step's compute does
+COMPUTE_SIDE, COMPUTE_MATMULS = 256, 48
+
 
 class TFCollective:
     def __init__(self) -> None:
@@ -114,3 +134,29 @@ def test_allreduce(benchmark, transport, nbytes):
                                 algbw_bytes_per_s=algbw(nbytes, seconds),
                                 busbw_bytes_per_s=busbw(ALLREDUCE_OP, nbytes, seconds, impl.size),
                                 cpu_share=used["cpu_s"] / used["wall_s"])
+
+
+@pytest.mark.skipif(not settings.compute_rounds(), reason="the profile's measurement (DISTBENCH_MICRO_COMPUTE_ROUNDS)")
+def test_compute_beside_horovods_loop(benchmark, transport):
+    """A rank's compute while Horovod's background loop runs (every rank computing, no tensor to reduce:
+    the loop negotiates an empty cycle every HOROVOD_CYCLE_TIME, and over MPI polls while it waits for
+    the other ranks), then the same compute alone, after hvd.shutdown() ended the loop: the stretch the
+    loop's thread puts on a CPU worker's compute. Last in the module: the transport is shut down."""
+    name, impl = transport
+    if not isinstance(impl, Horovod):
+        pytest.skip("Horovod's loop only")
+    work = impl.compute()
+    work()
+    benchmark.group = "compute beside the loop"
+    benchmark.pedantic(work, setup=impl.barrier, rounds=settings.compute_rounds(), iterations=1, warmup_rounds=1)
+    beside = benchmark.stats.stats.median
+    impl.barrier()
+    impl.hvd.shutdown()
+    alone = []
+    for _ in range(settings.compute_rounds()):
+        start = time.perf_counter()
+        work()
+        alone.append(time.perf_counter() - start)
+    alone_s = float(np.median(alone))
+    benchmark.extra_info.update(transport=settings.label_of(name), kind="compute", processes=impl.size,
+                                compute_alone_s=alone_s, compute_stretch=beside / alone_s)

@@ -37,6 +37,11 @@ def rounds() -> int:
     return int(asked) if asked else FAST_ROUNDS if fast() else FULL_ROUNDS
 
 
+def compute_rounds() -> int:
+    """Rounds of the compute timed beside Horovod's loop and then alone (0: not timed; the profile asks for it)."""
+    return int(os.environ.get("DISTBENCH_MICRO_COMPUTE_ROUNDS") or 0)
+
+
 def transport() -> str:
     return os.environ.get("DISTBENCH_MICRO_TRANSPORT", "")
 

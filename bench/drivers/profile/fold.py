@@ -19,6 +19,12 @@ AT = "@"  # a figure's name at one buffer size: "mpi.process_bytes_per_s@1048576
 # Gbit/s. A fit's intercept over 1 KiB to the rate buffer was 0 in 3 of 3 repetitions at 100 Mbit/s, and in 2
 # of 3 of CI's across 1000 Mbit/s emulated hosts (2026-11-28): large buffers cost more per byte than small ones
 LATENCY_BYTES = 1024
+HOROVOD_WIRES = {"horovod-mpi": "mpi", "horovod-gloo": "gloo"}
+
+
+COMPUTE_MEANS = ("a CPU rank's compute (TensorFlow matmuls in its own thread pools) while Horovod's loop runs over "
+                 "{wire} with no tensor to reduce, every rank computing, over the same compute after hvd.shutdown(); "
+                 "the mean of the ranks' medians")
 
 
 def means(rate_bytes: int) -> dict[str, str]:
@@ -35,6 +41,8 @@ def means(rate_bytes: int) -> dict[str, str]:
                               f"thread) while its allreduce of {size} over MPI is in flight",
         "gloo.wait_cpu_share": f"the cores a Horovod rank's process keeps busy (CPU time over wall time, every "
                                f"thread) while its allreduce of {size} over Gloo is in flight",
+        "mpi.compute_stretch": COMPUTE_MEANS.format(wire="MPI"),
+        "gloo.compute_stretch": COMPUTE_MEANS.format(wire="Gloo"),
         "grpc.process_bytes_per_s": "one ps task's process: bytes pushed and pulled per second in all while several "
                                     f"workers push {size} into it and pull it back at once",
         "grpc.message_s": f"a ps task's cost per tensor: a 64 KiB push and pull in {MANY} tensors against 1, "
@@ -50,7 +58,7 @@ def allreduce_figures(folder: Path, rate_sizes: Sequence[int]) -> dict[str, floa
     out: dict[str, float] = {}
     if table.empty:
         return out
-    for transport, name in (("horovod-mpi", "mpi"), ("horovod-gloo", "gloo")):
+    for transport, name in HOROVOD_WIRES.items():
         for nbytes in rate_sizes:
             rows = table[(table["transport"] == transport) & (table["bytes"] == nbytes)]
             if len(rows):
@@ -60,12 +68,27 @@ def allreduce_figures(folder: Path, rate_sizes: Sequence[int]) -> dict[str, floa
         shares = table[(table["transport"] == transport) & (table["bytes"] == rate_sizes[-1])]["cpu_share"].dropna()
         if len(shares):
             out[f"{name}.wait_cpu_share"] = float(shares.median())
+    out.update(compute_figures(folder))
     small = one_tensor(table)
     small = small[(small["transport"] == "mpi4py") & (small["bytes"] == LATENCY_BYTES)]
     if len(small):
         row = small.iloc[0]
         out["latency_s"] = float(row["median_s"]) / messages(row["kind"], int(row["processes"]))
     return out
+
+
+def compute_figures(folder: Path) -> dict[str, float]:
+    """`<wire>.compute_stretch` of each Horovod transport measured in `folder`: the mean over its ranks
+    (every rank's JSON, rank 0's and the hidden others') of the median compute beside the loop over the
+    median alone (bench/drivers/micro/collective_test.py)."""
+    found: dict[str, list[float]] = {}
+    for path in sorted(folder.glob("*.json")):
+        for bench in json.loads(path.read_text()).get("benchmarks", []):
+            info = bench.get("extra_info", {})
+            wire = HOROVOD_WIRES.get(info.get("transport"))
+            if wire and "compute_stretch" in info:
+                found.setdefault(wire, []).append(float(info["compute_stretch"]))
+    return {f"{wire}.compute_stretch": statistics.fmean(values) for wire, values in found.items()}
 
 
 def grpc_figures(folder: Path) -> dict[str, float]:

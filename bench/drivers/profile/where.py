@@ -76,7 +76,8 @@ class Where:
         rates = rate_sizes if transport in RATES_BY_SIZE else ()
         sizes = ",".join(str(b) for b in (*SMALL_SIZES[transport], *rates))
         env = {**os.environ, "DISTBENCH_MICRO_MODE": "fast", "DISTBENCH_MICRO_SIZES": sizes,
-               "DISTBENCH_MICRO_ROUNDS": str(ROUNDS), "DISTBENCH_MICRO_TRANSPORT": transport,
+               "DISTBENCH_MICRO_ROUNDS": str(ROUNDS), "DISTBENCH_MICRO_COMPUTE_ROUNDS": str(ROUNDS),
+               "DISTBENCH_MICRO_TRANSPORT": transport,
                **horovod_environment(transport)}
         if self.placement_of is None:
             ranks = max(2, self.ranks_per_node)
