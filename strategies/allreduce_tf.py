@@ -17,6 +17,10 @@ class AllreduceTF(Strategy):
     family = ALLREDUCE
     checkpoints = True
     runs_as = TfCluster
+    # Keras 3's optimizer under a tf.distribute strategy reduces every gradient in one all_reduce call
+    # (keras/src/backend/tensorflow/optimizer.py, _all_reduce_sum_gradients, 3.15.1), which TensorFlow
+    # packs whole when CommunicationOptions.bytes_per_pack is 0 (cross_device_utils.group_by_size, 2.21)
+    exchange_overlaps_backward = False
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:

@@ -192,6 +192,9 @@ class Strategy:
     options: ClassVar[tuple[Option, ...]] = ()
     worker_range: ClassVar[tuple[int, int | None]] = (1, None)  # worker counts it runs with (None: no limit)
     asynchronous: ClassVar[bool] = False  # workers update without waiting for each other (staleness recorded)
+    # a gradient's exchange may start while the backward pass still runs (Horovod: each gradient's allreduce
+    # once it is ready); False: once every gradient is (a tf.distribute optimizer reduces them all in one call)
+    exchange_overlaps_backward: ClassVar[bool] = True
     checkpoints: ClassVar[bool] = False  # its Worker implements save_checkpoint (--checkpoint-every-*)
     v1_graph: ClassVar[bool] = False  # its Worker builds a TensorFlow 1 graph (tf.compat.v1): no Keras 3 model there
 

@@ -97,7 +97,7 @@ def facts(strategy: type[Strategy], config: RunConfig) -> dict[str, Any]:
     sparse = strategy.sparse_exchange(config)
     return {"name": strategy.name, "family": strategy.family, "variant": strategy.variant(config),
             "launch": strategy.runs_as.kind, "baseline": is_baseline(strategy.name),
-            "asynchronous": strategy.asynchronous,
+            "asynchronous": strategy.asynchronous, "exchange_overlaps_backward": strategy.exchange_overlaps_backward,
             "checkpoints": strategy.checkpoints, "parameter_servers": strategy.processes(config).get("ps", 0),
             "sparse_exchange": sparse.how, "table_dense": sparse.table_dense, "wire": strategy.wire(config)}
 

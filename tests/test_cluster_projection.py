@@ -129,6 +129,20 @@ def test_a_transports_threads_stretch_a_cpu_devices_compute_in_a_ring_alone():
     assert LOOPBACK.transports()[GRPC].compute_stretch == 1.0
 
 
+def test_a_ring_that_starts_after_the_backward_pass_exposes_its_whole_collective():
+    # the largest gradient ready first: Horovod's ring hides it under the rest of the backward pass;
+    # a tf.distribute optimizer's one all_reduce starts once every gradient is ready
+    ring = model_of((int(4e6), 0.0), (1000, 1.0))
+    cpus = Cluster(workers=2, devices_per_host=1, link_gbit=0.1, device_examples_per_s=640, batch_size=64,
+                   intra_host_bytes_per_s=4e9, on_host=True)  # compute 0.1 s, backward 2/3 of it
+    setup = schemes.PsSetup(1, False, ROUND_ROBIN)
+    _, hidden = schemes.predict(RING, WIRE, ring, cpus, setup)
+    _, after = schemes.predict(RING, WIRE, ring, cpus, setup, overlapped=False)
+    assert hidden.exposed_communication_s < hidden.collective_s - 0.05
+    assert after.exposed_communication_s == pytest.approx(after.collective_s)
+    assert after.step_s == pytest.approx(0.1 + after.collective_s)
+
+
 def test_hosts_with_a_cpu_budget_each_stretch_nothing_and_need_a_compute_measured_on_one():
     # `cluster up --host-cores 0.5`: each rank's polling takes from its own host's half core only,
     # and the compute is stretched by nothing, if it was measured on such a host

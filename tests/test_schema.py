@@ -73,6 +73,24 @@ def test_strategies_declare_the_wire_they_exchange_over():
     assert facts("single")["wire"] is None and facts("multi-tower")["wire"] is None
 
 
+def test_strategies_declare_whether_their_exchange_may_start_during_the_backward_pass():
+    from bench.config import RunConfig
+    from strategies import registry
+
+    def overlaps(name: str) -> bool:
+        config = registry.with_defaults(RunConfig(strategy=name, workers=2, ps=1))
+        return registry.facts(registry.get(name), config)["exchange_overlaps_backward"]
+
+    # Horovod allreduces each gradient once it is ready; Keras's optimizer under MultiWorkerMirroredStrategy
+    # reduces them all in one call once the tape has every one
+    assert overlaps("allreduce") and not overlaps("allreduce-tf")
+    # a record of version 3 gains the fact from its registered strategy
+    old = {"schema_version": 3, "run_id": "v3", "status": "ok", "purpose": "throughput", "scenario": "clean",
+           "config": {**CONFIG, "strategy": "allreduce-tf", "ps": 0},
+           "strategy": {"name": "allreduce-tf", "family": "allreduce", "variant": "allreduce-tf", "wire": "grpc"}}
+    assert upgrade(old)["strategy"]["exchange_overlaps_backward"] is False
+
+
 def test_the_report_reads_an_old_record_through_upgrade(tmp_path):
     folder = tmp_path / "old-run"
     folder.mkdir()

@@ -229,11 +229,12 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
         cluster_of(model, workers, float(run["link_mbit"]) / 1e3, profile, model.other_for(scheme, run["wire"])),
         stretch_measured=cpu.with_exchange_threads)
     all_at_once = cpu.stretch
+    overlapped = bool(run.get("exchange_overlaps_backward", True))
 
     def at(stretch: float, scales: tuple[float, ...] = (1.0,), bound: schemes.Ceiling | None = None
            ) -> schemes.Interval:
         return schemes.interval(scheme, run["wire"], shaped, cluster.compute_scaled(stretch), ps, profile,
-                                compute_scales=scales, ceiling=bound)
+                                compute_scales=scales, ceiling=bound, overlapped=overlapped)
 
     stretch = all_at_once
     found = at(stretch)

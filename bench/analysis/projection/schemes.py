@@ -47,9 +47,13 @@ def tf_cnn_benchmarks_ps(cluster: Cluster) -> PsSetup:
 
 
 def predict(scheme: str, chosen: Transport, tensors: ModelTensors, cluster: Cluster,
-            ps: PsSetup) -> tuple[float, StepTerms]:
-    """(examples/s of the whole cluster, one step's terms) of one scheme over one transport."""
+            ps: PsSetup, overlapped: bool = True) -> tuple[float, StepTerms]:
+    """(examples/s of the whole cluster, one step's terms) of one scheme over one transport.
+    `overlapped`: a ring's reductions may start during the backward pass (Horovod's), else
+    only once it ends (strategies.base.Strategy.exchange_overlaps_backward)."""
     if scheme in (RING, HIERARCHICAL, RING_DENSE):
+        if not overlapped:
+            tensors = tensors.ready_at_end()
         if cluster.on_host and not cluster.stretch_measured:  # the transport's threads share the CPU devices
             cluster = cluster.compute_scaled(chosen.compute_stretch)
         terms = allreduce.step(tensors.dense() if scheme == RING_DENSE else tensors, cluster, chosen,
@@ -117,17 +121,19 @@ Ceiling = Callable[[Profile, StepTerms], "float | None"]
 
 def interval(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup,
              profile: Profile, intra_host_from_profile: bool = True,
-             compute_scales: Sequence[float] = (1.0,), ceiling: Ceiling | None = None) -> Interval:
+             compute_scales: Sequence[float] = (1.0,), ceiling: Ceiling | None = None,
+             overlapped: bool = True) -> Interval:
     """`intra_host_from_profile`: the cluster's intra-host rate is the profile's, and takes its range too
     (not when the user gave it). `compute_scales`: the device's compute as given, then the ends of its
-    own interval, as scales of it. `ceiling`: a bound the terms leave out, taken at each point."""
+    own interval, as scales of it. `ceiling`: a bound the terms leave out, taken at each point.
+    `overlapped`: as predict's."""
     rates, steps, found = [], [], []
     for scale in compute_scales:
         scaled = cluster.compute_scaled(scale) if scale != 1.0 else cluster
         for point in profile.points:
             here = dataclasses.replace(scaled, intra_host_bytes_per_s=point.get("intra_host_bytes_per_s")) \
                 if intra_host_from_profile else scaled
-            rate, terms = predict(scheme, point.transports()[transport], tensors, here, ps)
+            rate, terms = predict(scheme, point.transports()[transport], tensors, here, ps, overlapped)
             bound = ceiling(point, terms) if ceiling else None
             if bound is not None and bound < rate:
                 rate = bound

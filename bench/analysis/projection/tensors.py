@@ -70,6 +70,10 @@ class ModelTensors:
     def nbytes(self) -> int:
         return sum(t.nbytes for t in self.tensors)
 
+    def ready_at_end(self) -> ModelTensors:
+        """Every gradient ready when the backward pass ends: an exchange that starts only then."""
+        return replace(self, tensors=tuple(replace(t, ready=1.0) for t in self.tensors))
+
     def in_ready_order(self) -> list[Tensor]:
         return sorted(self.tensors, key=lambda t: t.ready)
 

@@ -72,6 +72,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "workers": config.get("workers"),
         "ps": facts.get("parameter_servers", 0), "family": facts.get("family"),
         "scaling_baseline": bool(facts.get("baseline")), "asynchronous": bool(facts.get("asynchronous")),
+        "exchange_overlaps_backward": bool(facts.get("exchange_overlaps_backward", True)),
         "batch_size": config.get("batch_size"), "steps": config.get("steps"),
         "warmup_steps": summary.get("warmup_steps", config.get("warmup_steps")),
         "optimizer": config.get("optimizer"), "lr": config.get("lr"),

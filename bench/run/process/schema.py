@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # version 1: no schema_version; purpose parsed out of run_name, scenario out of the config
 # flags; "strategy" a name before the strategy's facts were recorded; "startup_s" at the top
 # level before the summary held it; bytes per step in strategy_info before "exchange".
 # version 2: the strategy's facts without "wire".
+# version 3: the strategy's facts without "exchange_overlaps_backward".
 
 THROUGHPUT, CONVERGENCE = "throughput", "convergence"
 PURPOSES = (THROUGHPUT, CONVERGENCE)
