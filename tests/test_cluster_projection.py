@@ -129,6 +129,27 @@ def test_a_transports_threads_stretch_a_cpu_devices_compute_in_a_ring_alone():
     assert LOOPBACK.transports()[GRPC].compute_stretch == 1.0
 
 
+def test_a_reduction_beside_a_busy_cpu_moves_at_its_share_of_the_rate_until_the_compute_ends():
+    # 0.3 s of transfer from 0.1 s at half the rate until 0.5 s: 0.2 s done by then, 0.1 s after
+    assert allreduce.finished_s(0.1, 0.3, 0.5, 0.5) == pytest.approx(0.6)
+    assert allreduce.finished_s(0.1, 0.1, 0.5, 0.5) == pytest.approx(0.3)  # done while computing
+    assert allreduce.finished_s(0.6, 0.3, 0.5, 0.5) == pytest.approx(0.9)  # after the compute: whole rate
+    ring = model_of((int(4e6), 0.0))  # ready as the backward pass starts, at 1/30 s
+    cpus = Cluster(workers=2, devices_per_host=1, link_gbit=0.1, device_examples_per_s=640, batch_size=64,
+                   intra_host_bytes_per_s=4e9, on_host=True)  # compute 0.1 s
+    setup = schemes.PsSetup(1, False, ROUND_ROBIN)
+    whole = schemes.predict(RING, WIRE, ring, cpus, setup)[1]
+    halved = schemes.predict(RING, dataclasses.replace(WIRE, rate_share_computing=0.5), ring, cpus, setup)[1]
+    moved_s = allreduce.buffer_s(4e6, cpus, WIRE, hierarchical=False)  # 0.32 s + 2 latencies
+    tick_s = 0.035  # the loop's first cycle after the gradient is ready
+    assert whole.step_s == pytest.approx(tick_s + moved_s)
+    assert halved.step_s == pytest.approx(0.1 + moved_s - (0.1 - tick_s) * 0.5)
+    # GPU devices: their kernels leave the host's CPU to the transport
+    gpus = dataclasses.replace(cpus, on_host=False)
+    assert schemes.predict(RING, dataclasses.replace(WIRE, rate_share_computing=0.5), ring, gpus, setup)[1] \
+        == schemes.predict(RING, WIRE, ring, gpus, setup)[1]
+
+
 def test_a_ring_that_starts_after_the_backward_pass_exposes_its_whole_collective():
     # the largest gradient ready first: Horovod's ring hides it under the rest of the backward pass;
     # a tf.distribute optimizer's one all_reduce starts once every gradient is ready

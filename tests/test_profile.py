@@ -104,16 +104,24 @@ def test_a_ranks_cpu_while_its_allreduce_flies_is_the_rate_buffers_share(tmp_pat
     assert "over Gloo is in flight" in data["constants"]["gloo.wait_cpu_share"]["measures"]
 
 
-def test_the_compute_stretch_is_the_mean_over_ranks_of_beside_the_loop_over_alone(tmp_path):
-    # collective_test.py's compute beside Horovod's loop: rank 0's JSON and the hidden others'
-    for transport, stretches in (("horovod-mpi", (2.0, 1.6)), ("horovod-gloo", (1.1, 1.0))):
-        for rank, stretch in enumerate(stretches):
+def test_the_compute_stretch_and_the_rate_share_computing_are_the_means_over_the_ranks(tmp_path):
+    # collective_test.py's compute beside Horovod's loop, and its allreduce beside a computing thread:
+    # rank 0's JSON and the hidden others'
+    for transport, stretches, shares in (("horovod-mpi", (2.0, 1.6), (0.5, 0.7)),
+                                         ("horovod-gloo", (1.1, 1.0), (0.2, 0.3))):
+        for rank, (stretch, share) in enumerate(zip(stretches, shares, strict=True)):
             name = f"{transport}-np2.json" if rank == 0 else f".{transport}-np2-rank{rank}.json"
-            (tmp_path / name).write_text(json.dumps({"benchmarks": [{"stats": {"median": 0.1 * stretch}, "extra_info": {
-                "transport": transport, "kind": "compute", "processes": 2, "compute_alone_s": 0.1,
-                "compute_stretch": stretch}}]}))
+            (tmp_path / name).write_text(json.dumps({"benchmarks": [
+                {"stats": {"median": 0.1 / share}, "extra_info": {
+                    "transport": transport, "kind": "allreduce while computing", "processes": 2, "bytes": 2**22,
+                    "alone_s": 0.1, "rate_share_computing": share}},
+                {"stats": {"median": 0.1 * stretch}, "extra_info": {
+                    "transport": transport, "kind": "compute", "processes": 2, "compute_alone_s": 0.1,
+                    "compute_stretch": stretch}}]}))
     figures = fold.compute_figures(tmp_path)
-    assert figures == {"mpi.compute_stretch": pytest.approx(1.8), "gloo.compute_stretch": pytest.approx(1.05)}
+    assert figures == {"mpi.compute_stretch": pytest.approx(1.8), "gloo.compute_stretch": pytest.approx(1.05),
+                       "mpi.rate_share_computing": pytest.approx(0.6), "gloo.rate_share_computing": pytest.approx(0.25)}
+    assert fold.allreduce_figures(tmp_path, (2**22,)) == figures  # no allreduce rows: these alone
     data = fold.fold([figures, {**figures, "mpi.compute_stretch": 2.2}, figures], "two test nodes", "tensorflow x",
                      "./run_bench.sh profile", 2**22)
     stretch = data["constants"]["mpi.compute_stretch"]

@@ -22,7 +22,9 @@
   last layer first (bench.analysis.projection.tensors); every cycle the loop takes what is ready,
   fuses it into buffers of up to the fusion threshold and reduces them one after another.
   The step ends when both the backward pass and the last reduction are done, and the host's
-  own per-step work (Cluster.other_s) after them.
+  own per-step work (Cluster.other_s) after them. On CPU devices a reduction in flight while
+  the backward pass runs moves at the share of its rate the profile measured beside a busy
+  CPU (Transport.rate_share_computing), at its whole rate once the pass is done.
 """
 
 from __future__ import annotations
@@ -78,10 +80,20 @@ def fused_buffers(sizes: list[int], threshold: int) -> list[int]:
     return out
 
 
+def finished_s(start_s: float, work_s: float, computing_until_s: float, share: float) -> float:
+    """When a transfer of `work_s` at its whole rate, started at `start_s`, ends, moving at `share` of
+    that rate until `computing_until_s`."""
+    if share >= 1.0 or start_s >= computing_until_s:
+        return start_s + work_s
+    slowed_s = (computing_until_s - start_s) * share  # work done before the compute ends
+    return start_s + work_s / share if work_s <= slowed_s else computing_until_s + work_s - slowed_s
+
+
 def communication_s(tensors: ModelTensors, cluster: Cluster, transport: Transport,
                     hierarchical: bool) -> tuple[float, float]:
     """(when the last reduction of a step ends, the step starting at 0; how long reductions were in flight)."""
     cycle_s = transport.cycle_s
+    share = transport.rate_share_computing if cluster.on_host else 1.0  # a GPU's kernels leave the host's CPU
     pending = [(cluster.forward_s + t.ready * cluster.backward_s, t) for t in tensors.in_ready_order()]
     busy_until, busy_s, i = 0.0, 0.0, 0
     while i < len(pending):
@@ -94,8 +106,10 @@ def communication_s(tensors: ModelTensors, cluster: Cluster, transport: Transpor
             i += 1
         started = busy_until = tick
         for size in fused_buffers([t.nbytes for t in ready if not t.sparse], transport.fusion_bytes):
-            busy_until += buffer_s(size, cluster, transport, hierarchical)
-        busy_until += sum(allgather_s(t.slices_bytes, cluster, transport) for t in ready if t.sparse)
+            busy_until = finished_s(busy_until, buffer_s(size, cluster, transport, hierarchical), cluster.compute_s,
+                                    share)
+        gathers_s = sum(allgather_s(t.slices_bytes, cluster, transport) for t in ready if t.sparse)
+        busy_until = finished_s(busy_until, gathers_s, cluster.compute_s, share)
         busy_s += busy_until - started
     return busy_until, busy_s
 

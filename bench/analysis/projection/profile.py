@@ -104,7 +104,8 @@ class Profile:
                 latency_s=self.get("latency_s", end), fusion_bytes=int(self.get("horovod.fusion_bytes", end)),
                 cycle_s=self.get("horovod.cycle_s", end), function_s=self.get("coordinator_function_s", end),
                 rate_by_bytes=self._curve(f"{name}.process_bytes_per_s", end),
-                compute_stretch=self.get(f"{name}.compute_stretch", end) or 1.0)
+                compute_stretch=self.get(f"{name}.compute_stretch", end) or 1.0,
+                rate_share_computing=self.get(f"{name}.rate_share_computing", end) or 1.0)
         return out
 
     def _curve(self, name: str, end: str) -> tuple[tuple[float, float], ...]:

@@ -30,7 +30,9 @@ class Transport:
     tensor's RecvTensor slowed with its size; a collective's bus bandwidth at each buffer size,
     as `./run_bench.sh profile` measures it), between its points log-log, flat beyond them;
     `compute_stretch`: how much longer a CPU device's compute takes beside the transport's own
-    threads (Horovod's loop, which over MPI polls while it waits for the other ranks)."""
+    threads (Horovod's loop, which over MPI polls while it waits for the other ranks);
+    `rate_share_computing`: the share of its rate a reduction keeps while a CPU device computes
+    beside it (its threads and the compute share the host's CPU)."""
 
     name: str
     flow_share: float
@@ -45,6 +47,7 @@ class Transport:
     function_s: float | None = None
     rate_by_bytes: tuple[tuple[float, float], ...] = ()
     compute_stretch: float = 1.0
+    rate_share_computing: float = 1.0
 
     def message_rate(self, nbytes: float) -> float | None:
         """What one process of it moves per second in a message of `nbytes`."""

@@ -6,6 +6,7 @@ alone; every rank runs the same fixed rounds, so no rank waits for another's cal
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -134,6 +135,45 @@ def test_allreduce(benchmark, transport, nbytes):
                                 algbw_bytes_per_s=algbw(nbytes, seconds),
                                 busbw_bytes_per_s=busbw(ALLREDUCE_OP, nbytes, seconds, impl.size),
                                 cpu_share=used["cpu_s"] / used["wall_s"])
+
+
+@pytest.mark.skipif(not settings.compute_rounds(), reason="the profile's measurement (DISTBENCH_MICRO_COMPUTE_ROUNDS)")
+def test_allreduce_while_every_rank_computes(benchmark, transport):
+    """The rate buffer's allreduce while a thread of every rank computes, as a CPU worker's backward
+    pass runs beside the reductions of the gradients it has made, against the same allreduce alone:
+    the share of its rate a transport keeps beside a busy CPU (a host's budget taken by the compute
+    leaves its threads little)."""
+    name, impl = transport
+    if not isinstance(impl, Horovod):
+        pytest.skip("Horovod's allreduce only")
+    nbytes = settings.sizes()[-1]
+    call, work = impl.prepare(nbytes), impl.compute()
+    call()
+    work()
+    alone = []
+    for _ in range(settings.compute_rounds()):
+        impl.barrier()
+        start = time.perf_counter()
+        call()
+        alone.append(time.perf_counter() - start)
+    stop = threading.Event()
+
+    def computing() -> None:
+        while not stop.is_set():
+            work()
+
+    thread = threading.Thread(target=computing, daemon=True)
+    thread.start()
+    try:
+        benchmark.group = "allreduce while computing"
+        benchmark.pedantic(call, setup=impl.barrier, rounds=settings.compute_rounds(), iterations=1, warmup_rounds=1)
+    finally:
+        stop.set()
+        thread.join()
+    alone_s = float(np.median(alone))
+    benchmark.extra_info.update(transport=settings.label_of(name), kind="allreduce while computing",
+                                processes=impl.size, bytes=nbytes, alone_s=alone_s,
+                                rate_share_computing=alone_s / benchmark.stats.stats.median)
 
 
 @pytest.mark.skipif(not settings.compute_rounds(), reason="the profile's measurement (DISTBENCH_MICRO_COMPUTE_ROUNDS)")

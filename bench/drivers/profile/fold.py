@@ -26,6 +26,10 @@ COMPUTE_MEANS = ("a CPU rank's compute (TensorFlow matmuls in its own thread poo
                  "{wire} with no tensor to reduce, every rank computing, over the same compute after hvd.shutdown(); "
                  "the mean of the ranks' medians")
 
+COMPUTING_MEANS = ("Horovod's allreduce of {size} over {wire} alone, its median time, over the same while a thread of "
+                   "every rank computes (TensorFlow matmuls): the share of its rate a transport keeps beside a busy "
+                   "CPU, as a worker's reductions beside its backward pass; the mean of the ranks'")
+
 
 def means(rate_bytes: int) -> dict[str, str]:
     """What each measured constant is, beyond the software and the command."""
@@ -43,6 +47,8 @@ def means(rate_bytes: int) -> dict[str, str]:
                                f"thread) while its allreduce of {size} over Gloo is in flight",
         "mpi.compute_stretch": COMPUTE_MEANS.format(wire="MPI"),
         "gloo.compute_stretch": COMPUTE_MEANS.format(wire="Gloo"),
+        "mpi.rate_share_computing": COMPUTING_MEANS.format(wire="MPI", size=size),
+        "gloo.rate_share_computing": COMPUTING_MEANS.format(wire="Gloo", size=size),
         "grpc.process_bytes_per_s": "one ps task's process: bytes pushed and pulled per second in all while several "
                                     f"workers push {size} into it and pull it back at once",
         "grpc.message_s": f"a ps task's cost per tensor: a 64 KiB push and pull in {MANY} tensors against 1, "
@@ -55,7 +61,7 @@ def allreduce_figures(folder: Path, rate_sizes: Sequence[int]) -> dict[str, floa
     each of them (`name@bytes`); raw MPI's per-hop latency (Horovod's own small buffers hold its cycle and
     negotiation, which the projection models apart)."""
     table = summarize(folder)
-    out: dict[str, float] = {}
+    out = compute_figures(folder)
     if table.empty:
         return out
     for transport, name in HOROVOD_WIRES.items():
@@ -68,7 +74,6 @@ def allreduce_figures(folder: Path, rate_sizes: Sequence[int]) -> dict[str, floa
         shares = table[(table["transport"] == transport) & (table["bytes"] == rate_sizes[-1])]["cpu_share"].dropna()
         if len(shares):
             out[f"{name}.wait_cpu_share"] = float(shares.median())
-    out.update(compute_figures(folder))
     small = one_tensor(table)
     small = small[(small["transport"] == "mpi4py") & (small["bytes"] == LATENCY_BYTES)]
     if len(small):
@@ -78,17 +83,18 @@ def allreduce_figures(folder: Path, rate_sizes: Sequence[int]) -> dict[str, floa
 
 
 def compute_figures(folder: Path) -> dict[str, float]:
-    """`<wire>.compute_stretch` of each Horovod transport measured in `folder`: the mean over its ranks
-    (every rank's JSON, rank 0's and the hidden others') of the median compute beside the loop over the
-    median alone (bench/drivers/micro/collective_test.py)."""
+    """`<wire>.compute_stretch` and `<wire>.rate_share_computing` of each Horovod transport measured in
+    `folder` (bench/drivers/micro/collective_test.py): each the mean over the ranks (every rank's JSON,
+    rank 0's and the hidden others') of what the rank measured."""
     found: dict[str, list[float]] = {}
     for path in sorted(folder.glob("*.json")):
         for bench in json.loads(path.read_text()).get("benchmarks", []):
             info = bench.get("extra_info", {})
             wire = HOROVOD_WIRES.get(info.get("transport"))
-            if wire and "compute_stretch" in info:
-                found.setdefault(wire, []).append(float(info["compute_stretch"]))
-    return {f"{wire}.compute_stretch": statistics.fmean(values) for wire, values in found.items()}
+            for figure in ("compute_stretch", "rate_share_computing"):
+                if wire and figure in info:
+                    found.setdefault(f"{wire}.{figure}", []).append(float(info[figure]))
+    return {name: statistics.fmean(values) for name, values in found.items()}
 
 
 def grpc_figures(folder: Path) -> dict[str, float]:
