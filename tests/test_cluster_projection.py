@@ -150,6 +150,19 @@ def test_a_reduction_beside_a_busy_cpu_moves_at_its_share_of_the_rate_until_the_
         == schemes.predict(RING, WIRE, ring, gpus, setup)[1]
 
 
+def test_a_cpu_devices_hops_cost_the_latency_measured_beside_a_computing_thread():
+    ring = model_of((1000, 1.0))
+    cpus = Cluster(workers=4, devices_per_host=1, link_gbit=10, device_examples_per_s=640, batch_size=64,
+                   intra_host_bytes_per_s=4e9, on_host=True)
+    setup = schemes.PsSetup(1, False, ROUND_ROBIN)
+    busy = dataclasses.replace(WIRE, latency_computing_s=0.003)
+    idle_step = schemes.predict(RING, WIRE, ring, cpus, setup)[1].step_s
+    # 2(n-1) hops of the one buffer, each 3 ms where 50 us
+    assert schemes.predict(RING, busy, ring, cpus, setup)[1].step_s == pytest.approx(idle_step + 6 * (0.003 - 50e-6))
+    gpus = dataclasses.replace(cpus, on_host=False)  # a GPU's compute leaves its host's CPU
+    assert schemes.predict(RING, busy, ring, gpus, setup)[1] == schemes.predict(RING, WIRE, ring, gpus, setup)[1]
+
+
 def test_a_ring_that_starts_after_the_backward_pass_exposes_its_whole_collective():
     # the largest gradient ready first: Horovod's ring hides it under the rest of the backward pass;
     # a tf.distribute optimizer's one all_reduce starts once every gradient is ready

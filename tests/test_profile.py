@@ -129,6 +129,23 @@ def test_the_compute_stretch_and_the_rate_share_computing_are_the_means_over_the
     assert "while Horovod's loop runs over MPI" in stretch["measures"] and stretch["source"].startswith("measured: ")
 
 
+def test_the_latency_while_computing_is_the_ranks_mean_and_kept_though_the_default_profile_lacks_it(tmp_path):
+    for rank, latency in enumerate((0.002, 0.004)):
+        name = "mpi4py-np2.json" if rank == 0 else f".mpi4py-np2-rank{rank}.json"
+        (tmp_path / name).write_text(json.dumps({"benchmarks": [{"stats": {"median": 0.001}, "extra_info": {
+            "transport": "mpi4py", "kind": "latency while computing", "processes": 2, "bytes": 1024,
+            "latency_computing_s": latency}}]}))
+    figures = fold.compute_figures(tmp_path)
+    assert figures == {"latency_computing_s": pytest.approx(0.003)}
+    data = fold.fold([figures, {"latency_computing_s": 0.001}, figures], "two test nodes", "tensorflow x",
+                     "./run_bench.sh profile", 2**22)
+    busy = data["constants"]["latency_computing_s"]
+    assert (busy["value"], busy["low"], busy["high"], busy["unit"]) == (pytest.approx(0.003), 0.001,
+                                                                        pytest.approx(0.003), "s")
+    assert "while every rank computes" in busy["measures"]
+    assert profile.parse(data, "test").transports()["mpi"].latency_computing_s == pytest.approx(0.003)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--repeats", "2"], "--repeats must be >= 3"),
     (["--ranks-per-node", "0"], "--ranks-per-node must be >= 1"),

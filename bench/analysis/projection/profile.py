@@ -38,7 +38,7 @@ SLOW, VALUE, FAST = "slow", "value", "fast"
 ENDS = (SLOW, VALUE, FAST)
 
 # a higher value of these makes a step longer; of every other ranged constant, shorter
-COSTS = frozenset({"latency_s", "grpc.message_s", "coordinator_function_s", "mpi.wait_cpu_share",
+COSTS = frozenset({"latency_s", "latency_computing_s", "grpc.message_s", "coordinator_function_s", "mpi.wait_cpu_share",
                    "gloo.wait_cpu_share", "mpi.compute_stretch", "gloo.compute_stretch"})
 EXACT = frozenset({"horovod.fusion_bytes", "horovod.cycle_s"})
 SHARED = ("latency_s", "link_share", "intra_host_bytes_per_s", "horovod.fusion_bytes", "horovod.cycle_s")
@@ -101,7 +101,8 @@ class Profile:
                 name, self.get(f"{name}.flow_share", end), self.get(f"{name}.process_bytes_per_s", end),
                 HOST_COPIES[name], self.constants[f"{name}.flow_share"].source,
                 link_share=self.get("link_share", end), message_s=self.get(f"{name}.message_s", end) or 0.0,
-                latency_s=self.get("latency_s", end), fusion_bytes=int(self.get("horovod.fusion_bytes", end)),
+                latency_s=self.get("latency_s", end), latency_computing_s=self.get("latency_computing_s", end),
+                fusion_bytes=int(self.get("horovod.fusion_bytes", end)),
                 cycle_s=self.get("horovod.cycle_s", end), function_s=self.get("coordinator_function_s", end),
                 rate_by_bytes=self._curve(f"{name}.process_bytes_per_s", end),
                 compute_stretch=self.get(f"{name}.compute_stretch", end) or 1.0,

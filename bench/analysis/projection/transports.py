@@ -32,7 +32,8 @@ class Transport:
     `compute_stretch`: how much longer a CPU device's compute takes beside the transport's own
     threads (Horovod's loop, which over MPI polls while it waits for the other ranks);
     `rate_share_computing`: the share of its rate a reduction keeps while a CPU device computes
-    beside it (its threads and the compute share the host's CPU)."""
+    beside it (its threads and the compute share the host's CPU); `latency_computing_s`: one
+    message's fixed cost between hosts whose CPUs are busy computing (None: not measured)."""
 
     name: str
     flow_share: float
@@ -48,6 +49,7 @@ class Transport:
     rate_by_bytes: tuple[tuple[float, float], ...] = ()
     compute_stretch: float = 1.0
     rate_share_computing: float = 1.0
+    latency_computing_s: float | None = None
 
     def message_rate(self, nbytes: float) -> float | None:
         """What one process of it moves per second in a message of `nbytes`."""

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bench.drivers.micro import settings
-from bench.metrics import ALLREDUCE_OP, algbw, busbw
+from bench.metrics import ALLREDUCE_OP, algbw, busbw, messages
 
 
 class MPI4Py:
@@ -69,6 +69,9 @@ class Horovod:
         return lambda: work().numpy()
 
 
+# raw MPI's latency while every rank computes: a 1 KiB allreduce (its bytes take 0.08 us at 100 Gbit/s), timed
+# this many times, beside a thread of numpy matmuls (which release the GIL) as busy as a training step's compute
+BUSY_LATENCY_BYTES, BUSY_LATENCY_ROUNDS, BUSY_SIDE = 1024, 60, 256
 # the compute timed beside Horovod's loop: 48 matmuls of 256 x 256 (1.6 GFLOP), 25 ms on this machine's 2
 # cores (24 of them took 11-18 ms, 2026-11-29), so that on a host of 0.33 cores (`cluster up --host-cores`)
 # it spans many of the CPU budget's 10 ms periods, as a training step's compute does
@@ -137,6 +140,45 @@ def test_allreduce(benchmark, transport, nbytes):
                                 cpu_share=used["cpu_s"] / used["wall_s"])
 
 
+class Computing:
+    """A thread that keeps computing until the block ends: a CPU worker's compute beside the exchange."""
+
+    def __init__(self, work) -> None:
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, args=(work,), daemon=True)
+
+    def _loop(self, work) -> None:
+        while not self.stop.is_set():
+            work()
+
+    def __enter__(self) -> Computing:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+@pytest.mark.skipif(not settings.compute_rounds(), reason="the profile's measurement (DISTBENCH_MICRO_COMPUTE_ROUNDS)")
+def test_latency_while_every_rank_computes(benchmark, transport):
+    """Raw MPI's small allreduce while a thread of every rank computes: one message's fixed cost
+    between hosts whose CPUs are busy, as a training step's are (a host whose CPU budget the compute
+    has spent answers only in its next period). The mean per ring step: a step's messages add up."""
+    name, impl = transport
+    if not isinstance(impl, MPI4Py):
+        pytest.skip("raw MPI only")
+    call = impl.prepare(BUSY_LATENCY_BYTES)
+    a = np.random.default_rng(0).standard_normal((BUSY_SIDE, BUSY_SIDE)).astype(np.float32)
+    with Computing(lambda: np.tanh(a @ a)):
+        benchmark.group = "latency while computing"
+        benchmark.pedantic(call, setup=impl.barrier, rounds=BUSY_LATENCY_ROUNDS, iterations=1, warmup_rounds=1)
+    hops = messages(ALLREDUCE_OP, impl.size)
+    benchmark.extra_info.update(transport=settings.label_of(name), kind="latency while computing",
+                                processes=impl.size, bytes=BUSY_LATENCY_BYTES,
+                                latency_computing_s=benchmark.stats.stats.mean / hops)
+
+
 @pytest.mark.skipif(not settings.compute_rounds(), reason="the profile's measurement (DISTBENCH_MICRO_COMPUTE_ROUNDS)")
 def test_allreduce_while_every_rank_computes(benchmark, transport):
     """The rate buffer's allreduce while a thread of every rank computes, as a CPU worker's backward
@@ -156,20 +198,9 @@ def test_allreduce_while_every_rank_computes(benchmark, transport):
         start = time.perf_counter()
         call()
         alone.append(time.perf_counter() - start)
-    stop = threading.Event()
-
-    def computing() -> None:
-        while not stop.is_set():
-            work()
-
-    thread = threading.Thread(target=computing, daemon=True)
-    thread.start()
-    try:
+    with Computing(work):
         benchmark.group = "allreduce while computing"
         benchmark.pedantic(call, setup=impl.barrier, rounds=settings.compute_rounds(), iterations=1, warmup_rounds=1)
-    finally:
-        stop.set()
-        thread.join()
     alone_s = float(np.median(alone))
     benchmark.extra_info.update(transport=settings.label_of(name), kind="allreduce while computing",
                                 processes=impl.size, bytes=nbytes, alone_s=alone_s,

@@ -31,12 +31,23 @@ COMPUTING_MEANS = ("Horovod's allreduce of {size} over {wire} alone, its median 
                    "CPU, as a worker's reductions beside its backward pass; the mean of the ranks'")
 
 
+# the unit of each constant the profile measures (those of `means`)
+UNITS = {"latency_s": "s", "latency_computing_s": "s", "mpi.process_bytes_per_s": "B/s",
+         "gloo.process_bytes_per_s": "B/s", "grpc.process_bytes_per_s": "B/s", "mpi.wait_cpu_share": "cores",
+         "gloo.wait_cpu_share": "cores", "grpc.message_s": "s", "mpi.compute_stretch": "x",
+         "gloo.compute_stretch": "x", "mpi.rate_share_computing": "of its rate",
+         "gloo.rate_share_computing": "of its rate"}
+
+
 def means(rate_bytes: int) -> dict[str, str]:
     """What each measured constant is, beyond the software and the command."""
     size = f"{rate_bytes / 2**20:g} MiB"
     curve = (f"; by_bytes, where present: the same at the buffers of a sweep from 1 MiB up to {size} in steps of "
              "sqrt(2) whose repetitions it tells apart from the rate buffer's")
     return {
+        "latency_computing_s": f"one message's fixed cost while every rank computes (a thread of numpy matmuls): "
+                               f"MPI's own allreduce (mpi4py) of {LATENCY_BYTES // 1024} KiB, its mean time per ring "
+                               "step, the ranks' mean",
         "latency_s": f"one message's fixed cost: MPI's own allreduce (mpi4py) of {LATENCY_BYTES // 1024} KiB, its "
                      "median time per ring step (2(n-1) of them), the bytes' time included",
         "mpi.process_bytes_per_s": f"Horovod allreduce bus bandwidth over MPI at {size}{curve}",
@@ -83,9 +94,9 @@ def allreduce_figures(folder: Path, rate_sizes: Sequence[int]) -> dict[str, floa
 
 
 def compute_figures(folder: Path) -> dict[str, float]:
-    """`<wire>.compute_stretch` and `<wire>.rate_share_computing` of each Horovod transport measured in
-    `folder` (bench/drivers/micro/collective_test.py): each the mean over the ranks (every rank's JSON,
-    rank 0's and the hidden others') of what the rank measured."""
+    """What every rank measured beside a computing thread (bench/drivers/micro/collective_test.py), each
+    the mean over the ranks (every rank's JSON, rank 0's and the hidden others'): `<wire>.compute_stretch`
+    and `<wire>.rate_share_computing` of each Horovod transport, and raw MPI's `latency_computing_s`."""
     found: dict[str, list[float]] = {}
     for path in sorted(folder.glob("*.json")):
         for bench in json.loads(path.read_text()).get("benchmarks", []):
@@ -94,6 +105,8 @@ def compute_figures(folder: Path) -> dict[str, float]:
             for figure in ("compute_stretch", "rate_share_computing"):
                 if wire and figure in info:
                     found.setdefault(f"{wire}.{figure}", []).append(float(info[figure]))
+            if "latency_computing_s" in info:
+                found.setdefault("latency_computing_s", []).append(float(info["latency_computing_s"]))
     return {name: statistics.fmean(values) for name, values in found.items()}
 
 
@@ -133,17 +146,18 @@ def fold(rounds: list[dict[str, float]], describes: str, software: str, command:
     base = profile.load(profile.DEFAULT)
     meaning = means(rate_bytes)
     constants = {}
-    for name, known in base.constants.items():
+    for name in [*base.constants, *(n for n in meaning if n not in base.constants)]:
+        known = base.constants.get(name)
         values = [r[name] for r in rounds if name in r]
         if values:
             constants[name] = {"value": statistics.median(values), "low": min(values), "high": max(values),
-                               "unit": known.unit, "measures": meaning.get(name, known.measures), "software": software,
+                               "unit": UNITS[name], "measures": meaning[name], "software": software,
                                "source": f"measured: {command}, {len(values)} repetitions, interleaved "
                                          f"({', '.join(f'{v:.4g}' for v in values)})"}
             curve = by_bytes(rounds, name)
             if len(curve) > 1:
                 constants[name]["by_bytes"] = curve
-        else:
+        elif known is not None:
             constants[name] = {"value": known.value, "low": known.low, "high": known.high, "unit": known.unit,
                                "measures": known.measures, "software": known.software,
                                "source": f"not measured by ./run_bench.sh profile; as documented in profile "
