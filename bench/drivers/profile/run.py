@@ -4,10 +4,11 @@ transport profile of the machines it runs on, for `python -m bench project --pro
 Inside a Slurm allocation of 2 or more nodes (`salloc -N 2 ./run_bench.sh profile`) it measures
 across the nodes over their network, each process a job step on its node; elsewhere on this
 machine over loopback. Each repetition measures, in turn: MPI's own allreduce (mpi4py: its
-per-hop latency, from 1 KiB), Horovod's allreduce over MPI and over Gloo (G ranks
-per node; bus bandwidth at B, 64 MiB by default, and at each buffer of a sweep from 1 MiB up
-to B in steps of sqrt(2); a CPU rank's compute beside Horovod's loop against the same compute
-alone), then gRPC (several workers pushing B into one ps task and pulling
+per-hop latency, from 1 KiB, idle and while a thread of every rank computes), Horovod's
+allreduce over MPI and over Gloo (G ranks per node; bus bandwidth at B, 64 MiB by default,
+and at each buffer of a sweep from 1 MiB up to B in steps of sqrt(2); the rate buffer's
+allreduce while every rank computes; a CPU rank's compute beside Horovod's loop against the
+same compute alone), then gRPC (several workers pushing B into one ps task and pulling
 it back at once; then one worker's 64 KiB in 1 and in 64 tensors, a ps task's cost per
 message). Each constant's value is the median of the repetitions, its range what they gave.
 A few minutes on 2 cores.
