@@ -6,6 +6,7 @@ alone; every rank runs the same fixed rounds, so no rank waits for another's cal
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
@@ -54,8 +55,10 @@ class Horovod:
     def barrier(self) -> None:
         self.hvd.allreduce(self._token, name="barrier").numpy()
 
+    @functools.cached_property
     def compute(self):
-        """A step's worth of CPU compute in TensorFlow's own thread pools, as a training rank's."""
+        """A step's worth of CPU compute in TensorFlow's own thread pools, as a training rank's (traced
+        once, for every test that times it)."""
         tf = self.tf
         x = tf.random.stateless_normal([COMPUTE_SIDE, COMPUTE_SIDE], seed=(1, 2))
 
@@ -71,7 +74,7 @@ class Horovod:
 
 # raw MPI's latency while every rank computes: a 1 KiB allreduce (its bytes take 0.08 us at 100 Gbit/s), timed
 # this many times, beside a thread of numpy matmuls (which release the GIL) as busy as a training step's compute
-BUSY_LATENCY_BYTES, BUSY_LATENCY_ROUNDS, BUSY_SIDE = 1024, 60, 256
+BUSY_LATENCY_BYTES, BUSY_LATENCY_ROUNDS = 1024, 60
 # the compute timed beside Horovod's loop: 48 matmuls of 256 x 256 (1.6 GFLOP), 25 ms on this machine's 2
 # cores (24 of them took 11-18 ms, 2026-11-29), so that on a host of 0.33 cores (`cluster up --host-cores`)
 # it spans many of the CPU budget's 10 ms periods, as a training step's compute does
@@ -140,6 +143,18 @@ def test_allreduce(benchmark, transport, nbytes):
                                 cpu_share=used["cpu_s"] / used["wall_s"])
 
 
+def median_s(call, rounds: int, before=None) -> float:
+    """The median time of `rounds` calls of `call`, each after `before` (not timed)."""
+    times = []
+    for _ in range(rounds):
+        if before:
+            before()
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
 class Computing:
     """A thread that keeps computing until the block ends: a CPU worker's compute beside the exchange."""
 
@@ -169,7 +184,7 @@ def test_latency_while_every_rank_computes(benchmark, transport):
     if not isinstance(impl, MPI4Py):
         pytest.skip("raw MPI only")
     call = impl.prepare(BUSY_LATENCY_BYTES)
-    a = np.random.default_rng(0).standard_normal((BUSY_SIDE, BUSY_SIDE)).astype(np.float32)
+    a = np.random.default_rng(0).standard_normal((COMPUTE_SIDE, COMPUTE_SIDE)).astype(np.float32)
     with Computing(lambda: np.tanh(a @ a)):
         benchmark.group = "latency while computing"
         benchmark.pedantic(call, setup=impl.barrier, rounds=BUSY_LATENCY_ROUNDS, iterations=1, warmup_rounds=1)
@@ -189,19 +204,13 @@ def test_allreduce_while_every_rank_computes(benchmark, transport):
     if not isinstance(impl, Horovod):
         pytest.skip("Horovod's allreduce only")
     nbytes = settings.sizes()[-1]
-    call, work = impl.prepare(nbytes), impl.compute()
+    call, work = impl.prepare(nbytes), impl.compute
     call()
     work()
-    alone = []
-    for _ in range(settings.compute_rounds()):
-        impl.barrier()
-        start = time.perf_counter()
-        call()
-        alone.append(time.perf_counter() - start)
+    alone_s = median_s(call, settings.compute_rounds(), impl.barrier)
     with Computing(work):
         benchmark.group = "allreduce while computing"
         benchmark.pedantic(call, setup=impl.barrier, rounds=settings.compute_rounds(), iterations=1, warmup_rounds=1)
-    alone_s = float(np.median(alone))
     benchmark.extra_info.update(transport=settings.label_of(name), kind="allreduce while computing",
                                 processes=impl.size, bytes=nbytes, alone_s=alone_s,
                                 rate_share_computing=alone_s / benchmark.stats.stats.median)
@@ -216,18 +225,13 @@ def test_compute_beside_horovods_loop(benchmark, transport):
     name, impl = transport
     if not isinstance(impl, Horovod):
         pytest.skip("Horovod's loop only")
-    work = impl.compute()
+    work = impl.compute
     work()
     benchmark.group = "compute beside the loop"
     benchmark.pedantic(work, setup=impl.barrier, rounds=settings.compute_rounds(), iterations=1, warmup_rounds=1)
     beside = benchmark.stats.stats.median
     impl.barrier()
     impl.hvd.shutdown()
-    alone = []
-    for _ in range(settings.compute_rounds()):
-        start = time.perf_counter()
-        work()
-        alone.append(time.perf_counter() - start)
-    alone_s = float(np.median(alone))
+    alone_s = median_s(work, settings.compute_rounds())
     benchmark.extra_info.update(transport=settings.label_of(name), kind="compute", processes=impl.size,
                                 compute_alone_s=alone_s, compute_stretch=beside / alone_s)
