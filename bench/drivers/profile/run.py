@@ -1,4 +1,4 @@
-"""`python -m bench profile [--repeats 3] [--ranks-per-node G] [--bytes B] [--output results]`: the
+"""`python -m bench profile [--repeats 6] [--ranks-per-node G] [--bytes B] [--output results]`: the
 transport profile of the machines it runs on, for `python -m bench project --profile results/profile.json`.
 
 Inside a Slurm allocation of 2 or more nodes (`salloc -N 2 ./run_bench.sh profile`) it measures
@@ -35,6 +35,10 @@ from bench.run.process.environment import mpi_version, tensorflow_version, versi
 from bench.usage import OneLineParser, refuse
 
 LEAST_REPEATS = 3
+# on hosts throttled in 10 ms periods, two 3-repetition profiles of the same nodes 13 minutes apart put 30
+# and 53 of the emulated check's 72 figures inside their intervals, two 6-repetition ones an hour apart 55
+# and 55, with the same medians of the constants they measure (docs/projection.md, "A busy CPU's part")
+DEFAULT_REPEATS = 6
 # each rate's buffer: a step's gradients fused, at Horovod's fusion threshold before 0.21 (64 MiB;
 # 128 since, horovod/horovod#2468); at 10 Gbit/s a message's fixed cost (tens of us) is under 0.1 %
 # of its 54 ms
@@ -59,8 +63,9 @@ def rate_sizes(rate_bytes: int) -> tuple[int, ...]:
 def parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m bench profile", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--repeats", type=int, default=LEAST_REPEATS,
-                   help=f"repetitions of every measurement, interleaved (at least {LEAST_REPEATS})")
+    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS,
+                   help=f"repetitions of every measurement, interleaved "
+                        f"(default {DEFAULT_REPEATS}, at least {LEAST_REPEATS})")
     p.add_argument("--ranks-per-node", type=int, default=1, help="allreduce ranks per node (GPUs per host)")
     p.add_argument("--ps-workers", type=int, default=2, help="workers pushing into the one ps task at once")
     p.add_argument("--rounds", type=int, default=5, help="timed round trips per gRPC part")
