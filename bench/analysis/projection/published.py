@@ -7,7 +7,8 @@ Horovod's README, October 2017: 4 servers x 4 Pascal GPUs, a RoCE-capable 25 Gbi
 used over TCP, batch 64 per GPU, tf_cnn_benchmarks, examples/s. How each row maps to a scheme
 (docs/projection.md gives the documents and quotes):
 - "distributed TensorFlow (parameter servers)": tf_cnn_benchmarks with plain gRPC and
-  `--variable_update=parameter_server` on TensorFlow 1.3.0 (horovod/horovod#246), whose
+  `--variable_update=parameter_server` on TensorFlow 1.3.0 (horovod/horovod#246; its code read at
+  tensorflow/benchmarks' 2017 commits abe3c80 and 267d7e8), whose
   workers of several GPUs sum their towers' gradients before the ps and fetch each variable
   once per worker: synchronous ps, one worker per server (host-aggregated), one ps task per
   server on the worker servers, variables placed by bytes (GreedyLoadBalancingStrategy). One
