@@ -8,9 +8,9 @@ import json
 import pytest
 
 from bench.analysis.projection import profile
-from bench.drivers.profile import fold, run
+from bench.drivers.profile import fold
 from bench.drivers.profile.ps_rate import MANY, MANY_TENSORS, ONE_TENSOR, RATE
-from bench.drivers.profile.run import last_line, rate_sizes
+from bench.drivers.profile.run import last_line, parser, rate_sizes
 from tests.processes import bench
 
 
@@ -149,8 +149,8 @@ def test_the_latency_while_computing_is_the_ranks_mean_and_kept_though_the_defau
 def test_a_profile_repeats_each_measurement_six_times_unless_told():
     # six, not the least three: on throttled hosts two 3-repetition profiles of the same nodes gave
     # checks of 30 and 53 figures inside, two 6-repetition ones 55 and 55 (DEFAULT_REPEATS's comment)
-    assert run.parser().parse_args([]).repeats == 6
-    assert run.parser().parse_args(["--repeats", "3"]).repeats == 3
+    assert parser().parse_args([]).repeats == 6
+    assert parser().parse_args(["--repeats", "3"]).repeats == 3
 
 
 @pytest.mark.parametrize("argv, message", [
