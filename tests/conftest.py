@@ -60,6 +60,10 @@ def only_run(results: Path) -> Path:
 FIRST_RUN_TEST = "tests/test_first_run.py"
 BACKGROUND_SETUP = pytest.StashKey()
 BACKGROUND_RUNS = pytest.StashKey()
+_first_run_outcomes: dict[str, str] = {}  # a first-run test's outcome, by its id
+_first_run_left_out: list[str] = []  # the first-run tests deselected (-k, -m)
+_first_run_collected: list[str] = []
+FIRST_RUN_PASSED_BEFORE = pytest.StashKey()
 
 
 def _imagenet_run_test(item) -> bool:
@@ -88,12 +92,32 @@ def pytest_collection_finish(session) -> None:
     jobs = {key: job for item in session.items for key, job in declared_jobs(item).items()}
     if jobs:
         session.config.stash[BACKGROUND_RUNS] = BackgroundRuns(jobs)
-    wanted = any(item.nodeid.startswith(FIRST_RUN_TEST) for item in session.items)
-    if wanted and os.environ.get(first_run.SKIP_VARIABLE) != "1":
+    _first_run_collected[:] = [item.nodeid for item in session.items if item.nodeid.startswith(FIRST_RUN_TEST)]
+    if not _first_run_collected or os.environ.get(first_run.SKIP_VARIABLE) == "1":
+        return
+    session.config.stash[FIRST_RUN_PASSED_BEFORE] = first_run.passed_before(ROOT)
+    if session.config.stash[FIRST_RUN_PASSED_BEFORE] is None:
         session.config.stash[BACKGROUND_SETUP] = first_run.start(ROOT)
 
 
+def pytest_deselected(items: list) -> None:
+    _first_run_left_out.extend(item.nodeid for item in items if item.nodeid.startswith(FIRST_RUN_TEST))
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.nodeid.startswith(FIRST_RUN_TEST) and (report.when == "call" or report.outcome != "passed"):
+        _first_run_outcomes[report.nodeid] = report.outcome
+
+
 def pytest_sessionfinish(session) -> None:
+    from tests import first_run
+
+    # every first-run test ran on this session's own setup, and none failed
+    outcomes = _first_run_outcomes
+    if session.config.stash.get(BACKGROUND_SETUP, None) is not None and not _first_run_left_out \
+            and set(outcomes) == set(_first_run_collected) and "passed" in outcomes.values() \
+            and set(outcomes.values()) <= {"passed", "skipped"}:
+        first_run.record_passed(ROOT, sorted(t for t, outcome in outcomes.items() if outcome == "passed"))
     for key in (BACKGROUND_RUNS, BACKGROUND_SETUP):
         started = session.config.stash.get(key, None)
         if started is not None:
@@ -104,6 +128,12 @@ def pytest_sessionfinish(session) -> None:
 def background_setup(request):
     """The first-time setup started when the session began (tests/first_run.py)."""
     return request.config.stash.get(BACKGROUND_SETUP, None)
+
+
+@pytest.fixture
+def first_run_passed_before(request) -> dict | None:
+    """An earlier session's record that the first-run tests passed with this session's inputs."""
+    return request.config.stash.get(FIRST_RUN_PASSED_BEFORE, None)
 
 
 @pytest.fixture

