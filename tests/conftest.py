@@ -62,7 +62,6 @@ BACKGROUND_SETUP = pytest.StashKey()
 BACKGROUND_RUNS = pytest.StashKey()
 _first_run_outcomes: dict[str, str] = {}  # a first-run test's outcome, by its id
 _first_run_left_out: list[str] = []  # the first-run tests deselected (-k, -m)
-_first_run_collected: list[str] = []
 FIRST_RUN_PASSED_BEFORE = pytest.StashKey()
 
 
@@ -92,12 +91,15 @@ def pytest_collection_finish(session) -> None:
     jobs = {key: job for item in session.items for key, job in declared_jobs(item).items()}
     if jobs:
         session.config.stash[BACKGROUND_RUNS] = BackgroundRuns(jobs)
-    _first_run_collected[:] = [item.nodeid for item in session.items if item.nodeid.startswith(FIRST_RUN_TEST)]
-    if not _first_run_collected or os.environ.get(first_run.SKIP_VARIABLE) == "1":
+    if not _first_run_tests(session) or os.environ.get(first_run.SKIP_VARIABLE) == "1":
         return
     session.config.stash[FIRST_RUN_PASSED_BEFORE] = first_run.passed_before(ROOT)
     if session.config.stash[FIRST_RUN_PASSED_BEFORE] is None:
         session.config.stash[BACKGROUND_SETUP] = first_run.start(ROOT)
+
+
+def _first_run_tests(session) -> list[str]:
+    return [item.nodeid for item in session.items if item.nodeid.startswith(FIRST_RUN_TEST)]
 
 
 def pytest_deselected(items: list) -> None:
@@ -115,7 +117,7 @@ def pytest_sessionfinish(session) -> None:
     # every first-run test ran on this session's own setup, and none failed
     outcomes = _first_run_outcomes
     if session.config.stash.get(BACKGROUND_SETUP, None) is not None and not _first_run_left_out \
-            and set(outcomes) == set(_first_run_collected) and "passed" in outcomes.values() \
+            and set(outcomes) == set(_first_run_tests(session)) and "passed" in outcomes.values() \
             and set(outcomes.values()) <= {"passed", "skipped"}:
         first_run.record_passed(ROOT, sorted(t for t, outcome in outcomes.items() if outcome == "passed"))
     for key in (BACKGROUND_RUNS, BACKGROUND_SETUP):

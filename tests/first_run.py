@@ -22,7 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.infra.tools import mpirun_version
+from bench.infra.tools import mpirun_version, suite_cache
+from bench.run.process.environment import git_commit
 
 SKIP_VARIABLE = "DISTBENCH_SETUP_BUILT_HOROVOD"  # set by run_bench.sh when its own setup built Horovod
 FORCE_VARIABLE = "DISTBENCH_FIRST_RUN"  # "always": run the first-run tests even where their inputs passed before
@@ -122,8 +123,7 @@ def inputs_key(root: Path) -> str | None:
 
 def _record_path(root: Path) -> Path | None:
     key = inputs_key(root)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")  # run_bench.sh's CACHE
-    return cache / "distbench" / "first-run-passed" / f"{key}.json" if key else None
+    return suite_cache() / "first-run-passed" / f"{key}.json" if key else None
 
 
 def passed_before(root: Path) -> dict | None:
@@ -141,7 +141,6 @@ def record_passed(root: Path, tests: list[str]) -> None:
     path = _record_path(root)
     if path is None:
         return
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True).stdout
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"commit": commit.strip(), "tests": tests,
+    path.write_text(json.dumps({"commit": git_commit(), "tests": tests,
                                 "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}))

@@ -1,6 +1,7 @@
 """This machine's programs and ports: the programs the suite runs (mpirun, horovodrun, the
 Slurm daemons), the virtual environment's own first so that `.venv/bin/python -m bench` works
-without activating the venv; and ports free to listen on."""
+without activating the venv; ports free to listen on; and the folder the suite keeps between
+checkouts."""
 
 from __future__ import annotations
 
@@ -12,6 +13,12 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+
+
+def suite_cache() -> Path:
+    """Where the suite keeps what outlives a checkout on this machine (run_bench.sh's CACHE: Horovod's
+    wheels, analysed models, the first-run tests' record)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "distbench"
 
 
 def find_tool(name: str) -> str | None:

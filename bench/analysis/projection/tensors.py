@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import CHECKOUT
+from bench.infra.tools import suite_cache
 from bench.metrics import INDEX_BYTES, Gradient
 
 COMPUTE_OPS = ("Conv2D", "MatMul", "DepthwiseConv2dNative", "BatchMatMulV2")
@@ -173,7 +174,7 @@ def analyse(model) -> ModelTensors:
 
 def cache_folder() -> Path:
     """Where analysed models are kept between processes (beside setup's Horovod wheel)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "distbench" / "model-tensors"
+    return suite_cache() / "model-tensors"
 
 
 def _tensorflow_version() -> str:
