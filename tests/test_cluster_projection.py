@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
+import numpy as np
 import pytest
 
 from bench.analysis.projection import allreduce, parameter_servers, profile, published, schemes, tensors
@@ -88,13 +90,12 @@ def test_ranks_that_keep_cores_busy_while_their_collectives_fly_bound_an_emulate
     from bench.analysis.projection.cluster import StepTerms
 
     terms = StepTerms.of(0.54, 0.04, collective_s=0.49)
-    mpi = dataclasses.replace(LOOPBACK.constants["mpi.wait_cpu_share"], value=1.0, low=0.9, high=1.0)
+    mpi = dataclasses.replace(LOOPBACK.constants["mpi.wait_cpu_share"], value=1.0, low=0.9, high=1.0, samples=())
     polling = dataclasses.replace(LOOPBACK, constants={**LOOPBACK.constants, "mpi.wait_cpu_share": mpi})
     ceiling = waiting_cpu_ceiling(MPI, workers=4, batch_size=64, cores=2)
     assert ceiling(polling, terms) == pytest.approx(4 * 64 / (0.04 + 4 * 0.49 * 1.0 / 2))
-    slow, fast = polling.points[0], polling.points[2]  # the share's ends: the most polling is the slow end
-    assert ceiling(slow, terms) == pytest.approx(4 * 64 / (0.04 + 4 * 0.49 * 1.0 / 2))
-    assert ceiling(fast, terms) == pytest.approx(4 * 64 / (0.04 + 4 * 0.49 * 0.9 / 2))
+    less = polling.moved("mpi.wait_cpu_share", 0.9)  # less polling: a higher ceiling
+    assert ceiling(less, terms) == pytest.approx(4 * 64 / (0.04 + 4 * 0.49 * 0.9 / 2))
     # nothing to bound: a ps's exchange (no collective), one rank, or a wire the profile has no share of
     assert ceiling(polling, StepTerms.of(0.54, 0.04)) is None
     assert waiting_cpu_ceiling(MPI, 1, 64, 2)(polling, terms) is None
@@ -107,8 +108,9 @@ def test_ranks_that_keep_cores_busy_while_their_collectives_fly_bound_an_emulate
     bound = schemes.interval(RING, MPI, ring, pair, schemes.PsSetup(1, False, ROUND_ROBIN), polling,
                              ceiling=waiting_cpu_ceiling(MPI, 4, 64, 2))
     assert bound.high < free.low and bound.terms == free.terms
-    assert bound.high == pytest.approx(max(waiting_cpu_ceiling(MPI, 4, 64, 2)(p, free.terms) or 0
-                                           for p in polling.points), rel=0.05)
+    assert bound.point == pytest.approx(waiting_cpu_ceiling(MPI, 4, 64, 2)(polling, free.terms))
+    # the share's own uncertainty moves the bound: a part of its interval
+    assert "mpi.wait_cpu_share" in {p.name for p in bound.parts}
 
 
 
@@ -344,38 +346,56 @@ def test_the_docs_list_every_constant_the_projection_uses():
 def test_the_published_check_predicts_every_figure_of_the_table():
     checked = published.check(LOOPBACK)
     main = checked[~checked["alternative"]]
-    assert len(main) == len(published.HOROVOD_2017.measured) == 9
+    assert len(main) == len(published.HOROVOD_2017.measured) == 12
     assert set(zip(main["setup"], main["model"], strict=True)) == set(published.HOROVOD_2017.measured)
+    # VGG-16's ps figure moved 4.2x between two versions of the README: graded C, reported, not scored
+    graded = dict(zip(zip(main["setup"], main["model"], strict=True), main["grade"], strict=True))
+    assert graded[(published.PS_ROW, "vgg16")] == "C" and graded[(published.PS_ROW, "inception3")] == "B"
+    assert (main["scored"] == main["grade"].isin(published.SCORED)).all()
     assert (main["predicted_low"] <= main["predicted_examples_per_s"]).all()
     assert (main["predicted_examples_per_s"] <= main["predicted_high"]).all()
     assert (main["inside"] == ((main["predicted_low"] <= main["published_examples_per_s"])
                                & (main["published_examples_per_s"] <= main["predicted_high"]))).all()
     summary = published.summary(checked)
-    assert summary["figures"] == 9 and summary["inside"] == int(main["inside"].sum())
-    assert summary["median_abs_error"] == pytest.approx(main["error"].abs().median())
+    scored = main[main["scored"]]
+    assert summary["figures"] == 11 and summary["inside"] == int(scored["inside"].sum())
+    assert summary["level"] == 0.9 and summary["coverage"] == pytest.approx(scored["inside"].mean())
+    assert summary["median_abs_error"] == pytest.approx(scored["error"].abs().median())
     # the documented reading (host-aggregated) counts; one worker task per GPU is shown beside it
     assert set(main.loc[main["transport"] == GRPC, "scheme"]) == {PS_SYNC_AGGREGATED}
     assert set(checked.loc[checked["alternative"], "scheme"]) == {PS_SYNC}
 
 
-@pytest.mark.parametrize("model", ["inception3", "vgg16"])
-def test_an_interval_holds_the_figure_at_other_points_of_the_profiles_ranges(model):
-    # other draws than the interval's own (seed 1, not 0): inside, but for the <= 1 % Horovod's
-    # cycle can move a figure the wrong way (bench.analysis.projection.profile)
-    import random
+def _drawn(rng: np.random.Generator, constant: profile.Constant) -> float:
+    """One draw of a constant as its uncertainty describes it: a new repetition (Student's t on the log
+    scale) where it was measured, else uniform over its range on the log scale."""
+    term = constant.term()
+    if term.u == 0:
+        return constant.value
+    if constant.samples:
+        return constant.value * math.exp(term.u * rng.standard_t(term.dof))
+    values = [constant.low, constant.high, *(v for v, _ in constant.candidates)]
+    return math.exp(rng.uniform(math.log(min(values)), math.log(max(values))))
 
-    rng = random.Random(1)
+
+@pytest.mark.parametrize("model", ["inception3", "vgg16"])
+def test_an_interval_holds_the_figure_at_draws_of_the_profile_as_often_as_its_level_says(model):
+    # the constants drawn from their own uncertainties, all at once: the figure falls inside the
+    # interval its one-at-a-time parts give (no model error) about as often as the level says
+    rng = np.random.default_rng(1)
     cluster = published.HOROVOD_2017.cluster(model, LOOPBACK)
     ps = schemes.tf_cnn_benchmarks_ps(cluster)
+    inside = []
     for scheme, transport in schemes.combinations(cluster, LOOPBACK, tensors.of(model)):
         bounds = schemes.interval(scheme, transport, tensors.of(model), cluster, ps, LOOPBACK)
-        assert bounds.low <= bounds.midpoint <= bounds.high
-        for _ in range(5):
-            drawn = {n: dataclasses.replace(c, value=rng.uniform(c.low, c.high)) for n, c in LOOPBACK.constants.items()}
+        assert bounds.low <= bounds.point <= bounds.high and bounds.level == 0.9
+        for _ in range(20):
+            drawn = {n: dataclasses.replace(c, value=_drawn(rng, c)) for n, c in LOOPBACK.constants.items()}
             point = dataclasses.replace(LOOPBACK, constants=drawn)
             here = dataclasses.replace(cluster, intra_host_bytes_per_s=point.get("intra_host_bytes_per_s"))
             rate, _ = schemes.predict(scheme, point.transports()[transport], tensors.of(model), here, ps)
-            assert bounds.low * 0.99 <= rate <= bounds.high * 1.01, (scheme, transport, drawn)
+            inside.append(bounds.low <= rate <= bounds.high)
+    assert 0.8 <= np.mean(inside) <= 1.0, np.mean(inside)
 
 
 @pytest.mark.parametrize("text, message", [
@@ -416,14 +436,17 @@ def test_the_cli_gives_a_row_per_scheme_and_transport_with_every_term(tmp_path):
                     "step_s_low", "step_s_high", "compute_s", "exposed_communication_s", "waiting_s"):
             assert key in row
         assert row["throughput_low"] <= row["throughput_examples_per_s"] <= row["throughput_high"]
-        assert row["throughput_examples_per_s"] == pytest.approx((row["throughput_low"] + row["throughput_high"]) / 2)
+        # symmetric on the log scale, at the stated level, the model error from the development table
+        assert row["throughput_examples_per_s"] == pytest.approx(math.sqrt(row["throughput_low"]
+                                                                           * row["throughput_high"]))
+        assert row["level"] == 0.9 and row["model_error_low"] < 1 < row["model_error_high"]
         assert row["step_s_low"] <= row["step_s_high"]
         assert row["step_s"] == pytest.approx(row["compute_s"] + row["exposed_communication_s"] + row["waiting_s"])
     assert rows[(PS_SYNC, GRPC)]["ps"] == 4 and rows[(PS_SYNC, GRPC)]["ps_colocated"] is True
     assert {c["name"] for c in result["constants"]} >= {"link_share", "nccl.flow_share", "grpc.process_bytes_per_s"}
     assert all(c["source"] for c in result["constants"])
     assert result["profile"]["name"] == profile.DEFAULT and "no --profile given" in result["profile"]["why"]
-    assert result["published"]["summary"]["figures"] == 9
+    assert result["published"]["summary"]["figures"] == 11  # the scored ones (published.SCORED)
     assert (tmp_path / "projection.json").is_file()
 
 
@@ -487,10 +510,9 @@ def test_a_message_rate_that_falls_with_size_is_read_between_its_points_and_move
     assert at.message_rate(1.28e8) == pytest.approx(5.6927e8)
     assert 2.0246e8 < at.message_rate(4e8) < 3.6297e8  # between 256 and 512 MB, log-log
     assert at.message_rate(5e9) == pytest.approx(1.0629e8)  # beyond the last: flat
-    slow, fast = grpc.transports(profile.SLOW)[GRPC], grpc.transports(profile.FAST)[GRPC]
-    ratio = grpc.constants["grpc.process_bytes_per_s"]
-    assert slow.message_rate(1.28e8) == pytest.approx(5.6927e8 * ratio.low / ratio.value)
-    assert fast.message_rate(1.28e8) == pytest.approx(5.6927e8 * ratio.high / ratio.value)
+    for factor in (0.7, 1.2):  # the curve moves with its constant
+        moved = grpc.moved("grpc.process_bytes_per_s", factor).transports()[GRPC]
+        assert moved.message_rate(1.28e8) == pytest.approx(5.6927e8 * factor)
     # a ps task's work on one pusher's copy of a 512 MB variable is at the 512 MB rate
     layout = Layout(Cluster(1, 1, 100, 100, 50, 4e9), tasks=1, colocated=False, aggregated=False)
     big = model_of((int(5.12e8), 1.0))

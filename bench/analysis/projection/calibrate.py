@@ -49,6 +49,7 @@ class ModelCalibration:
     # ((scheme, wire, seconds), ...): the host's per-step work of each exchange (Cluster.other_s; host_work)
     other_s: tuple[tuple[str, str, float], ...] = ()
     cpu_quota_cores: float | None = None  # the CPU limit of the run the compute was measured in (none: None)
+    compute_samples: tuple[float, ...] = ()  # each repeated 1-worker run's mean step: the run-to-run spread
 
     @property
     def gradient_bytes(self) -> int:
@@ -123,7 +124,7 @@ def model_calibration(runs: pd.DataFrame, model: str, compute_ms: float | None) 
         f"{len(repeats)} runs: {', '.join(str(r) for r in repeats['run_id'])}"
     return ModelCalibration(model, spec, sizes, gradient, int(run["batch_size"]), mean, sd, source,
                             min(half, 0.5 * mean), host_work(mine, run, gradient),
-                            recorded(run.get("cpu_quota_cores")))
+                            recorded(run.get("cpu_quota_cores")), tuple(m for m, _ in spreads))
 
 
 def _repeats_of(base: pd.DataFrame, run: pd.Series) -> pd.DataFrame:

@@ -19,7 +19,14 @@ import pandas as pd
 
 from bench.analysis.projection import cluster_cli
 from bench.analysis.projection.calibrate import Calibration, calibrate, one_machine_runs
-from bench.analysis.projection.from_runs import crossover, error_summary, projection, validation, winners
+from bench.analysis.projection.from_runs import (
+    crossover,
+    error_summary,
+    projection,
+    validated_error,
+    validation,
+    winners,
+)
 from bench.analysis.report import collect
 from bench.analysis.report.projection import PROJECTION_FILE
 from bench.errors import UsageError
@@ -48,6 +55,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default=None, help=f"folder for {PROJECTION_FILE} (default: --from)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     cluster_cli.add_profile_argument(p)
+    cluster_cli.add_level_argument(p)
     cluster_cli.add_arguments(p)
     return p
 
@@ -56,6 +64,7 @@ def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     if args.device_examples_per_s is not None:
         try:
+            cluster_cli.check_level(args)
             check_counts(args)
             chosen = cluster_cli.check(args)
         except UsageError as exc:
@@ -65,6 +74,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         if not source.is_dir():
             raise UsageError(f"--from {source}: no such folder")
+        cluster_cli.check_level(args)
         check_counts(args)
         cluster_cli.refuse_cluster_flags(args)
         if args.compute_ms is not None and args.compute_ms <= 0:
@@ -74,8 +84,8 @@ def main(argv: Sequence[str]) -> int:
             raise UsageError(f"--from {source}: no finished run to calibrate from")
         used, why = cluster_cli.chosen_profile(args, source)
         cal = calibrate(source, runs, args.model, args.compute_ms, used, why)
-        table = projection(cal, args.workers, args.link_gbit, args.ps)
-        checked, left_out = validation(cal, runs) if args.compute_ms is None else (pd.DataFrame(), [])
+        checked, left_out = validation(cal, runs, args.level) if args.compute_ms is None else (pd.DataFrame(), [])
+        table = projection(cal, args.workers, args.link_gbit, args.ps, args.level, validated_error(checked))
     except UsageError as exc:
         return refuse(exc)
     best, crossing = winners(table), crossover(args.workers)
@@ -84,7 +94,7 @@ def main(argv: Sequence[str]) -> int:
               "projection": cluster_cli.records(table), "winners": best.to_dict("records"),
               "crossover": crossing.to_dict("records"),
               "validation": cluster_cli.records(checked), "validation_summary": error_summary(checked, left_out),
-              "published": cluster_cli.published_result(used)}
+              "published": cluster_cli.published_result(used, args.level)}
     out = Path(args.output) if args.output else source
     out.mkdir(parents=True, exist_ok=True)
     (out / PROJECTION_FILE).write_text(json.dumps(result, indent=1, default=float))
@@ -119,7 +129,7 @@ def show(cal: Calibration, best: pd.DataFrame, crossing: pd.DataFrame, checked: 
     print("Calibration")
     print(cal.describe().to_string(index=False))
     print(f"  transports: profile {cal.profile.name} ({cal.profile_why})")
-    print("\nWinner per model, workers and link (examples/s, each the midpoint of its interval)")
+    print("\nWinner per model, workers and link (examples/s, each the point of its interval)")
     print(best.to_string(index=False, float_format=lambda v: f"{v:,.0f}"))
     print("\nps hosts above which a ps exchange beats the ring (BytePS, section 4)")
     print(crossing.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
@@ -130,7 +140,8 @@ def show(cal: Calibration, best: pd.DataFrame, crossing: pd.DataFrame, checked: 
             index=False, float_format=lambda v: f"{v:,.2f}"))
         print("\nThe same, term by term (ms per step, predicted / measured by the runs' split)")
         print(terms(checked).to_string(index=False))
-        print(f"{summary['inside']} of {summary['settings']} measured figures inside their intervals; midpoints: "
-              f"median |error| {summary['median_abs_error']:.0%}, worst {summary['worst_abs_error']:.0%}")
+        print(f"{summary['inside']} of {summary['settings']} measured figures inside their {summary['level']:.0%} "
+              f"intervals (median half-width {summary['median_half_width']:.0%}); points: median |error| "
+              f"{summary['median_abs_error']:.0%}, worst {summary['worst_abs_error']:.0%}")
     for why in summary.get("left_out", []):
         print(f"  not predicted: {why}")

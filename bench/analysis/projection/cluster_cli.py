@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis.projection import profile, published, schemes, tensors, transports
+from bench.analysis.projection import levels, profile, published, schemes, tensors, transports
 from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.parameter_servers import PLACEMENTS, ROUND_ROBIN
 from bench.analysis.projection.schemes import PsSetup
@@ -40,6 +40,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # the cluster flags' defaults, filled in once a cluster is described (elsewhere they are refused);
 # --intra-host-gbit's is the profile's
 DEFAULTS = {"devices_per_host": 1, "intra_host_gbit": None, "ps_colocated": False, "ps_placement": ROUND_ROBIN}
+
+
+def add_level_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--level", type=float, default=levels.DEFAULT_LEVEL,
+                   help="the probability that a new measurement falls inside a figure's interval "
+                        f"(default {levels.DEFAULT_LEVEL:g})")
+
+
+def check_level(args: argparse.Namespace) -> None:
+    if not 0.5 <= args.level < 1:
+        raise UsageError(f"--level: a probability from 0.5 to below 1, got {args.level:g}")
 
 
 def add_profile_argument(p: argparse.ArgumentParser) -> None:
@@ -108,6 +119,9 @@ def check(args: argparse.Namespace) -> Chosen:
 
 
 def projection(args: argparse.Namespace, chosen: Chosen) -> pd.DataFrame:
+    """Every scheme's figure per model, workers, link and ps count, each with the model's error of form
+    as the development table showed it (published.development_error)."""
+    error = published.development_error(chosen.profile)
     rows = []
     for name in args.model:
         model_tensors = tensors.of(name)
@@ -118,7 +132,7 @@ def projection(args: argparse.Namespace, chosen: Chosen) -> pd.DataFrame:
                 for k in args.ps or [cluster.hosts]:
                     ps = PsSetup(k, args.ps_colocated or not args.ps, args.ps_placement)
                     rows += schemes.rows(models.label(name), model_tensors, cluster, ps, chosen.profile,
-                                         chosen.intra_host_from_profile)
+                                         chosen.intra_host_from_profile, level=args.level, model_error=error)
     return pd.DataFrame(rows)
 
 
@@ -129,8 +143,8 @@ def constants(used: profile.Profile) -> list[dict]:
     return model_facts + used.records()
 
 
-def published_result(used: profile.Profile) -> dict:
-    checked = published.check(used)
+def published_result(used: profile.Profile, level: float = levels.DEFAULT_LEVEL) -> dict:
+    checked = published.check(used, level=level)
     if checked.empty:
         return {}
     return {"source": published.HOROVOD_2017.source, "profile": used.name, "rows": records(checked),
@@ -149,7 +163,7 @@ def main(args: argparse.Namespace, chosen: Chosen) -> int:
                           "intra_host_gbit": args.intra_host_gbit, "ps_placement": args.ps_placement},
               "profile": {**chosen.profile.summary(), "why": chosen.why},
               "constants": constants(chosen.profile), "projection": records(table),
-              "published": published_result(chosen.profile)}
+              "published": published_result(chosen.profile, args.level)}
     if args.output:
         out = Path(args.output)
         out.mkdir(parents=True, exist_ok=True)
@@ -172,15 +186,15 @@ def show(table: pd.DataFrame, checked: dict) -> None:
     print(f"\nChecked against {checked['source']} with profile {checked['profile']}:")
     print(published_table(pd.DataFrame(checked["rows"])).to_string(index=False))
     s = checked["summary"]
-    print(f"{s['inside']} of {s['figures']} published figures inside their intervals (widest half-width "
-          f"{s['widest_half_width']:.0%}); midpoints: median |error| {s['median_abs_error']:.0%}, worst "
-          f"{s['worst_abs_error']:.0%} (alternative readings not counted)")
+    print(f"{s['inside']} of {s['figures']} scored figures inside their {s['level']:.0%} intervals (median "
+          f"half-width {s['median_half_width']:.0%}); points: median |error| {s['median_abs_error']:.0%}, worst "
+          f"{s['worst_abs_error']:.0%} ({s['not_scored']} graded C and the alternative readings not counted)")
 
 
 def published_table(checked: pd.DataFrame) -> pd.DataFrame:
     """setup, model, published, predicted, error, and the step's compute and exposed communication."""
     return pd.DataFrame({
-        "setup": checked["setup"], "model": checked["model"],
+        "setup": checked["setup"], "model": checked["model"], "grade": checked["grade"],
         "published": checked["published_examples_per_s"].map("{:,.1f}".format),
         "predicted": checked["predicted_examples_per_s"].map("{:,.1f}".format),
         "interval": [f"{lo:,.0f}-{hi:,.0f}" for lo, hi in zip(checked["predicted_low"], checked["predicted_high"],

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import pandas as pd
 
-from bench.analysis.projection import costs, schemes, tensors
+from bench.analysis.projection import costs, levels, schemes, tensors
 from bench.analysis.projection.calibrate import (
     Calibration,
     ModelCalibration,
@@ -58,14 +59,18 @@ def ps_counts(workers: int, wanted: Sequence[int] | None) -> list[tuple[int, str
         else [(1, "1")]
 
 
-def compute_scales(model: ModelCalibration) -> tuple[float, ...]:
-    """The calibrated compute, then the ends of its 95% interval, as scales of it."""
-    relative = model.compute_ci_s / model.compute_s
-    return (1.0, 1.0 + relative, 1.0 - relative) if relative > 0 else (1.0,)
+def compute_term(model: ModelCalibration) -> levels.Term:
+    """The compute's run-to-run spread: one new run's, from the repeated 1-worker runs; from one run, its
+    own 95% interval read as a standard uncertainty (what it knows of its mean; the run-to-run spread
+    beyond it is then the model error's to carry)."""
+    if len(model.compute_samples) >= 2:
+        return levels.sample_term("compute", model.compute_samples)
+    return levels.Term("compute", math.log1p(model.compute_ci_s / model.compute_s) / 1.96)
 
 
 def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[float],
-               ps: Sequence[int] | None) -> pd.DataFrame:
+               ps: Sequence[int] | None, level: float = levels.DEFAULT_LEVEL,
+               model_error: levels.Term | None = None) -> pd.DataFrame:
     """Every scheme and transport per model, workers and link; the ps schemes per ps count, on hosts of their own."""
     rows = []
     for model in cal.models.values():
@@ -75,7 +80,8 @@ def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[fl
                 for i, (k, rule) in enumerate(ps_counts(n, ps)):
                     found = schemes.rows(model.model, shaped, cluster_of(model, n, gbit, cal.profile),
                                          PsSetup(k, False, ROUND_ROBIN), cal.profile,
-                                         compute_scales=compute_scales(model), other_of=model.other_for)
+                                         compute=compute_term(model), other_of=model.other_for, level=level,
+                                         model_error=model_error)
                     rows += [{**row, "ps_rule": rule if row["transport"] == GRPC else ""} for row in found
                              if i == 0 or row["transport"] == GRPC]  # the rings once, the ps schemes per count
     return pd.DataFrame(rows)
@@ -122,14 +128,17 @@ def _as_run(shaped: ModelTensors, run: pd.Series) -> ModelTensors:
     return shaped.partitioned(ps, int(threshold_mb * 2**20)) if threshold_mb > 0 and ps > 1 else shaped
 
 
-def validation(cal: Calibration, runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def validation(cal: Calibration, runs: pd.DataFrame,
+               level: float = levels.DEFAULT_LEVEL) -> tuple[pd.DataFrame, list[str]]:
     """Each emulated-cluster run's measured throughput against the model's interval for its
     workers, ps tasks, link cap and wire. Where its emulated hosts share this machine's cores, each
     worker's compute is stretched as measured by the one-machine runs at that worker count
     (calibrate.shared_cpu_stretch), and the interval goes no higher than its strategy went on
     those cores over loopback (calibrate.shared_cpu_ceiling). Where each host had a CPU budget of
     its own (`cluster up --host-cores`), nothing is stretched, and the compute must have been
-    measured on one such host; runs without that are left out: (the rows, why each run left out was)."""
+    measured on one such host; runs without that are left out: (the rows, why each run left out was).
+    Each figure's interval at `level` carries the model's error of form calibrated on the other
+    figures (leave-one-out: with_model_error)."""
     if runs.empty or "link_mbit" not in runs:
         return pd.DataFrame(), []
     local = one_machine_runs(runs)
@@ -153,22 +162,16 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> tuple[pd.DataFrame, list
             left_out.append(str(exc))
             continue
         stretch, found, bounded = emulated_interval(cal.profile, run, scheme, scaled,
-                                                    _as_run(shaped[model.model], run), cpu)
+                                                    _as_run(shaped[model.model], run), cpu, level)
         terms = found.terms
         waiting = cpu.waiting(cal.profile, terms)  # at the profile's values
-        low, high = bounded.low, bounded.high
         ceiling = cpu.loopback
-        if ceiling is not None:
-            low, high = min(low, ceiling[0]), min(high, ceiling[1])
-        midpoint = (low + high) / 2
         measured = float(run["throughput_examples_per_s"])
         rows.append({"model": run["model"], "variant": run["variant"], "scheme": scheme, "wire": run.get("wire"),
                      "workers": int(run["workers"]), "ps": int(run["ps"] or 0), "link_mbit": float(run["link_mbit"]),
-                     "measured_examples_per_s": measured,
-                     "predicted_examples_per_s": midpoint, "predicted_low": low,
-                     "predicted_high": high, "inside": bool(low <= measured <= high),
-                     "error": midpoint / measured - 1, "terms_examples_per_s": found.midpoint,
-                     "cpu_ceiling_examples_per_s": ceiling[1] if ceiling else None,
+                     "measured_examples_per_s": measured, "interval": bounded,
+                     "terms_examples_per_s": found.point,
+                     "cpu_ceiling": ceiling, "cpu_ceiling_examples_per_s": ceiling[1] if ceiling else None,
                      "cpu_ceiling_from": ceiling[2] if ceiling else None,
                      "waiting_cpu_ceiling_examples_per_s": waiting,
                      "predicted_step_s": terms.step_s, "compute_stretch": stretch,
@@ -179,7 +182,38 @@ def validation(cal: Calibration, runs: pd.DataFrame) -> tuple[pd.DataFrame, list
                          ("waiting", terms.waiting_s), ("other", terms.other_s))
                         for side, value in (("predicted", predicted),
                                             ("measured", recorded(run.get(f"{term}_p50_s"))))}})
-    return pd.DataFrame(rows), left_out
+    return with_model_error(rows), left_out
+
+
+def with_model_error(rows: list[dict]) -> pd.DataFrame:
+    """The validation rows with each figure's interval: its own terms, the model's error of form from
+    every other figure's residual (levels.left_out), and no higher than its loopback ceiling."""
+    if not rows:
+        return pd.DataFrame()
+    residuals = [math.log(r["measured_examples_per_s"] / r["interval"].point) for r in rows]
+    errors = levels.left_out(residuals, [r["interval"].u for r in rows])
+    out = []
+    for row, error in zip(rows, errors, strict=True):
+        found = row.pop("interval").with_model(error)
+        columns = schemes.interval_columns(found, "predicted")
+        ceiling = row.pop("cpu_ceiling")
+        if ceiling is not None:  # (low, high, what): the loopback run's 95 % interval, its rate in the middle
+            bound = {"predicted_low": ceiling[0], "predicted_examples_per_s": (ceiling[0] + ceiling[1]) / 2,
+                     "predicted_high": ceiling[1]}
+            columns.update({key: min(columns[key], value) for key, value in bound.items()})
+        measured = row["measured_examples_per_s"]
+        out.append({**row, **columns, "inside": bool(columns["predicted_low"] <= measured <= columns["predicted_high"]),
+                    "error": columns["predicted_examples_per_s"] / measured - 1})
+    return pd.DataFrame(out)
+
+
+def validated_error(checked: pd.DataFrame) -> levels.Term | None:
+    """The model's error of form over every validated figure: what a projection beyond them carries."""
+    if checked.empty:
+        return None
+    residuals = [math.log(m / p) for m, p in zip(checked["measured_examples_per_s"],
+                                                 checked["predicted_examples_per_s"], strict=True)]
+    return levels.model_error(residuals, list(checked["u_log"]))
 
 
 class NotCalibrated(Exception):
@@ -216,7 +250,8 @@ def hosts_cpu(run: pd.Series, model: ModelCalibration, local: pd.DataFrame) -> H
 
 
 def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: ModelCalibration, shaped: ModelTensors,
-                      cpu: HostsCpu) -> tuple[float, schemes.Interval, schemes.Interval]:
+                      cpu: HostsCpu, level: float = levels.DEFAULT_LEVEL
+                      ) -> tuple[float, schemes.Interval, schemes.Interval]:
     """(compute stretch, interval of the terms, that interval under the waiting CPU's ceiling) of an
     emulated run on hosts that had `cpu`.
     A ring's workers compute at the same time
@@ -231,10 +266,10 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
     all_at_once = cpu.stretch
     overlapped = bool(run.get("exchange_overlaps_backward", True))
 
-    def at(stretch: float, scales: tuple[float, ...] = (1.0,), bound: schemes.Ceiling | None = None
+    def at(stretch: float, compute: levels.Term | None = None, bound: schemes.Ceiling | None = None
            ) -> schemes.Interval:
         return schemes.interval(scheme, run["wire"], shaped, cluster.compute_scaled(stretch), ps, profile,
-                                compute_scales=scales, ceiling=bound, overlapped=overlapped)
+                                compute=compute, ceiling=bound, overlapped=overlapped, level=level)
 
     stretch = all_at_once
     found = at(stretch)
@@ -245,8 +280,8 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
                 break
             stretch = (stretch + settled) / 2  # damped: the share falls as the stretch rises
             found = at(stretch)
-    scales = compute_scales(model)
-    return stretch, at(stretch, scales), at(stretch, scales, cpu.waiting)
+    compute = compute_term(model)
+    return stretch, at(stretch, compute), at(stretch, compute, cpu.waiting)
 
 
 def error_summary(checked: pd.DataFrame, left_out: Sequence[str] = ()) -> dict:
@@ -255,5 +290,9 @@ def error_summary(checked: pd.DataFrame, left_out: Sequence[str] = ()) -> dict:
     if checked.empty:
         return {"settings": 0, "left_out": left_out}
     errors = checked["error"].abs()
-    return {"settings": int(len(checked)), "inside": int(checked["inside"].sum()),
+    half = (checked["predicted_high"] - checked["predicted_low"]) / (checked["predicted_high"]
+                                                                     + checked["predicted_low"])
+    return {"settings": int(len(checked)), "level": float(checked["level"].iloc[0]),
+            "inside": int(checked["inside"].sum()), "coverage": float(checked["inside"].mean()),
+            "median_half_width": float(half.median()),
             "median_abs_error": float(errors.median()), "worst_abs_error": float(errors.max()), "left_out": left_out}

@@ -5,26 +5,26 @@ measures, the software it was measured with, and its source (the command and dat
 measured it, or a citation). The suite ships documented profiles in
 `bench/analysis/projection/profiles/` (`--profile NAME`); `--profile FILE` reads any other.
 
-A projected figure's interval is the extremes of the figure over the box of ranges. The
-projection is nearly monotone in every ranged constant (faster for a higher rate or share,
-slower for a higher cost, `COSTS`), so the extremes lie at two corners: every constant at
-its slow end, every one at its fast end. Not quite everywhere: Horovod's loop wakes on its
-cycle, so a faster reduction can find fewer tensors ready at its next tick and pay for more
-buffers (0.7 % the wrong way, once in 56 rows of the large-cluster example). The interval is
-therefore the extremes over the two corners, the values and `DRAWS` seeded draws inside
-the ranges (`Profile.points`). Horovod's fusion threshold and cycle themselves must be
-exact, `low == value == high`: their effect is not near monotone.
+A constant may keep its repetitions (`samples`, what `./run_bench.sh profile` measured) and,
+where it is a stand-in, its candidate sources (`candidates`: [[value, source], ...]). Its
+uncertainty (`Constant.term`, bench.analysis.projection.levels) is then one new draw's
+spread from its samples, else a uniform spread over its range widened to every candidate;
+a projected figure's interval moves each constant by its own uncertainty, one at a time,
+and combines what each move did to the figure (bench.analysis.projection.schemes.interval).
+`low` and `high` are shown to the reader: for measured constants, the samples' 90 %
+prediction interval. Horovod's fusion threshold and cycle must be exact,
+`low == value == high`: their effect is not monotone.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
-import random
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.analysis.projection import levels
 from bench.analysis.projection.transports import Transport
 from bench.errors import UsageError
 from strategies.base import GLOO_CONTROLLER as GLOO
@@ -34,18 +34,11 @@ from strategies.base import MPI_CONTROLLER as MPI
 SHIPPED = Path(__file__).parent / "profiles"
 PROFILE_FILE = "profile.json"  # what ./run_bench.sh profile writes into its --output
 DEFAULT = "loopback-2026"
-SLOW, VALUE, FAST = "slow", "value", "fast"
-ENDS = (SLOW, VALUE, FAST)
-
-# a higher value of these makes a step longer; of every other ranged constant, shorter
-COSTS = frozenset({"latency_s", "latency_computing_s", "grpc.message_s", "coordinator_function_s", "mpi.wait_cpu_share",
-                   "gloo.wait_cpu_share", "mpi.compute_stretch", "gloo.compute_stretch"})
 EXACT = frozenset({"horovod.fusion_bytes", "horovod.cycle_s"})
 SHARED = ("latency_s", "link_share", "intra_host_bytes_per_s", "horovod.fusion_bytes", "horovod.cycle_s")
 # the transports a profile may describe, and which carry their buffers through host memory
 HOST_COPIES = {NCCL: False, MPI: True, GLOO: True, GRPC: True}
 FIELDS = ("value", "low", "high", "unit", "measures", "software", "source")
-DRAWS = 16
 
 
 @dataclass(frozen=True)
@@ -62,17 +55,28 @@ class Constant:
     # at `by_bytes_at` (the value they scale with as the value moves over its range)
     by_bytes: tuple[tuple[float, float], ...] = ()
     by_bytes_at: float = 0.0
+    samples: tuple[float, ...] = ()  # the repetitions it was measured in, where it was measured
+    candidates: tuple[tuple[float, str], ...] = ()  # a stand-in's candidate sources: (value, source)
+
+    def term(self) -> levels.Term:
+        """Its uncertainty as the projection carries it (bench.analysis.projection.levels)."""
+        if self.name in EXACT:
+            return levels.Term(self.name, 0.0)
+        if len(self.samples) >= 2 and min(self.samples) > 0:
+            return levels.sample_term(self.name, self.samples)
+        values = [self.low, self.high, *(v for v, _ in self.candidates)]
+        return levels.range_term(self.name, min(values), max(values))
+
+    def scaled(self, factor: float) -> Constant:
+        """The constant at `factor` times its value (a share no higher than 1)."""
+        value = self.value * factor
+        if self.name.endswith("_share"):
+            value = min(value, 1.0)
+        return dataclasses.replace(self, value=value)
 
     def curve(self) -> tuple[tuple[float, float], ...]:
         scale = self.value / self.by_bytes_at if self.by_bytes else 1.0
         return tuple((b, v * scale) for b, v in self.by_bytes)
-
-    def at(self, end: str) -> float:
-        if end == VALUE:
-            return self.value
-        slow = self.high if self.name in COSTS else self.low
-        fast = self.low if self.name in COSTS else self.high
-        return slow if end == SLOW else fast
 
 
 @dataclass(frozen=True)
@@ -82,9 +86,9 @@ class Profile:
     path: str
     constants: dict[str, Constant]
 
-    def get(self, name: str, end: str = VALUE) -> float | None:
+    def get(self, name: str) -> float | None:
         constant = self.constants.get(name)
-        return None if constant is None else constant.at(end)
+        return None if constant is None else constant.value
 
     def has(self, transport: str) -> bool:
         return f"{transport}.flow_share" in self.constants
@@ -93,44 +97,44 @@ class Profile:
     def transport_names(self) -> list[str]:
         return [t for t in HOST_COPIES if self.has(t)]
 
-    def transports(self, end: str = VALUE) -> dict[str, Transport]:
-        """Each transport the profile describes, its rates and costs at `end` of their ranges."""
+    def transports(self) -> dict[str, Transport]:
+        """Each transport the profile describes, its rates and costs at their values."""
         out = {}
         for name in self.transport_names:
             out[name] = Transport(
-                name, self.get(f"{name}.flow_share", end), self.get(f"{name}.process_bytes_per_s", end),
+                name, self.get(f"{name}.flow_share"), self.get(f"{name}.process_bytes_per_s"),
                 HOST_COPIES[name], self.constants[f"{name}.flow_share"].source,
-                link_share=self.get("link_share", end), message_s=self.get(f"{name}.message_s", end) or 0.0,
-                latency_s=self.get("latency_s", end), latency_computing_s=self.get("latency_computing_s", end),
-                fusion_bytes=int(self.get("horovod.fusion_bytes", end)),
-                cycle_s=self.get("horovod.cycle_s", end), function_s=self.get("coordinator_function_s", end),
-                rate_by_bytes=self._curve(f"{name}.process_bytes_per_s", end),
-                compute_stretch=self.get(f"{name}.compute_stretch", end) or 1.0,
-                rate_share_computing=self.get(f"{name}.rate_share_computing", end) or 1.0)
+                link_share=self.get("link_share"), message_s=self.get(f"{name}.message_s") or 0.0,
+                latency_s=self.get("latency_s"), latency_computing_s=self.get("latency_computing_s"),
+                fusion_bytes=int(self.get("horovod.fusion_bytes")),
+                cycle_s=self.get("horovod.cycle_s"), function_s=self.get("coordinator_function_s"),
+                rate_by_bytes=self._curve(f"{name}.process_bytes_per_s"),
+                compute_stretch=self.get(f"{name}.compute_stretch") or 1.0,
+                rate_share_computing=self.get(f"{name}.rate_share_computing") or 1.0)
         return out
 
-    def _curve(self, name: str, end: str) -> tuple[tuple[float, float], ...]:
+    def _curve(self, name: str) -> tuple[tuple[float, float], ...]:
         constant = self.constants.get(name)
-        if constant is None or not constant.by_bytes:
-            return ()
-        return dataclasses.replace(constant, value=constant.at(end)).curve()
+        return constant.curve() if constant is not None and constant.by_bytes else ()
 
-    @functools.cached_property
-    def points(self) -> list[Profile]:
-        """The profile at the slow corner, at its values, at the fast corner, then at DRAWS seeded
-        uniform draws inside the ranges: each a profile whose values are that point's."""
-        out = [dataclasses.replace(self, constants={n: dataclasses.replace(c, value=c.at(end))
-                                                    for n, c in self.constants.items()}) for end in ENDS]
-        rng = random.Random(0)
-        for _ in range(DRAWS):
-            drawn = {n: dataclasses.replace(c, value=rng.uniform(c.low, c.high)) for n, c in self.constants.items()}
-            out.append(dataclasses.replace(self, constants=drawn))
-        return out
+    def moved(self, name: str, factor: float) -> Profile:
+        """The profile with constant `name` at `factor` times its value."""
+        return dataclasses.replace(self, constants={**self.constants, name: self.constants[name].scaled(factor)})
+
+    def terms(self, transport: str, skip: frozenset[str] = frozenset()) -> list[levels.Term]:
+        """The constants a figure over `transport` may depend on that carry an uncertainty: the shared
+        ones and the transport's own (another transport's cannot move it), less `skip`."""
+        own = [n for n in self.constants if n not in skip
+               and (n.split(".")[0] == transport or n.split(".")[0] not in HOST_COPIES)]
+        return [t for t in (self.constants[n].term() for n in own) if t.u > 0]
 
     def records(self) -> list[dict]:
         """The constants as rows, for --json and the report."""
         return [{"name": c.name, **{f: getattr(c, f) for f in FIELDS},
-                 **({"by_bytes": [list(p) for p in c.by_bytes]} if c.by_bytes else {})}
+                 **({"by_bytes": [list(p) for p in c.by_bytes]} if c.by_bytes else {}),
+                 **({"samples": list(c.samples)} if c.samples else {}),
+                 **({"candidates": [list(p) for p in c.candidates]} if c.candidates else {}),
+                 "u_log": c.term().u, "dof": c.term().dof}
                 for c in self.constants.values()]
 
     def summary(self) -> dict:
@@ -175,8 +179,19 @@ def parse(data: dict, path: str) -> Profile:
             if not points or any(b <= 0 or v <= 0 for b, v in points) or list(points) != sorted(points):
                 raise ValueError(f"{name}: by_bytes must be (bytes, value) pairs, > 0, in order of bytes")
             c = dataclasses.replace(c, by_bytes=points, by_bytes_at=c.value)
+        c = dataclasses.replace(c, samples=_finite(name, fields.get("samples", [])),
+                                candidates=tuple((float(v), str(src)) for v, src in fields.get("candidates", [])))
+        if any(v <= 0 or not math.isfinite(v) for v, _ in c.candidates):
+            raise ValueError(f"{name}: candidates must be [value > 0, source] pairs")
         constants[name] = c
     missing = [n for n in SHARED if n not in constants]
     if missing:
         raise ValueError(f"lacks {', '.join(missing)}")
     return Profile(str(data["name"]), str(data["describes"]), path, constants)
+
+
+def _finite(name: str, values: list) -> tuple[float, ...]:
+    out = tuple(float(v) for v in values)
+    if any(not math.isfinite(v) for v in out):
+        raise ValueError(f"{name}: samples must be numbers")
+    return out

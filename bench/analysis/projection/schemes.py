@@ -5,10 +5,12 @@ alike; and which scheme a run of a strategy used."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import functools
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.analysis.projection import allreduce, parameter_servers
+from bench.analysis.projection import allreduce, levels, parameter_servers
 from bench.analysis.projection.cluster import Cluster, StepTerms
 from bench.analysis.projection.parameter_servers import BALANCED, Layout
 from bench.analysis.projection.profile import Profile
@@ -102,20 +104,41 @@ def combinations(cluster: Cluster, profile: Profile, tensors: ModelTensors) -> l
 
 @dataclass(frozen=True)
 class Interval:
-    """A scheme's figure over the profile's ranges and the compute's: its extremes over the points
-    bench.analysis.projection.profile.Profile.points gives (the two corners, the values and
-    seeded draws) at each compute scale, their midpoint, and the step's terms at the profile's
-    values and the compute as given."""
+    """A scheme's figure: its point (every constant at its value, the compute as given), the step's
+    terms there, and the uncertainty terms its prediction interval is built from
+    (bench.analysis.projection.levels): what moving each ranged constant, and the compute, by its
+    own uncertainty did to the figure, and the model's error of form once it is known."""
 
-    low: float
-    high: float
-    step_s_low: float
-    step_s_high: float
+    point: float
+    step_s: float
     terms: StepTerms
+    parts: tuple[levels.Term, ...]
+    level: float = levels.DEFAULT_LEVEL
+    model: levels.Term | None = None
 
     @property
-    def midpoint(self) -> float:
-        return (self.low + self.high) / 2
+    def u(self) -> float:
+        """The combined uncertainty of the figure, on the log scale, without the model's error."""
+        return levels.combined(self.parts)[0]
+
+    @functools.cached_property
+    def bounds(self) -> tuple[float, float]:
+        return levels.bounds(self.point, (*self.parts, *([self.model] if self.model else [])), self.level)
+
+    @property
+    def low(self) -> float:
+        return self.bounds[0]
+
+    @property
+    def high(self) -> float:
+        return self.bounds[1]
+
+    def step_bounds(self) -> tuple[float, float]:
+        """The step's (shortest, longest) at the interval's ends."""
+        return self.step_s * self.point / self.high, self.step_s * self.point / self.low
+
+    def with_model(self, model: levels.Term) -> Interval:
+        return dataclasses.replace(self, model=model)
 
 
 # (a profile's point, the step's terms there) -> the examples/s the cluster cannot pass there, or None
@@ -123,38 +146,51 @@ Ceiling = Callable[[Profile, StepTerms], "float | None"]
 
 
 def interval(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup,
-             profile: Profile, intra_host_from_profile: bool = True,
-             compute_scales: Sequence[float] = (1.0,), ceiling: Ceiling | None = None,
-             overlapped: bool = True) -> Interval:
-    """`intra_host_from_profile`: the cluster's intra-host rate is the profile's, and takes its range too
-    (not when the user gave it). `compute_scales`: the device's compute as given, then the ends of its
-    own interval, as scales of it. `ceiling`: a bound the terms leave out, taken at each point.
-    `overlapped`: as predict's."""
-    rates, steps, found = [], [], []
-    for scale in compute_scales:
-        scaled = cluster.compute_scaled(scale) if scale != 1.0 else cluster
-        for point in profile.points:
-            here = dataclasses.replace(scaled, intra_host_bytes_per_s=point.get("intra_host_bytes_per_s")) \
-                if intra_host_from_profile else scaled
-            rate, terms = predict(scheme, point.transports()[transport], tensors, here, ps, overlapped)
-            bound = ceiling(point, terms) if ceiling else None
-            if bound is not None and bound < rate:
-                rate = bound
-            rates.append(rate)
-            steps.append(cluster.workers * cluster.batch_size / rate if bound == rate else terms.step_s)
-            found.append(terms)
-    return Interval(min(rates), max(rates), min(steps), max(steps), found[1])  # points[1] at the first scale
+             profile: Profile, intra_host_from_profile: bool = True, compute: levels.Term | None = None,
+             ceiling: Ceiling | None = None, overlapped: bool = True,
+             level: float = levels.DEFAULT_LEVEL) -> Interval:
+    """`intra_host_from_profile`: the cluster's intra-host rate is the profile's, and takes its uncertainty
+    too (not when the user gave it). `compute`: the uncertainty of the device's compute (its run-to-run
+    spread), on the log scale. `ceiling`: a bound the terms leave out, taken at each point.
+    `overlapped`: as predict's. Each uncertain constant is moved by its own standard uncertainty both
+    ways, one at a time; half the log of the ratio of the two figures is its part (GUM 5.1.3's
+    sensitivity times uncertainty, found by a central difference)."""
+
+    def at(point: Profile, scale: float = 1.0) -> tuple[float, float, StepTerms]:
+        here = cluster.compute_scaled(scale) if scale != 1.0 else cluster
+        if intra_host_from_profile:
+            here = dataclasses.replace(here, intra_host_bytes_per_s=point.get("intra_host_bytes_per_s"))
+        rate, terms = predict(scheme, point.transports()[transport], tensors, here, ps, overlapped)
+        bound = ceiling(point, terms) if ceiling else None
+        if bound is not None and bound < rate:
+            return bound, cluster.workers * cluster.batch_size / bound, terms
+        return rate, terms.step_s, terms
+
+    def part(name: str, u: float, dof: float, move: Callable[[float], float]) -> levels.Term:
+        return levels.Term(name, abs(math.log(move(math.exp(u)) / move(math.exp(-u)))) / 2, dof)
+
+    rate, step_s, terms = at(profile)
+    skip = frozenset() if intra_host_from_profile else frozenset({"intra_host_bytes_per_s"})
+    parts = [part(t.name, t.u, t.dof, lambda f, n=t.name: at(profile.moved(n, f))[0])
+             for t in profile.terms(transport, skip)]
+    if compute is not None and compute.u > 0:
+        parts.append(part(compute.name, compute.u, compute.dof, lambda f: at(profile, f)[0]))
+    return Interval(rate, step_s, terms, tuple(p for p in parts if p.u > 0), level)
 
 
 def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup, profile: Profile,
-         intra_host_from_profile: bool = True, compute_scales: Sequence[float] = (1.0,),
-         other_of: Callable[[str, str], float] | None = None) -> list[dict]:
-    """`other_of(scheme, transport)`: the host's own per-step work of that scheme (Cluster.other_s), where known."""
+         intra_host_from_profile: bool = True, compute: levels.Term | None = None,
+         other_of: Callable[[str, str], float] | None = None, level: float = levels.DEFAULT_LEVEL,
+         model_error: levels.Term | None = None) -> list[dict]:
+    """`other_of(scheme, transport)`: the host's own per-step work of that scheme (Cluster.other_s), where
+    known. `model_error`: the model's error of form, where it was calibrated (row_of)."""
     out = []
     alone = cluster.device_examples_per_s
     for scheme, transport in combinations(cluster, profile, tensors):
         here = dataclasses.replace(cluster, other_s=other_of(scheme, transport)) if other_of else cluster
-        found = interval(scheme, transport, tensors, here, ps, profile, intra_host_from_profile, compute_scales)
+        found = interval(scheme, transport, tensors, here, ps, profile, intra_host_from_profile, compute, level=level)
+        if model_error is not None:
+            found = found.with_model(model_error)
         terms = found.terms
         uses_ps = transport == GRPC
         out.append({"model": model, "workers": cluster.workers, "devices_per_host": cluster.devices_per_host,
@@ -162,10 +198,23 @@ def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup, profi
                     "scheme": scheme, "transport": transport, "ps": ps.tasks if uses_ps else 0,
                     "ps_colocated": ps.colocated if uses_ps else None,
                     "ps_placement": ps.placement if uses_ps else None,
-                    "throughput_examples_per_s": found.midpoint, "throughput_low": found.low,
-                    "throughput_high": found.high, "step_s": terms.step_s, "step_s_low": found.step_s_low,
-                    "step_s_high": found.step_s_high, "compute_s": terms.compute_s,
+                    **interval_columns(found, "throughput"), "step_s": found.step_s,
+                    "step_s_low": found.step_bounds()[0], "step_s_high": found.step_bounds()[1],
+                    "compute_s": terms.compute_s,
                     "exposed_communication_s": terms.exposed_communication_s, "waiting_s": terms.waiting_s,
                     "other_s": terms.other_s,
-                    "scaling_efficiency": found.midpoint / (cluster.workers * alone)})
+                    "scaling_efficiency": found.point / (cluster.workers * alone)})
     return out
+
+
+def interval_columns(found: Interval, prefix: str) -> dict:
+    """A figure's point, interval and what its interval is made of, as a row's columns: `<prefix>_low`,
+    `_high`, the level, the combined uncertainty of the constants and compute (`u_log`, its degrees of
+    freedom), and the model error's own interval at the level as factors of the point."""
+    u, dof = levels.combined(found.parts)
+    model = found.model or levels.Term("model error", 0.0)
+    low, high = levels.bounds(1.0, [model], found.level)
+    name = "throughput_examples_per_s" if prefix == "throughput" else f"{prefix}_examples_per_s"
+    return {name: found.point, f"{prefix}_low": found.low, f"{prefix}_high": found.high, "level": found.level,
+            "u_log": u, "u_dof": dof, "model_error_u_log": model.u, "model_error_dof": model.dof,
+            "model_error_low": low, "model_error_high": high}

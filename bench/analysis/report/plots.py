@@ -350,4 +350,7 @@ def projected_throughput(table: pd.DataFrame) -> str:
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", ncol=min(5, len(labels)), fontsize=7,
                bbox_to_anchor=(0.5, 1.02 + 0.03 / len(models)))
+    if "level" in table and table["level"].notna().any():
+        fig.text(0.99, 0.005, f"bars: {100 * table['level'].dropna().iloc[0]:g} % prediction intervals",
+                 ha="right", va="bottom", fontsize=7)
     return svg(fig)

@@ -39,8 +39,7 @@ def cluster_parts(result: dict, ident: str) -> list[str]:
         note(f"A cluster described, not run: one device {c['device_examples_per_s']:g} examples/s at batch "
              f"{c['batch_size']}, {c['devices_per_host']} devices per host, {c['intra_host_gbit']:g} Gbit/s "
              f"inside a host, ps variables placed {c['ps_placement']}. Transport profile: "
-             f"{used.get('name', '?')} ({used.get('why', '')}). Each figure is an interval, its extremes over the "
-             "profile's ranges; examples/s is its midpoint."),
+             f"{used.get('name', '?')} ({used.get('why', '')}). " + interval_sentence(result["projection"])),
         table(pd.DataFrame(result["projection"]), [
             ("model", "model", "text"), ("workers", "devices", "int"), ("hosts", "hosts", "int"),
             ("link_gbit", "link Gbit/s", "ratio"), ("scheme", "scheme", "text"), ("transport", "transport", "text"),
@@ -50,11 +49,24 @@ def cluster_parts(result: dict, ident: str) -> list[str]:
             ("exposed_communication_s", "exposed communication", "ms")], f"{ident}-cluster"),
         figure(plots.projected_throughput(pd.DataFrame(result["projection"])),
                "Projected examples/s of the described cluster per scheme and transport; the bars are each "
-               "figure's interval over the profile's ranges."),
+               f"figure's {level_of(result['projection'])} prediction interval."),
         table(constants_frame(result["constants"]), [("name", "constant", "text"), ("value", "value", "text"),
                                                      ("range", "range", "text"), ("source", "source", "text")],
               f"{ident}-constants"),
     ]
+
+
+def level_of(rows: list[dict]) -> str:
+    """The stated level of a projection's intervals, as a reader reads it ("90 %"); older records had none."""
+    found = {r.get("level") for r in rows if r.get("level") is not None}
+    return f"{100 * found.pop():g} %" if len(found) == 1 else "min-max"
+
+
+def interval_sentence(rows: list[dict]) -> str:
+    return (f"Each figure's interval is a {level_of(rows)} prediction interval: a new measurement of that "
+            "cluster falls inside it that often, given the constants' repetitions or ranges, the device's own "
+            "spread and the model's error of form as figures it did not see showed it (docs/projection.md, "
+            "\"Reading an interval\").")
 
 
 def constants_frame(constants: list[dict]) -> pd.DataFrame:
@@ -72,16 +84,18 @@ def published_parts(checked: dict, ident: str) -> list[str]:
     rows = pd.DataFrame(checked["rows"])
     s = checked["summary"]
     return [
-        table(rows, [("setup", "published setup", "text"), ("model", "model", "text"),
+        table(rows, [("setup", "published setup", "text"), ("model", "model", "text"), ("grade", "grade", "text"),
                      ("published_examples_per_s", "published", "rate"),
                      ("predicted_examples_per_s", "predicted", "rate"), ("predicted_low", "low", "rate"),
                      ("predicted_high", "high", "rate"), ("error", "error", "pct"),
                      ("published_step_s", "published step", "ms"), ("compute_s", "compute", "ms"),
                      ("exposed_communication_s", "predicted exposed communication", "ms")], f"{ident}-published"),
         note(f"Checked against {checked['source']} with profile {checked.get('profile', '?')}: "
-             f"{s.get('inside', '?')} of {s['figures']} figures inside their intervals; midpoints: median |error| "
-             f"{100 * s['median_abs_error']:.0f}%, worst {100 * s['worst_abs_error']:.0f}%; the rows of an "
-             "alternative reading of a setup are not counted. Nothing is fitted to these figures."),
+             f"{s.get('inside', '?')} of {s['figures']} scored figures inside their "
+             f"{level_of(checked['rows'])} intervals; points: median |error| "
+             f"{100 * s['median_abs_error']:.0f}%, worst {100 * s['worst_abs_error']:.0f}%; rows graded C (setup "
+             "not documented, or the figure moved between versions of its page) and the rows of an alternative "
+             "reading of a setup are not counted. Nothing is fitted to these figures."),
     ]
 
 
@@ -96,10 +110,10 @@ def calibrated_parts(result: dict, ident: str) -> list[str]:
             ("batch_size", "batch/worker", "int"), ("compute_ms", "compute ms/step", "ratio"),
             ("compute_sd_ms", "sd ms", "ratio"), ("compute_from", "from", "text")], f"{ident}-calibration"),
         note(f"Transport profile: {used.get('name', '?')} ({used.get('why', '')}). Each worker a CPU on a host of "
-             "its own; each figure is an interval, its extremes over the profile's ranges; examples/s is its "
-             "midpoint."),
+             "its own. " + interval_sentence(result["projection"])),
         figure(plots.projected_throughput(pd.DataFrame(result["projection"])),
-               "Projected throughput against workers per scheme and transport; the bars are each figure's interval."),
+               "Projected throughput against workers per scheme and transport; the bars are each figure's "
+               f"{level_of(result['projection'])} prediction interval."),
         table(pd.DataFrame(result["winners"]), [
             ("model", "model", "text"), ("workers", "workers", "int"), ("link_gbit", "link Gbit/s", "ratio"),
             ("fastest", "fastest", "text"), ("fastest_examples_per_s", "examples/s", "rate"),
@@ -120,7 +134,8 @@ def calibrated_parts(result: dict, ident: str) -> list[str]:
             *[(f"{side}_{term}_s", f"{term} ms, {side}", "ms") for term in ("compute", "communication", "waiting")
               for side in ("predicted", "measured")]], f"{ident}-validation"),
             note(f"Checked against {summary['settings']} emulated-cluster settings left out of the calibration: "
-                 f"{summary['inside']} measured figures inside their intervals; midpoints: median |error| "
+                 f"{summary['inside']} measured figures inside their {level_of(result['validation'])} intervals; "
+                 "points: median |error| "
                  f"{100 * summary['median_abs_error']:.0f}%, worst {100 * summary['worst_abs_error']:.0f}%.")]
     else:
         parts.append(note("No emulated-cluster run to check the model against (./run_bench.sh network)."))

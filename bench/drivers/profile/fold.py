@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.analysis.micro_summary import one_tensor, summarize
-from bench.analysis.projection import profile
+from bench.analysis.projection import levels, profile
 from bench.drivers.profile.ps_rate import MANY, MANY_TENSORS, ONE_TENSOR, RATE
 from bench.metrics import messages
 
@@ -141,6 +141,16 @@ def by_bytes(rounds: list[dict[str, float]], name: str) -> list[list[float]]:
     return points if any(rate != points[-1][1] for _, rate in points) else []
 
 
+def shown_range(values: list[float], value: float) -> tuple[float, float]:
+    """What a reader sees of a measured constant's spread: where one new repetition falls at the
+    projection's default level (levels.prediction_interval; the samples themselves carry it into the
+    projection), or their min-max where a value is not positive."""
+    if min(values) <= 0:
+        return min(values), max(values)
+    low, high = levels.prediction_interval(values, levels.DEFAULT_LEVEL)
+    return min(low, value), max(high, value)
+
+
 def fold(rounds: list[dict[str, float]], describes: str, software: str, command: str, rate_bytes: int) -> dict:
     """The profile (profile.json's content) of the repetitions' figures."""
     base = profile.load(profile.DEFAULT)
@@ -150,7 +160,9 @@ def fold(rounds: list[dict[str, float]], describes: str, software: str, command:
         known = base.constants.get(name)
         values = [r[name] for r in rounds if name in r]
         if values:
-            constants[name] = {"value": statistics.median(values), "low": min(values), "high": max(values),
+            value = statistics.median(values)
+            low, high = shown_range(values, value)
+            constants[name] = {"value": value, "low": low, "high": high, "samples": values,
                                "unit": UNITS[name], "measures": meaning[name], "software": software,
                                "source": f"measured: {command}, {len(values)} repetitions, interleaved "
                                          f"({', '.join(f'{v:.4g}' for v in values)})"}
@@ -159,6 +171,7 @@ def fold(rounds: list[dict[str, float]], describes: str, software: str, command:
                 constants[name]["by_bytes"] = curve
         elif known is not None:
             constants[name] = {"value": known.value, "low": known.low, "high": known.high, "unit": known.unit,
+                               **({"samples": list(known.samples)} if known.samples else {}),
                                "measures": known.measures, "software": known.software,
                                "source": f"not measured by ./run_bench.sh profile; as documented in profile "
                                          f"{base.name}: {known.source}"}
