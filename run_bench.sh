@@ -4,7 +4,7 @@
 #   ./run_bench.sh test [pytest args]   every test, slow multi-process ones included
 #   ./run_bench.sh setup [--gpu]   create .venv, install TensorFlow, MPI, Horovod
 #   ./run_bench.sh STRATEGY [flags]     one run: python -m bench --strategy STRATEGY [flags]
-#   ./run_bench.sh all|matrix [flags]   the comparison of every strategy (narrow it with flags)
+#   ./run_bench.sh all [flags]          the comparison of every strategy (narrow it with flags)
 #   ./run_bench.sh report [dirs]   python -m bench report [dirs]
 #   ./run_bench.sh stragglers|network|tradeoffs [flags]  presets (network, tradeoffs: root)
 #   ./run_bench.sh micro|overhead [flags]  allreduce/ps micro-benchmarks; the harness's cost
@@ -309,7 +309,7 @@ main() {
         cluster)
             [[ "${1:-}" == up ]] && ensure_slurm
             exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
-        all|report|matrix|micro|stragglers|network|tradeoffs|overhead|project|profile)
+        all|report|micro|stragglers|network|tradeoffs|overhead|project|profile)
             exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
         *) exec "$VENV/bin/python" -m bench --strategy "$cmd" "$@" ;;
     esac

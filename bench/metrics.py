@@ -82,6 +82,21 @@ MIN_STEPS_PER_BATCH = 3
 ALLREDUCE_OP, PS_ROUNDTRIP_OP, COPY_OP = "allreduce", "ps_roundtrip", "copy"
 
 
+SHOWN_DIGITS = 3  # significant digits of a figure shown to a reader (the one-line result, the report)
+
+
+def significant(value: float, digits: int = SHOWN_DIGITS) -> str:
+    """`value` to `digits` significant digits, with thousands separators, never in exponent form:
+    13,191 -> "13,200", 2.08 -> "2.08", 0.01234 -> "0.0123"."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    places = digits - 1 - math.floor(math.log10(abs(value)))
+    rounded = round(value, places)
+    if rounded and math.floor(math.log10(abs(rounded))) > math.floor(math.log10(abs(value))):
+        places -= 1  # 999.6 rounds to 1,000: one place fewer
+    return f"{round(value, places):,.{max(0, places)}f}"
+
+
 def attempts(steps: pd.DataFrame, restarts_s: list[float]) -> np.ndarray:
     """The attempt each row belongs to (0: the first), by its start and when each later
     attempt of a resumed run began (seconds on the run's clock)."""

@@ -13,15 +13,26 @@ if str(ROOT) not in sys.path:
 LOGICAL_CPUS = 4
 
 
+_split = False
+
+
 def _split_cpu() -> None:
-    """Multi-device tests need logical CPU devices, made before TF's runtime starts."""
+    """Multi-device tests need logical CPU devices, made before TF's runtime starts (once)."""
+    global _split
+    if _split:
+        return
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * LOGICAL_CPUS)
+    _split = True
 
 
-_split_cpu()
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """TensorFlow is imported, and the CPU split, before the first test whose module does not declare
+    `NO_TENSORFLOW = True` (the structure and docs tests read files only, and do not pay for it)."""
+    if not getattr(item.module, "NO_TENSORFLOW", False):
+        _split_cpu()
 
 
 @pytest.fixture

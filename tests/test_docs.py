@@ -15,6 +15,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+NO_TENSORFLOW = True  # conftest: these tests read files and run commands; TensorFlow is not imported for them
+
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)

@@ -11,6 +11,8 @@ import pytest
 from bench.analysis.projection import levels
 from tests.processes import bench
 
+NO_TENSORFLOW = True  # conftest: these tests read files and run commands; TensorFlow is not imported for them
+
 
 def test_a_constant_from_three_repetitions_holds_a_new_one_at_its_level_where_min_max_holds_half():
     rng = np.random.default_rng(7)

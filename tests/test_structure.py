@@ -10,6 +10,8 @@ from pathlib import Path
 
 from strategies import registry
 
+NO_TENSORFLOW = True  # conftest: these tests read files and run commands; TensorFlow is not imported for them
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("bench", "strategies")
 
@@ -242,3 +244,17 @@ def test_the_long_function_finder_counts_a_functions_lines(tmp_path):
 
 def test_no_function_is_longer_than_60_lines():
     assert [line for path in sources(*PACKAGES).values() for line in long_functions(path)] == []
+
+
+def test_the_structure_and_docs_tests_do_not_import_tensorflow():
+    # conftest imports it only before a test whose module does not declare NO_TENSORFLOW
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    probe = ("import sys, pytest; code = pytest.main(['-q', '-o', 'addopts=', 'tests/test_docs.py', "
+             "'tests/test_structure.py', '-k', 'not do_not_import_tensorflow', '-p', 'no:cacheprovider']); "
+             "sys.exit(code or ('tensorflow' in sys.modules and 3))")
+    ran = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
+    assert ran.returncode == 0, (ran.returncode, ran.stdout[-2000:])

@@ -120,3 +120,20 @@ def test_a_resumed_run_leaves_out_the_time_between_attempts_and_warms_up_again()
     assert math.isclose(mean, 100 * 10 / (60 * 0.01 + 40 * 0.02), rel_tol=1e-6)
     across_the_gap, _ = throughput(metrics.measured_steps(steps, 10))
     assert across_the_gap < mean / 50  # what it would say counting the downtime
+
+
+@pytest.mark.parametrize("value, shown", [(13191, "13,200"), (775, "775"), (2.08, "2.08"), (2.0849, "2.08"),
+                                          (0.012345, "0.0123"), (999.6, "1,000"), (99.96, "100"), (0.0, "0")])
+def test_a_figure_is_shown_to_three_significant_digits(value, shown):
+    # a Keras ResNet-50 on an AVX2 CPU printed "2 ± 1 examples/s" for 2.08 before
+    from bench.metrics import significant
+
+    assert significant(value) == shown
+
+
+def test_the_one_line_result_keeps_a_slow_runs_digits():
+    from bench.run.process.lifecycle import one_line
+
+    record = {"run_id": "r", "status": "ok",
+              "summary": {"throughput_examples_per_s": 2.0849, "throughput_ci95_examples_per_s": 0.512}}
+    assert one_line(record) == "r: ok, 2.08 ± 0.512 examples/s (95% CI)"

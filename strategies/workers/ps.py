@@ -1,4 +1,4 @@
-"""What the ps-async and ps-sync workers share: between-graph replication over a cluster of
+"""What the ps-async, ps-sync and local-sgd-ps workers share: between-graph replication over a cluster of
 tf.distribute.Server processes, variable placement on the ps tasks, start-up, and the way
 the ps tasks learn that the workers are done.
 

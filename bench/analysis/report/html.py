@@ -8,6 +8,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from bench.metrics import significant
+
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 h1{font-size:1.6em}h2{font-size:1.2em;border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
@@ -20,7 +22,7 @@ figure{margin:.5em 0}svg{max-width:100%;height:auto}
 
 FORMATS = {
     "int": lambda v: f"{int(v):,}",
-    "rate": lambda v: f"{v:,.0f}",
+    "rate": significant,
     "ratio": lambda v: f"{v:.2f}",
     "fraction": lambda v: f"{v:.3f}",
     "pct": lambda v: f"{100 * v:.1f}%",

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from bench.config import RunConfig
-from bench.metrics import Gradient
+from bench.metrics import Gradient, significant
 from bench.run import data as data_sources
 from bench.run import models
 from bench.run.process import environment
@@ -123,8 +123,8 @@ def one_line(record: dict[str, Any]) -> str:
     parts = [f"{record['run_id']}: {record['status']}"]
     if summary.get("throughput_examples_per_s") is not None:
         ci = summary.get("throughput_ci95_examples_per_s")
-        parts.append(f"{summary['throughput_examples_per_s']:,.0f}"
-                     + (f" ± {ci:,.0f}" if ci is not None else "") + " examples/s (95% CI)")
+        parts.append(significant(summary["throughput_examples_per_s"])
+                     + (f" ± {significant(ci)}" if ci is not None else "") + " examples/s (95% CI)")
     if summary.get("final_accuracy") is not None:
         parts.append(f"accuracy {summary['final_accuracy']:.4f}")
     return ", ".join(parts)
