@@ -5,7 +5,7 @@ profile's constants are data, each with its range and source: bench.analysis.pro
 
 Horovod's README, October 2017: 4 servers x 4 Pascal GPUs, a RoCE-capable 25 Gbit/s network
 used over TCP, batch 64 per GPU, tf_cnn_benchmarks, examples/s. How each row maps to a scheme
-(docs/projection.md gives the documents and quotes):
+(docs/projection.md grades them, with the quotes):
 - "distributed TensorFlow (parameter servers)": tf_cnn_benchmarks with plain gRPC and
   `--variable_update=parameter_server` on TensorFlow 1.3.0 (horovod/horovod#246; its code read at
   tensorflow/benchmarks' 2017 commits abe3c80 and 267d7e8), whose
