@@ -473,7 +473,7 @@ def test_the_report_shows_the_cluster_and_published_against_predicted(tmp_path):
     page = write_report([tmp_path], tmp_path).read_text()
     assert 'id="projection-cluster"' in page and 'id="projection-constants"' in page
     cluster_part = page[page.index('id="projection-cluster"'):page.index('id="projection-constants"')]
-    assert "<figure>" in cluster_part and "interval over the profile" in cluster_part  # the error bars
+    assert "<figure>" in cluster_part and "prediction interval" in cluster_part  # the error bars
     published_rows = page[page.index('id="projection-published"'):]
     for (setup, model), figure in published.HOROVOD_2017.measured.items():
         assert f'data-col="published_examples_per_s" data-value="{figure}"' in published_rows, (setup, model)

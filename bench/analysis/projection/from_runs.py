@@ -70,7 +70,7 @@ def compute_term(model: ModelCalibration) -> levels.Term:
 
 def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[float],
                ps: Sequence[int] | None, level: float = levels.DEFAULT_LEVEL,
-               model_error: levels.Term | None = None) -> pd.DataFrame:
+               model_error: schemes.ModelErrors | None = None) -> pd.DataFrame:
     """Every scheme and transport per model, workers and link; the ps schemes per ps count, on hosts of their own."""
     rows = []
     for model in cal.models.values():
@@ -190,10 +190,15 @@ def with_model_error(rows: list[dict]) -> pd.DataFrame:
     every other figure's residual (levels.left_out), and no higher than its loopback ceiling."""
     if not rows:
         return pd.DataFrame()
-    residuals = [math.log(r["measured_examples_per_s"] / r["interval"].point) for r in rows]
-    errors = levels.left_out(residuals, [r["interval"].u for r in rows])
+    errors: dict[int, levels.Term] = {}
+    forms = [schemes.form_of(r["scheme"]) for r in rows]
+    for form in set(forms):
+        mine = [i for i, f in enumerate(forms) if f == form]
+        residuals = [math.log(rows[i]["measured_examples_per_s"] / rows[i]["interval"].point) for i in mine]
+        errors.update(zip(mine, levels.left_out(residuals, [rows[i]["interval"].u for i in mine]), strict=True))
     out = []
-    for row, error in zip(rows, errors, strict=True):
+    for i, row in enumerate(rows):
+        error = errors[i]
         found = row.pop("interval").with_model(error)
         columns = schemes.interval_columns(found, "predicted")
         ceiling = row.pop("cpu_ceiling")
@@ -207,13 +212,17 @@ def with_model_error(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def validated_error(checked: pd.DataFrame) -> levels.Term | None:
-    """The model's error of form over every validated figure: what a projection beyond them carries."""
+def validated_error(checked: pd.DataFrame) -> schemes.ModelErrors:
+    """The model's error of each form over every validated figure of it: what a projection beyond them
+    carries."""
+    out = {}
     if checked.empty:
-        return None
-    residuals = [math.log(m / p) for m, p in zip(checked["measured_examples_per_s"],
-                                                 checked["predicted_examples_per_s"], strict=True)]
-    return levels.model_error(residuals, list(checked["u_log"]))
+        return out
+    for form, rows in checked.groupby(checked["scheme"].map(schemes.form_of)):
+        residuals = [math.log(m / p) for m, p in zip(rows["measured_examples_per_s"],
+                                                     rows["predicted_examples_per_s"], strict=True)]
+        out[form] = levels.model_error(residuals, list(rows["u_log"]))
+    return out
 
 
 class NotCalibrated(Exception):

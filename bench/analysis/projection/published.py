@@ -25,7 +25,7 @@ year (scored); B, its setup documented, some constants stand-ins (scored for cov
 setup not documented, or the figure not stable across the versions of its own page (reported,
 not scored). Each figure's interval carries the spread of the device's published one-device
 figures where a second one is cited (`DEVICE_RATES`), and the model's error of form from the
-table's other scored rows (leave-one-out, bench.analysis.projection.levels).
+table's other scored rows of the same form (leave-one-out, bench.analysis.projection.levels).
 """
 
 from __future__ import annotations
@@ -142,7 +142,8 @@ def check(profile: Profile, table: PublishedTable = HOROVOD_2017, level: float =
     residuals = {i: math.log(found[i][0]["published_examples_per_s"] / found[i][1].point) for i in scored}
     rows = []
     for i, (row, interval, alternative) in enumerate(found):
-        others = [j for j in scored if j != i]
+        others = [j for j in scored if j != i and schemes.form_of(found[j][0]["scheme"]) ==
+                  schemes.form_of(row["scheme"])]
         model = levels.model_error([residuals[j] for j in others], [found[j][1].u for j in others])
         interval = interval.with_model(model)
         published = row["published_examples_per_s"]
@@ -152,17 +153,20 @@ def check(profile: Profile, table: PublishedTable = HOROVOD_2017, level: float =
     return pd.DataFrame(rows)
 
 
-def development_error(profile: Profile, table: PublishedTable = HOROVOD_2017) -> levels.Term | None:
-    """The model's error of form for a described cluster, calibrated on the development table's scored
-    figures (all of them: the cluster described is none of them); None where the profile cannot
-    predict that table."""
+def development_error(profile: Profile, table: PublishedTable = HOROVOD_2017) -> schemes.ModelErrors:
+    """The model's error of each form for a described cluster, calibrated on the development table's
+    scored figures of that form (all of them: the cluster described is none of them); empty where the
+    profile cannot predict that table."""
     checked = check(profile, table)
     if checked.empty:
-        return None
+        return {}
     scored = checked[checked["scored"] & ~checked["alternative"]]
-    residuals = [math.log(p / q) for p, q in zip(scored["published_examples_per_s"],
-                                                 scored["predicted_examples_per_s"], strict=True)]
-    return levels.model_error(residuals, list(scored["u_log"]))
+    out = {}
+    for form, rows in scored.groupby(scored["scheme"].map(schemes.form_of)):
+        residuals = [math.log(p / q) for p, q in zip(rows["published_examples_per_s"],
+                                                     rows["predicted_examples_per_s"], strict=True)]
+        out[form] = levels.model_error(residuals, list(rows["u_log"]))
+    return out
 
 
 def summary(checked: pd.DataFrame) -> dict:

@@ -25,6 +25,17 @@ HIERARCHICAL, PS_SYNC_AGGREGATED = "allreduce (hierarchical)", "ps, synchronous,
 # TensorFlow 2's parameter servers (ps-coordinator): ps-async's exchange, steps scheduled by one coordinator
 PS_COORDINATOR = "ps, asynchronous, coordinator"
 ASYNCHRONOUS = (PS_ASYNC, PS_COORDINATOR)  # their examples/s do not count what staleness costs
+# the model's two forms (allreduce.py, parameter_servers.py): each has its own error, calibrated apart
+ALLREDUCE_FORM, PS_FORM = "allreduce", "parameter servers"
+PS_SCHEMES = (PS_SYNC, PS_SYNC_AGGREGATED, PS_ASYNC, PS_COORDINATOR)
+
+
+def form_of(scheme: str) -> str:
+    """Which of the model's forms predicts `scheme`."""
+    return PS_FORM if scheme in PS_SCHEMES else ALLREDUCE_FORM
+
+
+ModelErrors = dict  # form_of -> levels.Term: the model's error of form, per form, where calibrated
 # (family, asynchronous) -> scheme: what a run of the families that exchange over a network used
 SCHEMES = {(ALLREDUCE, False): RING, (PARAMETER_SERVER, False): PS_SYNC, (PARAMETER_SERVER, True): PS_ASYNC}
 GPU_ONLY = (NCCL,)  # transports that move GPU memory: none of a cluster of CPU devices
@@ -181,16 +192,16 @@ def interval(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluste
 def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup, profile: Profile,
          intra_host_from_profile: bool = True, compute: levels.Term | None = None,
          other_of: Callable[[str, str], float] | None = None, level: float = levels.DEFAULT_LEVEL,
-         model_error: levels.Term | None = None) -> list[dict]:
+         model_error: ModelErrors | None = None) -> list[dict]:
     """`other_of(scheme, transport)`: the host's own per-step work of that scheme (Cluster.other_s), where
-    known. `model_error`: the model's error of form, where it was calibrated (row_of)."""
+    known. `model_error`: the model's error of each form, where it was calibrated."""
     out = []
     alone = cluster.device_examples_per_s
     for scheme, transport in combinations(cluster, profile, tensors):
         here = dataclasses.replace(cluster, other_s=other_of(scheme, transport)) if other_of else cluster
         found = interval(scheme, transport, tensors, here, ps, profile, intra_host_from_profile, compute, level=level)
-        if model_error is not None:
-            found = found.with_model(model_error)
+        if model_error and form_of(scheme) in model_error:
+            found = found.with_model(model_error[form_of(scheme)])
         terms = found.terms
         uses_ps = transport == GRPC
         out.append({"model": model, "workers": cluster.workers, "devices_per_host": cluster.devices_per_host,
