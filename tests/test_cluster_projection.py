@@ -538,3 +538,16 @@ def test_a_ring_moves_each_buffer_at_the_rate_the_profile_measured_at_that_size(
     hosts = dataclasses.replace(pair, workers=4, devices_per_host=2)
     across = allreduce.buffer_s(6.8e6, hosts, curve, hierarchical=True) - 6.8e6 / 4e9 - 2 * 50e-6
     assert across == pytest.approx(6.8e6 / (2 * 8.1e6))
+
+
+def test_a_ps_task_serves_at_the_rate_it_was_measured_with_as_many_workers_at_once():
+    # measured: 1 GB/s with 4 workers pushing and pulling at once, half that with one alone
+    flat = Transport("grpc", 1.0, 1e9, True, "test")
+    curve = dataclasses.replace(flat, rate_by_workers=((1, 5e8), (2, 8e8), (4, 1e9)))
+    one = model_of((int(1e8), 1.0))
+    for workers, share in ((1, 0.5), (4, 1.0)):
+        layout = Layout(Cluster(workers, 1, 1000, 1e6, 1, 4e9), tasks=1, colocated=False, aggregated=False)
+        steps = [parameter_servers.synchronous_step(one, layout, ROUND_ROBIN, t).step_s for t in (flat, curve)]
+        # a pull and a push of every worker's copy through the task, at its rate with that many at once
+        assert steps[0] == pytest.approx(2 * workers * 1e8 / 1e9, rel=1e-3)
+        assert steps[1] == pytest.approx(2 * workers * 1e8 / (1e9 * share), rel=1e-3)

@@ -11,7 +11,7 @@ import pytest
 
 from bench.analysis.projection import profile
 from bench.drivers.profile import fold
-from bench.drivers.profile.ps_rate import MANY, MANY_TENSORS, ONE_TENSOR, RATE
+from bench.drivers.profile.ps_rate import MANY, MANY_TENSORS, ONE_TENSOR, concurrency, parts, rate_part, workers_of
 from bench.drivers.profile.run import last_line, parser, rate_sizes
 from tests.processes import bench
 
@@ -71,18 +71,43 @@ def test_the_rate_sweep_starts_at_1_mib_in_steps_of_sqrt_2_and_ends_at_the_rate_
     assert rate_sizes(int(2**20 * 1.02)) == (int(2**20 * 1.02),)  # within 5%: the rate buffer alone
 
 
-def test_the_grpc_figures_are_the_ps_tasks_rate_with_every_worker_and_its_cost_per_message(tmp_path):
+def test_the_grpc_figures_are_the_ps_tasks_rate_at_each_concurrency_and_its_cost_per_message(tmp_path):
     (tmp_path / "ps-worker0.json").write_text(json.dumps({
-        RATE: {"start": 10.0, "end": 12.0, "bytes": 400, "tensors": 1, "round_s": [0.4] * 5},
+        rate_part(1): {"start": 0.0, "end": 2.0, "bytes": 500, "tensors": 1, "round_s": [0.4] * 5},
+        rate_part(2): {"start": 10.0, "end": 12.0, "bytes": 400, "tensors": 1, "round_s": [0.4] * 5},
         ONE_TENSOR: {"start": 0, "end": 1, "bytes": 1, "tensors": 1, "round_s": [1e-3, 1e-3, 2e-3]},
         MANY_TENSORS: {"start": 0, "end": 1, "bytes": 1, "tensors": MANY,
                        "round_s": [1e-3 + 2 * (MANY - 1) * 5e-5] * 3},
     }))
-    (tmp_path / "ps-worker1.json").write_text(json.dumps({RATE: {"start": 10.5, "end": 13.0, "bytes": 600,
-                                                                 "tensors": 1, "round_s": [0.5] * 5}}))
+    (tmp_path / "ps-worker1.json").write_text(json.dumps({rate_part(2): {"start": 10.5, "end": 13.0, "bytes": 600,
+                                                                         "tensors": 1, "round_s": [0.5] * 5}}))
     figures = fold.grpc_figures(tmp_path)
-    assert figures["grpc.process_bytes_per_s"] == pytest.approx(1000 / 3.0)  # both workers' bytes over the span
+    assert figures[f"grpc.process_bytes_per_s{fold.WITH}1"] == pytest.approx(250.0)  # one worker alone
+    assert figures[f"grpc.process_bytes_per_s{fold.WITH}2"] == pytest.approx(1000 / 3.0)  # both, over the span
+    assert figures["grpc.process_bytes_per_s"] == pytest.approx(1000 / 3.0)  # the constant: every worker at once
     assert figures["grpc.message_s"] == pytest.approx(5e-5)  # a push and a pull per tensor
+
+
+def test_the_ps_rate_is_measured_with_1_2_4_workers_each_moving_its_share_of_the_buffer():
+    assert concurrency(4) == (1, 2, 4) and concurrency(6) == (1, 2, 4, 6) and concurrency(1) == (1,)
+    rates = [p for p in parts(2**26, 4) if workers_of(p[0])]
+    assert [(workers_of(name), nbytes, who) for name, nbytes, _, who in rates] == [
+        (1, 2**26, 1), (2, 2**25, 2), (4, 2**24, 4)]
+    assert [p[3] for p in parts(2**26, 4) if not workers_of(p[0])] == [1, 1]  # the message cost: worker 0 alone
+
+
+def test_a_ps_tasks_rate_that_rises_with_its_workers_is_kept_as_a_curve():
+    name = "grpc.process_bytes_per_s"
+    rounds = [{name: r4, f"{name}{fold.WITH}1": r1, f"{name}{fold.WITH}2": r2, f"{name}{fold.WITH}4": r4}
+              for r1, r2, r4 in ((1.0e8, 1.6e8, 2.0e8), (1.1e8, 1.7e8, 2.1e8), (0.9e8, 1.5e8, 1.9e8))]
+    data = fold.fold(rounds, "two test nodes", "tensorflow x", "./run_bench.sh profile, today", 2**22)
+    grpc = data["constants"][name]
+    assert grpc["by_workers"] == [[1.0, 1.0e8], [2.0, 1.6e8], [4.0, 2.0e8]]
+    transport = profile.parse(data, "test").transports()["grpc"]
+    assert transport.concurrency_share(4) == pytest.approx(1.0) and transport.concurrency_share(1) == 0.5
+    assert transport.concurrency_share(8) == pytest.approx(1.0)  # flat beyond the last point: no extrapolation
+    assert transport.concurrency_share(3) == pytest.approx(math.exp(math.log(0.8) + math.log(1.25) * math.log(1.5)
+                                                                    / math.log(2)))
 
 
 def test_the_latency_is_raw_mpis_1_kib_allreduce_per_ring_step(tmp_path):

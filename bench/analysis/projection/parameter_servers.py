@@ -17,7 +17,8 @@
   sharing): a small variable arrives early, the largest last, and a layer's forward pass
   waits only for its own variables. A push is the same the other way, each taken when its
   gradient is ready, in that order. The task's one process does the work of every push and
-  every pull (its rate is measured with both).
+  every pull (its rate is measured with both), at the rate it has serving that many pushers at once
+  where the profile measured it with several (Transport.concurrency_share).
 - A ps on a worker host (colocated) shares that host's link with the host's own workers:
   every host's link carries, each way, what its workers send to tasks elsewhere plus what
   its task receives from workers elsewhere, a bound on the exchange.
@@ -85,16 +86,17 @@ class Layout:
         return self.cluster.batch_size * (self.cluster.devices_per_host if self.aggregated else 1)
 
 
-def _copy_s(nbytes: float, transport: Transport, tensors: int = 1) -> float:
+def _copy_s(nbytes: float, transport: Transport, tensors: int = 1, concurrent: int | None = None) -> float:
     """A task's process's work on one pusher's copy of `tensors` variables of `nbytes` in all, one
-    way: the bytes at its rate, and a message per tensor."""
-    rate = transport.message_rate(nbytes / tensors)
+    way, while it serves `concurrent` pushers at once: the bytes at its rate then, and a message
+    per tensor."""
+    rate = transport.message_rate(nbytes / tensors, concurrent)
     return (nbytes / rate if rate else 0.0) + tensors * transport.message_s
 
 
 def _process_s(layout: Layout, nbytes: float, transport: Transport) -> float:
-    """The task's process's work for one push (or pull) of a variable, of every pusher."""
-    return layout.pushers * _copy_s(nbytes, transport)
+    """The task's process's work for one push (or pull) of a variable, of every pusher, all at once."""
+    return layout.pushers * _copy_s(nbytes, transport, concurrent=layout.pushers)
 
 
 def _link_s(layout: Layout, task: int, nbytes: float, transport: Transport) -> float:
@@ -208,7 +210,8 @@ def asynchronous_rate(tensors: ModelTensors, layout: Layout, placement: str,
     # two directions carry them at once, the remote pushers' share of the updates
     remote = [layout.remote_pushers(k) / layout.pushers for k in range(layout.tasks)]
     net = transport.network_bytes_per_s(layout.cluster.link_gbit)
-    cap = min(1.0 / max(_copy_s(pushed[k], transport, count[k]) + _copy_s(pulled[k], transport, count[k]),
+    cap = min(1.0 / max(_copy_s(pushed[k], transport, count[k], layout.pushers)
+                        + _copy_s(pulled[k], transport, count[k], layout.pushers),
                         remote[k] * max(pushed[k], pulled[k]) / net)
               for k in range(layout.tasks) if pushed[k] or pulled[k])
     updates = min(layout.pushers / own, cap)

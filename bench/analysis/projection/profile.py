@@ -51,10 +51,12 @@ class Constant:
     measures: str  # what exactly the figure is
     software: str  # what it was measured with (versions)
     source: str  # the command and date that measured it, or a citation
-    # ((bytes, value), ...): where the figure depends on a message's size, the documented points, given
-    # at `by_bytes_at` (the value they scale with as the value moves over its range)
+    # ((bytes, value), ...): where the figure depends on a message's size, the documented points; ((workers,
+    # value), ...): where it depends on how many workers it serves at once. Both given at `curves_at` (the
+    # value they scale with as the value moves by its uncertainty)
     by_bytes: tuple[tuple[float, float], ...] = ()
-    by_bytes_at: float = 0.0
+    by_workers: tuple[tuple[float, float], ...] = ()
+    curves_at: float = 0.0
     samples: tuple[float, ...] = ()  # the repetitions it was measured in, where it was measured
     candidates: tuple[tuple[float, str], ...] = ()  # a stand-in's candidate sources: (value, source)
 
@@ -74,9 +76,11 @@ class Constant:
             value = min(value, 1.0)
         return dataclasses.replace(self, value=value)
 
-    def curve(self) -> tuple[tuple[float, float], ...]:
-        scale = self.value / self.by_bytes_at if self.by_bytes else 1.0
-        return tuple((b, v * scale) for b, v in self.by_bytes)
+    def curve(self, points: tuple[tuple[float, float], ...] | None = None) -> tuple[tuple[float, float], ...]:
+        """`points` (by_bytes by default) at the constant's value."""
+        points = self.by_bytes if points is None else points
+        scale = self.value / self.curves_at if points else 1.0
+        return tuple((x, v * scale) for x, v in points)
 
 
 @dataclass(frozen=True)
@@ -109,13 +113,14 @@ class Profile:
                 fusion_bytes=int(self.get("horovod.fusion_bytes")),
                 cycle_s=self.get("horovod.cycle_s"), function_s=self.get("coordinator_function_s"),
                 rate_by_bytes=self._curve(f"{name}.process_bytes_per_s"),
+                rate_by_workers=self._curve(f"{name}.process_bytes_per_s", "by_workers"),
                 compute_stretch=self.get(f"{name}.compute_stretch") or 1.0,
                 rate_share_computing=self.get(f"{name}.rate_share_computing") or 1.0)
         return out
 
-    def _curve(self, name: str) -> tuple[tuple[float, float], ...]:
+    def _curve(self, name: str, field: str = "by_bytes") -> tuple[tuple[float, float], ...]:
         constant = self.constants.get(name)
-        return constant.curve() if constant is not None and constant.by_bytes else ()
+        return constant.curve(getattr(constant, field)) if constant is not None else ()
 
     def moved(self, name: str, factor: float) -> Profile:
         """The profile with constant `name` at `factor` times its value."""
@@ -132,6 +137,7 @@ class Profile:
         """The constants as rows, for --json and the report."""
         return [{"name": c.name, **{f: getattr(c, f) for f in FIELDS},
                  **({"by_bytes": [list(p) for p in c.by_bytes]} if c.by_bytes else {}),
+                 **({"by_workers": [list(p) for p in c.by_workers]} if c.by_workers else {}),
                  **({"samples": list(c.samples)} if c.samples else {}),
                  **({"candidates": [list(p) for p in c.candidates]} if c.candidates else {}),
                  "u_log": c.term().u, "dof": c.term().dof}
@@ -174,11 +180,12 @@ def parse(data: dict, path: str) -> Profile:
             raise ValueError(f"{name} takes no range (its effect on a step is not monotone)")
         if not c.source.strip():
             raise ValueError(f"{name} has no source")
-        if "by_bytes" in fields:
-            points = tuple((float(b), float(v)) for b, v in fields["by_bytes"])
-            if not points or any(b <= 0 or v <= 0 for b, v in points) or list(points) != sorted(points):
-                raise ValueError(f"{name}: by_bytes must be (bytes, value) pairs, > 0, in order of bytes")
-            c = dataclasses.replace(c, by_bytes=points, by_bytes_at=c.value)
+        for field, x in (("by_bytes", "bytes"), ("by_workers", "workers")):
+            if field in fields:
+                points = tuple((float(b), float(v)) for b, v in fields[field])
+                if not points or any(b <= 0 or v <= 0 for b, v in points) or list(points) != sorted(points):
+                    raise ValueError(f"{name}: {field} must be ({x}, value) pairs, > 0, in order of {x}")
+                c = dataclasses.replace(c, **{field: points}, curves_at=c.value)
         c = dataclasses.replace(c, samples=_finite(name, fields.get("samples", [])),
                                 candidates=tuple((float(v), str(src)) for v, src in fields.get("candidates", [])))
         if any(v <= 0 or not math.isfinite(v) for v, _ in c.candidates):

@@ -29,6 +29,9 @@ class Transport:
     message's rate depends on its size (gRPC before TensorFlow's August 2017 upgrade: a large
     tensor's RecvTensor slowed with its size; a collective's bus bandwidth at each buffer size,
     as `./run_bench.sh profile` measures it), between its points log-log, flat beyond them;
+    `rate_by_workers`: ((workers, bytes/s), ...) where a ps task's rate depends on how many workers
+    push and pull at once (`./run_bench.sh profile` measures it with 1, 2, 4 ...), read between its
+    points log-log, flat beyond them (`concurrency_share`);
     `compute_stretch`: how much longer a CPU device's compute takes beside the transport's own
     threads (Horovod's loop, which over MPI polls while it waits for the other ranks);
     `rate_share_computing`: the share of its rate a reduction keeps while a CPU device computes
@@ -47,22 +50,22 @@ class Transport:
     cycle_s: float = 0.0
     function_s: float | None = None
     rate_by_bytes: tuple[tuple[float, float], ...] = ()
+    rate_by_workers: tuple[tuple[float, float], ...] = ()
     compute_stretch: float = 1.0
     rate_share_computing: float = 1.0
     latency_computing_s: float | None = None
 
-    def message_rate(self, nbytes: float) -> float | None:
-        """What one process of it moves per second in a message of `nbytes`."""
-        points = self.rate_by_bytes
-        if not points:
-            return self.process_bytes_per_s
-        if nbytes <= points[0][0]:
-            return points[0][1]
-        for (b0, r0), (b1, r1) in zip(points, points[1:], strict=False):
-            if nbytes <= b1:
-                share = math.log(nbytes / b0) / math.log(b1 / b0)
-                return math.exp(math.log(r0) + share * (math.log(r1) - math.log(r0)))
-        return points[-1][1]
+    def message_rate(self, nbytes: float, concurrent: int | None = None) -> float | None:
+        """What one process of it moves per second in a message of `nbytes`, serving `concurrent`
+        workers at once (None: as its rate was measured)."""
+        rate = _log_log(self.rate_by_bytes, nbytes) if self.rate_by_bytes else self.process_bytes_per_s
+        return rate * self.concurrency_share(concurrent) if rate is not None else None
+
+    def concurrency_share(self, concurrent: int | None) -> float:
+        """A ps task's rate serving `concurrent` workers at once over its rate as measured (1 without a curve)."""
+        if concurrent is None or not self.rate_by_workers or not self.process_bytes_per_s:
+            return 1.0
+        return _log_log(self.rate_by_workers, concurrent) / self.process_bytes_per_s
 
     def network_bytes_per_s(self, link_gbit: float, flows: int = 1, nbytes: float | None = None) -> float:
         """The rate of a transfer between hosts carried by `flows` flows (processes, or sockets) at once;
@@ -73,3 +76,14 @@ class Transport:
         if process is not None:
             one = min(one, process)
         return min(self.link_share * link, flows * one)
+
+
+def _log_log(points: tuple[tuple[float, float], ...], x: float) -> float:
+    """The value at `x` of ((x, value), ...) ascending: log-log between points, flat beyond them."""
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, v0), (x1, v1) in zip(points, points[1:], strict=False):
+        if x <= x1:
+            share = math.log(x / x0) / math.log(x1 / x0)
+            return math.exp(math.log(v0) + share * (math.log(v1) - math.log(v0)))
+    return points[-1][1]

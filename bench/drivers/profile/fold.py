@@ -11,10 +11,11 @@ from pathlib import Path
 
 from bench.analysis.micro_summary import one_tensor, summarize
 from bench.analysis.projection import levels, profile
-from bench.drivers.profile.ps_rate import MANY, MANY_TENSORS, ONE_TENSOR, RATE
+from bench.drivers.profile.ps_rate import MANY, MANY_TENSORS, ONE_TENSOR, workers_of
 from bench.metrics import messages
 
 AT = "@"  # a figure's name at one buffer size: "mpi.process_bytes_per_s@1048576"
+WITH = "*"  # a figure's name with some workers at once: "grpc.process_bytes_per_s*4"
 # the buffer of raw MPI's allreduce whose time per ring step is the latency: its bytes take 0.08 us at 100
 # Gbit/s. A fit's intercept over 1 KiB to the rate buffer was 0 in 3 of 3 repetitions at 100 Mbit/s, and in 2
 # of 3 of CI's across 1000 Mbit/s emulated hosts (2026-11-28): large buffers cost more per byte than small ones
@@ -60,8 +61,9 @@ def means(rate_bytes: int) -> dict[str, str]:
         "gloo.compute_stretch": COMPUTE_MEANS.format(wire="Gloo"),
         "mpi.rate_share_computing": COMPUTING_MEANS.format(wire="MPI", size=size),
         "gloo.rate_share_computing": COMPUTING_MEANS.format(wire="Gloo", size=size),
-        "grpc.process_bytes_per_s": "one ps task's process: bytes pushed and pulled per second in all while several "
-                                    f"workers push {size} into it and pull it back at once",
+        "grpc.process_bytes_per_s": "one ps task's process: bytes pushed and pulled per second in all while every "
+                                    f"worker pushes its share of {size} into it and pulls it back at once; "
+                                    "by_workers: the same with 1, 2, 4 ... workers at once",
         "grpc.message_s": f"a ps task's cost per tensor: a 64 KiB push and pull in {MANY} tensors against 1, "
                           "per message",
     }
@@ -111,13 +113,18 @@ def compute_figures(folder: Path) -> dict[str, float]:
 
 
 def grpc_figures(folder: Path) -> dict[str, float]:
-    """The ps task's rate with every worker at once, and its cost per message, from ps-worker*.json."""
+    """The ps task's rate with each number of workers at once (`grpc.process_bytes_per_s*k`: every
+    worker's bytes over the span from the first start to the last end), with every worker as
+    `grpc.process_bytes_per_s`, and its cost per message, from ps-worker*.json."""
     reports = [json.loads(p.read_text()) for p in sorted(folder.glob("ps-worker*.json"))]
-    rate = [r[RATE] for r in reports if RATE in r]
     out: dict[str, float] = {}
-    if rate:
+    levels = sorted({k for r in reports for k in map(workers_of, r) if k is not None})
+    for k in levels:
+        rate = [part for r in reports for name, part in r.items() if workers_of(name) == k]
         span = max(r["end"] for r in rate) - min(r["start"] for r in rate)
-        out["grpc.process_bytes_per_s"] = sum(r["bytes"] for r in rate) / span
+        out[f"grpc.process_bytes_per_s{WITH}{k}"] = sum(r["bytes"] for r in rate) / span
+    if levels:
+        out["grpc.process_bytes_per_s"] = out[f"grpc.process_bytes_per_s{WITH}{levels[-1]}"]
     first = next((r for r in reports if ONE_TENSOR in r and MANY_TENSORS in r), None)
     if first:
         one, many = (statistics.median(first[part]["round_s"]) for part in (ONE_TENSOR, MANY_TENSORS))
@@ -127,18 +134,30 @@ def grpc_figures(folder: Path) -> dict[str, float]:
 
 def by_bytes(rounds: list[dict[str, float]], name: str) -> list[list[float]]:
     """[[bytes, rate], ...], ascending, of a constant measured at several sizes, or [] where the sizes
-    do not tell apart. A size's rate is the median of its repetitions where their range and the
-    rate buffer's (the largest) do not overlap, else the rate buffer's median: what varies from
-    one operation to the next (Open MPI's TCP transport on a capped link: 1.0 to 1.6 times the
-    link's time at any size, 2026-11-27) is the constant's range, not a curve."""
-    sizes = sorted({int(key.split(AT)[1]) for r in rounds for key in r if key.startswith(f"{name}{AT}")})
-    if len(sizes) < 2:
+    do not tell apart (curve)."""
+    return curve(rounds, name, AT)
+
+
+def by_workers(rounds: list[dict[str, float]], name: str) -> list[list[float]]:
+    """[[workers, rate], ...], ascending, of a constant measured with several workers at once, or []
+    where the numbers of workers do not tell apart (curve)."""
+    return curve(rounds, name, WITH)
+
+
+def curve(rounds: list[dict[str, float]], name: str, separator: str) -> list[list[float]]:
+    """[[x, value], ...], ascending in x, of a constant measured at several points `name<separator>x`.
+    A point's value is the median of its repetitions where their range and the last point's (the
+    constant's own) do not overlap, else the last point's median: what varies from one operation to
+    the next (Open MPI's TCP transport on a capped link: 1.0 to 1.6 times the link's time at any size,
+    2026-11-27) is the constant's spread, not a curve."""
+    points = sorted({int(key.split(separator)[1]) for r in rounds for key in r if key.startswith(f"{name}{separator}")})
+    if len(points) < 2:
         return []
-    measured = {b: [r[f"{name}{AT}{b}"] for r in rounds if f"{name}{AT}{b}" in r] for b in sizes}
-    last = measured[sizes[-1]]
-    points = [[float(b), statistics.median(v) if max(v) < min(last) or min(v) > max(last)
-               else statistics.median(last)] for b, v in measured.items()]
-    return points if any(rate != points[-1][1] for _, rate in points) else []
+    measured = {x: [r[f"{name}{separator}{x}"] for r in rounds if f"{name}{separator}{x}" in r] for x in points}
+    last = measured[points[-1]]
+    out = [[float(x), statistics.median(v) if max(v) < min(last) or min(v) > max(last)
+            else statistics.median(last)] for x, v in measured.items()]
+    return out if any(value != out[-1][1] for _, value in out) else []
 
 
 def shown_range(values: list[float], value: float) -> tuple[float, float]:
@@ -166,9 +185,9 @@ def fold(rounds: list[dict[str, float]], describes: str, software: str, command:
                                "unit": UNITS[name], "measures": meaning[name], "software": software,
                                "source": f"measured: {command}, {len(values)} repetitions, interleaved "
                                          f"({', '.join(f'{v:.4g}' for v in values)})"}
-            curve = by_bytes(rounds, name)
-            if len(curve) > 1:
-                constants[name]["by_bytes"] = curve
+            for field, found in (("by_bytes", by_bytes(rounds, name)), ("by_workers", by_workers(rounds, name))):
+                if len(found) > 1:
+                    constants[name][field] = found
         elif known is not None:
             constants[name] = {"value": known.value, "low": known.low, "high": known.high, "unit": known.unit,
                                **({"samples": list(known.samples)} if known.samples else {}),

@@ -2,10 +2,12 @@
 worker that pushes its variables into the ps task and pulls them back, round after round.
 
 Every worker runs the same parts in order, each after a barrier (a file per worker in the
-output folder, which every node sees): RATE, all workers at once, so that several push into
-the one ps task and its pushes and pulls overlap; then ONE_TENSOR and MANY_TENSORS, worker 0
-alone, the same bytes in 1 and in `MANY` variables (each its own message). Each worker writes
-`ps-worker<i>.json`: per part, its rounds' start, end and bytes moved (push and pull).
+output folder, which every node sees): the rate with 1, 2, 4 ... workers pushing into the one
+ps task and pulling back at once (`rate_part(k)`: workers 0 to k-1, each `rate_bytes / k` a
+round, so that every level moves the same bytes), the last with every worker; then ONE_TENSOR
+and MANY_TENSORS, worker 0 alone, the same bytes in 1 and in `MANY` variables (each its own
+message). Each worker writes `ps-worker<i>.json`: per part, its rounds' start, end and bytes
+moved (push and pull).
 
     python -m bench.drivers.profile.ps_rate OUT CLUSTER_JSON ROLE INDEX ROUNDS RATE_BYTES
 """
@@ -21,6 +23,27 @@ from bench.drivers.micro.ps_graph import push_pull
 
 MESSAGE_BYTES, MANY = 64 * 1024, 64  # a ps task's cost per tensor: the same bytes in 1 and in MANY tensors
 RATE, ONE_TENSOR, MANY_TENSORS = "rate", "one-tensor", "many-tensors"
+LEAST_PUSH_BYTES = 2**20  # a worker's push at the highest concurrency: below it a message's fixed cost shows
+
+
+def concurrency(workers: int) -> tuple[int, ...]:
+    """The numbers of workers the rate is measured with: 1, 2, 4 ... below `workers`, then `workers`."""
+    levels, k = [], 1
+    while k < workers:
+        levels.append(k)
+        k *= 2
+    return (*levels, workers)
+
+
+def rate_part(workers: int) -> str:
+    """The name of the rate measured with `workers` workers at once ("rate-4")."""
+    return f"{RATE}-{workers}"
+
+
+def workers_of(part: str) -> int | None:
+    """The workers of a rate part (None: not a rate part)."""
+    prefix = f"{RATE}-"
+    return int(part[len(prefix):]) if part.startswith(prefix) and part[len(prefix):].isdigit() else None
 BARRIER_LIMIT_S = 600  # every worker reaches each barrier within its own start-up and one part's rounds
 
 
@@ -43,10 +66,11 @@ def round_trip(tf, worker: object, index: int, nbytes: int, tensors: int):
     return step, session
 
 
-def parts(rate_bytes: int) -> tuple[tuple[str, int, int, str], ...]:
-    """(part, bytes, tensors, who runs it): the rate at `rate_bytes`, then the cost per message."""
-    return ((RATE, rate_bytes, 1, "all"), (ONE_TENSOR, MESSAGE_BYTES, 1, "first"),
-            (MANY_TENSORS, MESSAGE_BYTES, MANY, "first"))
+def parts(rate_bytes: int, workers: int) -> tuple[tuple[str, int, int, int], ...]:
+    """(part, bytes a worker moves each way a round, tensors, how many workers run it): the rate at each
+    concurrency, then the cost per message."""
+    rates = tuple((rate_part(k), max(LEAST_PUSH_BYTES, rate_bytes // k) // 4 * 4, 1, k) for k in concurrency(workers))
+    return (*rates, (ONE_TENSOR, MESSAGE_BYTES, 1, 1), (MANY_TENSORS, MESSAGE_BYTES, MANY, 1))
 
 
 def work(out: Path, cluster: dict, index: int, rounds: int, rate_bytes: int) -> None:
@@ -58,8 +82,8 @@ def work(out: Path, cluster: dict, index: int, rounds: int, rate_bytes: int) -> 
     workers = len(cluster["worker"])
     server = tf.distribute.Server(tf.train.ClusterSpec(cluster), "worker", index)
     report = {}
-    for name, nbytes, tensors, who in parts(rate_bytes):
-        runs = who == "all" or index == 0
+    for name, nbytes, tensors, who in parts(rate_bytes, workers):
+        runs = index < who
         step, session = round_trip(tf, server, index, nbytes, tensors) if runs else (None, None)
         barrier(out, name, index, workers)
         if runs:

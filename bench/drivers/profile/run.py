@@ -8,9 +8,10 @@ per-hop latency, from 1 KiB, idle and while a thread of every rank computes), Ho
 allreduce over MPI and over Gloo (G ranks per node; bus bandwidth at B, 64 MiB by default,
 and at each buffer of a sweep from 1 MiB up to B in steps of sqrt(2); the rate buffer's
 allreduce while every rank computes; a CPU rank's compute beside Horovod's loop against the
-same compute alone), then gRPC (several workers pushing B into one ps task and pulling
-it back at once; then one worker's 64 KiB in 1 and in 64 tensors, a ps task's cost per
-message). Each constant's value is the median of the repetitions, its range what they gave.
+same compute alone), then gRPC (1, 2, 4 ... workers pushing B between them into one ps task
+and pulling it back at once: the task's rate under concurrency; then one worker's 64 KiB in 1
+and in 64 tensors, a ps task's cost per message). Each constant's value is the median of the
+repetitions, which it keeps for its prediction interval.
 A few minutes on 2 cores.
 """
 
@@ -67,7 +68,9 @@ def parser() -> argparse.ArgumentParser:
                    help=f"repetitions of every measurement, interleaved "
                         f"(default {DEFAULT_REPEATS}, at least {LEAST_REPEATS})")
     p.add_argument("--ranks-per-node", type=int, default=1, help="allreduce ranks per node (GPUs per host)")
-    p.add_argument("--ps-workers", type=int, default=2, help="workers pushing into the one ps task at once")
+    p.add_argument("--ps-workers", type=int, default=4,
+                   help="the most workers pushing into the one ps task at once; the rate is measured with 1, 2, 4 "
+                        "... of them (default 4)")
     p.add_argument("--rounds", type=int, default=5, help="timed round trips per gRPC part")
     p.add_argument("--bytes", type=int, default=RATE_BYTES,
                    help=f"the buffer every rate is measured at (default {RATE_BYTES // 2**20} MiB; at least 1 MiB)")
@@ -147,6 +150,6 @@ def main(argv: Sequence[str]) -> int:
     for path in (out / PROFILE_FILE, Path(args.output) / PROFILE_FILE):
         path.write_text(json.dumps(data, indent=1))
     table = pd.DataFrame(rounds)
-    print(table[[c for c in table if fold.AT not in c]].to_string(index=False), file=sys.stderr)
+    print(table[[c for c in table if fold.AT not in c and fold.WITH not in c]].to_string(index=False), file=sys.stderr)
     print(f"profile: {(Path(args.output) / PROFILE_FILE).resolve()}")
     return 0
