@@ -85,8 +85,8 @@ def test_help_and_real_exit_status():
                          capture_output=True, text=True)
     assert bad.returncode == 2
     assert [line for line in bad.stderr.splitlines() if line.startswith("bench:")] == [
-        "bench: error: --model: unknown model 'vgg'; choose from mlp, cnn, resnet20, embedding, resnet50, "
-        "resnet101, resnet152, inception3, vgg16, or name your own as pkg.module:build or path/to/file.py:build "
+        "bench: error: --model: unknown model 'vgg'; choose from cnn, embedding, inception3, mlp, resnet101, "
+        "resnet152, resnet20, resnet50, vgg16, or name your own as pkg.module:build or path/to/file.py:build "
         "(docs/your-model.md)"]
 
 

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -104,3 +106,40 @@ def test_the_suites_models_step_the_same_without_autograph(name):
     np.testing.assert_array_equal(plain[0].numpy(), converted[0].numpy())
     for a, b in zip(plain[1], converted[1], strict=True):
         np.testing.assert_array_equal(tf.convert_to_tensor(a).numpy(), tf.convert_to_tensor(b).numpy())
+
+
+def test_a_model_is_one_file_found_by_listing_as_the_guide_shows(tmp_path):
+    # docs/adding-a-model.md's example, copied as it is into a copy of the suite, trains; the names
+    # are known without importing TensorFlow
+    import re
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+    from tests.test_new_strategy import suite_with
+
+    guide = (ROOT / "docs" / "adding-a-model.md").read_text()
+    block = r"^`(bench/run/models/[\w]+\.py)`[^\n]*:\n\n```python\n(.*?)```"
+    path, text = re.search(block, guide, re.M | re.S).groups()
+    bench = suite_with(tmp_path, {path: text})
+    done = bench("--strategy", "single", "--model", "mlp-wide", "--data", "digits", "--steps", "5", "--warmup-steps",
+                 "1", "--output", str(tmp_path / "results"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    probe = ("import sys; from bench.run import models; "
+             "print(models.READS['mlp-wide'], 'tensorflow' in sys.modules)")
+    listed = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path / "suite", capture_output=True, text=True,
+                            env={"PYTHONPATH": str(tmp_path / "suite"), "PATH": ""})
+    assert listed.stdout.split() == ["images", "False"], listed.stderr[-2000:]
+
+
+def test_a_malformed_declaration_is_skipped_with_a_warning(tmp_path):
+    from bench.run.models import catalog
+
+    bad = tmp_path / "bad.py"
+    bad.write_text('DECLARES = ({"name": "x", "class": "X", "reads": "pixels"},)\n')
+    with pytest.raises(ValueError, match="reads must be"):
+        catalog.read(bad, "bad")
+    bad.write_text('DECLARES = ({"name": "x", "class": "X"},)\n')
+    with pytest.raises(ValueError, match="lacks reads"):
+        catalog.read(bad, "bad")
+    assert catalog.read(Path(catalog.__file__).parent / "base.py", "base") == []  # a helper declares nothing

@@ -1,5 +1,6 @@
-"""Model registry: name -> Model class. The names are known without importing TensorFlow
-(launchers validate --model before any worker starts); a class is imported when built.
+"""Model registry: name -> Model class, each model found by listing its file's own declaration
+(bench.run.models.catalog). The names are known without importing TensorFlow (launchers
+validate --model before any worker starts); a class is imported when built.
 A model of the user's (`pkg.module:build`, `path/to/file.py:build`, bench.run.models.user) is
 imported where it is checked, and reads the inputs its own signature says (SIGNATURE)."""
 
@@ -10,24 +11,18 @@ from typing import TYPE_CHECKING
 
 from bench.errors import UsageError
 from bench.run.data import IDS, IMAGES, SIGNATURE, teacher
-from bench.run.models import user
+from bench.run.models import catalog, user
 
 if TYPE_CHECKING:
     from bench.config import RunConfig
     from bench.run.models.base import Model
 
-MODELS: dict[str, str] = {"mlp": "bench.run.models.mlp:MLP", "cnn": "bench.run.models.cnn:CNN",
-                          "resnet20": "bench.run.models.resnet:ResNet20",
-                          "embedding": "bench.run.models.embedding:Embedding",
-                          # the ImageNet models published scaling results are measured on
-                          "resnet50": "bench.run.models.resnet_imagenet:ResNet50",
-                          "resnet101": "bench.run.models.resnet_imagenet:ResNet101",
-                          "resnet152": "bench.run.models.resnet_imagenet:ResNet152",
-                          "inception3": "bench.run.models.inception:InceptionV3", "vgg16": "bench.run.models.vgg:VGG16"}
-IMAGENET = ("resnet50", "resnet101", "resnet152", "inception3", "vgg16")  # they take --image-size
+# found by listing this package (bench.run.models.catalog): each model file declares its own facts
+MODELS: dict[str, str] = {name: m.target for name, m in catalog.declared().items()}
+IMAGENET = tuple(name for name, m in catalog.declared().items() if m.imagenet)  # they take --image-size
 # the smallest --image-size their strides and valid paddings leave room for
-MIN_IMAGE_SIZE = {**dict.fromkeys(IMAGENET, 32), "inception3": 75}
-READS = {"mlp": IMAGES, "cnn": IMAGES, "resnet20": IMAGES, "embedding": IDS, **dict.fromkeys(IMAGENET, IMAGES)}
+MIN_IMAGE_SIZE = {name: m.min_image_size for name, m in catalog.declared().items() if m.imagenet}
+READS = {name: m.reads for name, m in catalog.declared().items()}
 DEFAULT_DATA = {IMAGES: "digits", IDS: "synthetic-ids", SIGNATURE: "synthetic"}
 # the accuracy whose time to reach is reported when --target-accuracy is not given: the
 # embedding model on synthetic-ids plateaus near 0.73 (its teacher's Bayes accuracy is 0.84);

@@ -4,6 +4,8 @@ import tensorflow as tf
 
 from bench.run.models.base import NUM_CLASSES, Model
 
+DECLARES = ({"name": "cnn", "class": "CNN", "reads": "images"},)
+
 
 class CNN(Model):
     autograph = False  # see Model.autograph

@@ -13,6 +13,8 @@ from tensorflow.python.ops.variables import PartitionedVariable  # a table split
 
 from bench.run.models.base import Model
 
+DECLARES = ({"name": "embedding", "class": "Embedding", "reads": "ids"},)
+
 HIDDEN = 64
 INIT_SCALE = 0.05
 

@@ -4,6 +4,10 @@ gamma (scale=False), 299x299 input."""
 
 from bench.run.models.imagenet import ImageNetModel
 
+# 75: the smallest input its valid paddings leave room for
+DECLARES = ({"name": "inception3", "class": "InceptionV3", "reads": "images", "imagenet": True,
+             "min_image_size": 75},)
+
 
 class InceptionV3(ImageNetModel):
     input_shape = (299, 299, 3)

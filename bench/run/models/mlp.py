@@ -4,6 +4,8 @@ import tensorflow as tf
 
 from bench.run.models.base import NUM_CLASSES, Model
 
+DECLARES = ({"name": "mlp", "class": "MLP", "reads": "images"},)
+
 HIDDEN = 100
 
 

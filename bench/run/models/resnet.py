@@ -10,6 +10,8 @@ import tensorflow as tf
 from bench.run.models.base import NUM_CLASSES, Model
 from bench.run.models.layers import update_average
 
+DECLARES = ({"name": "resnet20", "class": "ResNet20", "reads": "images"},)
+
 STAGES = ((16, 1), (32, 2), (64, 2))
 BLOCKS_PER_STAGE = 3
 BN_MOMENTUM = 0.9

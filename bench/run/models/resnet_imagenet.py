@@ -3,6 +3,11 @@ applications build them: convolutions with biases, the stride on each stage's fi
 
 from bench.run.models.imagenet import ImageNetModel
 
+# the ImageNet models published scaling results are measured on; 32: the smallest input their strides leave
+DECLARES = ({"name": "resnet50", "class": "ResNet50", "reads": "images", "imagenet": True, "min_image_size": 32},
+            {"name": "resnet101", "class": "ResNet101", "reads": "images", "imagenet": True, "min_image_size": 32},
+            {"name": "resnet152", "class": "ResNet152", "reads": "images", "imagenet": True, "min_image_size": 32})
+
 
 class _ResNet(ImageNetModel):
     blocks: tuple[int, int, int, int]

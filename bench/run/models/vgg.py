@@ -3,6 +3,8 @@ no normalisation, then three dense layers; fc6 alone is 102.8 M parameters (411 
 
 from bench.run.models.imagenet import ImageNetModel
 
+DECLARES = ({"name": "vgg16", "class": "VGG16", "reads": "images", "imagenet": True, "min_image_size": 32},)
+
 STAGES = ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3))
 
 
