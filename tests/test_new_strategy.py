@@ -57,9 +57,15 @@ def suite_with(tmp_path, files: dict[str, str]):
     return bench
 
 
-def guide_files() -> dict[str, str]:
-    """The template's files: each python block of the guide, under the path named just before it."""
-    blocks = re.findall(r"^`(strategies/[\w/]+\.py)`:\n\n```python\n(.*?)```", GUIDE.read_text(), re.M | re.S)
+PS_SECTION = "## A parameter-server strategy"
+
+
+def guide_files(ps_family: bool = False) -> dict[str, str]:
+    """A template's files: each python block of its section of the guide, under the path named just before
+    it (the first template, or the parameter-server one)."""
+    first, ps = GUIDE.read_text().split(PS_SECTION, 1)
+    blocks = re.findall(r"^`(strategies/[\w/]+\.py)`:\n\n```python\n(.*?)```", ps if ps_family else first,
+                        re.M | re.S)
     return dict(blocks)
 
 
@@ -106,6 +112,38 @@ def test_a_launch_member_set_on_the_strategy_itself_is_refused_and_says_where_it
 
 def test_the_template_is_two_files_in_strategies():
     assert set(guide_files()) == {"strategies/clipped.py", "strategies/workers/clipped.py"}
+    assert set(guide_files(ps_family=True)) == {"strategies/ps_async_clipped.py",
+                                                "strategies/workers/ps_async_clipped.py"}
+
+
+def test_the_guide_lists_every_hook_of_the_parameter_server_worker():
+    from strategies.workers.ps import ParameterServerWorker
+
+    hooks = documented_members("ParameterServerWorker")
+    assert set(hooks) == public(vars(ParameterServerWorker)) - public(vars(Worker))
+    assert {m for m, kind in hooks.items() if kind == "required"} == {
+        n for n, v in vars(ParameterServerWorker).items() if callable(v) and _raises_not_implemented(v)}
+
+
+def _raises_not_implemented(fn) -> bool:
+    import inspect
+
+    return "raise NotImplementedError" in inspect.getsource(fn)
+
+
+@pytest.mark.slow
+def test_the_guides_parameter_server_strategy_runs_and_reaches_the_report(tmp_path):
+    bench = suite_with(tmp_path, guide_files(ps_family=True))
+    results = tmp_path / "results"
+    done = bench("--strategy", "ps-async-clipped", "--workers", "2", "--ps", "1", "--data", "synthetic",
+                 "--steps", "20", "--warmup-steps", "2", "--eval-every", "0", "--output", str(results))
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = bench("report", str(results), "--output", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr[-2000:]
+    row = pd.read_csv(tmp_path / "report" / "summary.csv").iloc[0]
+    assert (row["strategy"], row["family"], row["ps"], row["status"]) == (
+        "ps-async-clipped", "parameter-server", 1, "ok")
+    assert "Staleness (ps-async-clipped)" in (tmp_path / "report" / "report.html").read_text()
 
 
 @pytest.mark.slow

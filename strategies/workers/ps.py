@@ -139,7 +139,8 @@ def bytes_per_ps(num_ps: int) -> tuple[list[int], dict[str, int]]:
 
 
 class ParameterServerWorker(Worker):
-    """Base of the ps-async and ps-sync workers; a subclass builds the train op in `build_train_op`."""
+    """Base of the ps-family workers; a subclass builds the train op in `build_train_op` (its hooks:
+    docs/adding-a-strategy.md, "A parameter-server strategy")."""
 
     restores_in_session = True  # False: a resumed run's checkpoint holds less than every global variable
 
