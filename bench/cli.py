@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING
 
 from bench.config import OPTIMIZERS, RunConfig
 from bench.errors import UsageError
-from bench.run.faults.recovery import RECOVERY_LIMIT
 from bench.run.launch.mpi_environment import under_mpi, world_size
+from bench.run.launch.recovery import RECOVERY_LIMIT
 from bench.run.launch.tf_config import topology_from_tf_config
 from bench.run.process.schema import PURPOSES
 from bench.run.validation import check_flags, check_resume_flags, validate
 from bench.usage import OneLineParser, refuse
 
 if TYPE_CHECKING:
-    from strategies.base import Strategy
+    from bench.run.contract import Strategy
 
 # subcommand -> "module:function" taking its arguments, imported only when called (as bench.run.models does)
 SUBCOMMANDS = {"report": "bench.analysis.report.cli:main", "all": "bench.drivers.presets.matrix:main",
@@ -62,7 +62,7 @@ def _what_to_train(p: argparse.ArgumentParser, d: RunConfig) -> None:
 
     g = p.add_argument_group("what to train")
     g.add_argument("--strategy", default=None,
-                   help=f"one of {', '.join(sorted(registry.all_strategies()))} (default: {registry.BASELINE}; "
+                   help=f"one of {', '.join(sorted(registry.all_strategies()))} (default: {registry.baseline()}; "
                         f"{registry.default(under_mpi=True)} under mpirun)")
     g.add_argument("--model", default=d.model,
                    help=f"{', '.join(MODELS)}, or your own: pkg.module:build or path/to/file.py:build, a "
@@ -205,8 +205,8 @@ def run_from_args(argv: Sequence[str]) -> tuple[RunConfig, type[Strategy]]:
         args["strategy"] = registry.default(under_mpi())
     strategy_cls = registry.get(args["strategy"])
     args = completed(args, argv, strategy_cls)
-    check_flags(args, strategy_cls, under_mpi())
-    return validate(RunConfig.from_dict(args), strategy_cls), strategy_cls
+    check_flags(args, strategy_cls, under_mpi(), registry.all_strategies())
+    return validate(RunConfig.from_dict(args), strategy_cls, registry.all_strategies()), strategy_cls
 
 
 def completed(args: dict, argv: Sequence[str], strategy_cls: type[Strategy]) -> dict:
@@ -214,7 +214,7 @@ def completed(args: dict, argv: Sequence[str], strategy_cls: type[Strategy]) -> 
     world, the default workers, data and target, the strategy's typed options."""
     from bench.run import data as data_sources
     from bench.run import models
-    from strategies.base import default_workers
+    from bench.run.contract import default_workers
 
     if not args["worker_hosts"] and os.environ.get("TF_CONFIG"):
         args.update(topology_from_tf_config(os.environ["TF_CONFIG"]))

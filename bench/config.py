@@ -67,7 +67,7 @@ class RunConfig:
     # set from the run folder, never typed
     resume_from: str | None = None
     resume_step: int = 0
-    # --recover (bench.run.faults.recovery): a failed multi-process run is restarted, a dead worker
+    # --recover (bench.run.launch.recovery): a failed multi-process run is restarted, a dead worker
     # alone when the strategy lets one rejoin, else the whole job from its latest checkpoint
     recover: bool = False
     # set by the launcher for a worker restarted into its running job, never typed
@@ -92,7 +92,7 @@ class RunConfig:
     task_index: int | None = None
     # name of an emulated cluster (bench.infra.emulated): each process in a network namespace of its own
     emulated_cluster: str | None = None
-    # options declared by the chosen strategy (see strategies.base.Strategy.options)
+    # options declared by the chosen strategy (see bench.run.contract.Strategy.options)
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

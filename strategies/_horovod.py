@@ -11,7 +11,7 @@ from typing import ClassVar
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.options import Option, non_negative
-from strategies.base import GLOO_CONTROLLER, MPI_CONTROLLER, MpiRanks, Strategy
+from bench.run.contract import GLOO_CONTROLLER, MPI_CONTROLLER, MpiRanks, Strategy
 
 CONTROLLER = Option("hvd_controller", str, MPI_CONTROLLER,
                     "allreduce: Horovod controller, mpi (mpirun) or gloo (horovodrun)",

@@ -9,9 +9,9 @@ from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.metrics import Gradient, compressed_fraction, ps_server_bytes, ps_worker_bytes
 from bench.options import Option, non_negative
+from bench.run.contract import GRPC, PARAMETER_SERVER, SparseExchange, Strategy, TfCluster
 from strategies._compression import FP16, NONE, TOPK, labelled, parse
 from strategies._compression import option as compression_option
-from strategies.base import GRPC, PARAMETER_SERVER, SparseExchange, Strategy, TfCluster
 
 PS_PLACEMENT = Option("ps_placement", str, "round-robin",
                       "ps strategies: how variables go to ps tasks (round-robin | balanced by bytes)",

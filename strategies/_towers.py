@@ -6,7 +6,7 @@ from __future__ import annotations
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.options import Option, flag_bool
-from strategies.base import IN_GRAPH, Strategy
+from bench.run.contract import IN_GRAPH, Strategy
 
 VARIABLE_DEVICE = Option("variable_device", str, "cpu", "multi-tower/mirrored: where variables live (cpu|gpu0)",
                          choices=("cpu", "gpu0"))

@@ -19,10 +19,10 @@ from bench.metrics import (
     topk_allgather_bytes,
 )
 from bench.options import Option, flag_bool
+from bench.run.contract import ALLREDUCE, SparseExchange
 from strategies._compression import FP16, NONE, TOPK, parse
 from strategies._compression import option as compression_option
 from strategies._horovod import HOROVOD_OPTIONS, HorovodRanks, HorovodStrategy
-from strategies.base import ALLREDUCE, SparseExchange
 
 COMPRESSION = compression_option((NONE, FP16, TOPK), "allreduce")
 SPARSE_AS_DENSE = Option("sparse_as_dense", flag_bool, False,

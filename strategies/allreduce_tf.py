@@ -7,7 +7,7 @@ from __future__ import annotations
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.metrics import Gradient, sparse_allreduce_bytes
-from strategies.base import ALLREDUCE, GRPC, SparseExchange, Strategy, TfCluster
+from bench.run.contract import ALLREDUCE, GRPC, SparseExchange, Strategy, TfCluster
 
 
 class AllreduceTF(Strategy):

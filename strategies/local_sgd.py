@@ -10,10 +10,10 @@ from __future__ import annotations
 from bench.config import SLOTS_PER_VARIABLE, RunConfig
 from bench.metrics import Gradient, averaging_bytes, compressed_fraction
 from bench.options import Option, flag_bool, non_negative, positive
+from bench.run.contract import PARAMETER_AVERAGING, SparseExchange
 from strategies._compression import FP16, NONE, labelled, parse
 from strategies._compression import option as compression_option
 from strategies._horovod import HOROVOD_OPTIONS, HorovodStrategy
-from strategies.base import PARAMETER_AVERAGING, SparseExchange
 
 SYNC_PERIOD = Option("sync_period", int, 4, "local-sgd: local steps between two averagings (H)",
                      check=positive)

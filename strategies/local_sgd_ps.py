@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from bench.config import RunConfig
 from bench.metrics import Gradient, ps_server_bytes, ps_worker_bytes
+from bench.run.contract import PARAMETER_AVERAGING, SparseExchange
 from strategies._compression import NONE
 from strategies._compression import option as compression_option
 from strategies._ps import PS_PLACEMENT, ParameterServerStrategy
-from strategies.base import PARAMETER_AVERAGING, SparseExchange
 from strategies.local_sgd import SYNC_PERIOD
 
 

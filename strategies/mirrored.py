@@ -3,8 +3,8 @@ devices and the same global batch, so the hand-built towers can be compared with
 TensorFlow's own."""
 
 from bench.config import RunConfig
+from bench.run.contract import SparseExchange
 from strategies._towers import TowerStrategy
-from strategies.base import SparseExchange
 
 
 class Mirrored(TowerStrategy):

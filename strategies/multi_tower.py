@@ -7,8 +7,8 @@ and applied once.
 """
 
 from bench.config import RunConfig
+from bench.run.contract import SparseExchange
 from strategies._towers import TowerStrategy
-from strategies.base import SparseExchange
 
 
 class MultiTower(TowerStrategy):

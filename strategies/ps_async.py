@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from bench.config import RunConfig
+from bench.run.contract import GO_ON, TfCluster
 from strategies._ps import ParameterServerStrategy
-from strategies.base import GO_ON, TfCluster
 
 
 class PSAsyncCluster(TfCluster):

@@ -12,8 +12,8 @@ from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.metrics import Gradient, ps_server_bytes, ps_worker_bytes
 from bench.options import Option
+from bench.run.contract import GO_ON, TfCluster
 from strategies._ps import ParameterServerStrategy
-from strategies.base import GO_ON, TfCluster
 
 # TensorFlow's advice (its parameter-server tutorial: "steps_per_execution") is several steps per
 # scheduled function, so the coordinator's dispatch is paid once for all of them; the default was

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from bench.config import RunConfig
 from bench.options import Option, positive
+from bench.run.contract import GO_ON, REJOIN, TfCluster
 from strategies._compression import labelled
 from strategies._ps import PS_OPTIONS, ParameterServerStrategy
-from strategies.base import GO_ON, REJOIN, TfCluster
 
 REPLICAS_TO_AGGREGATE = Option("replicas_to_aggregate", int, None,
                                "ps-sync: gradients averaged per global step (default: --workers)", check=positive)

@@ -9,16 +9,14 @@ import importlib
 import pkgutil
 import warnings
 from functools import cache
-from typing import Any
 
 import strategies
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.options import Option
-from strategies.base import Launch, MpiRanks, Strategy, TfCluster
+from bench.run.contract import Launch, MpiRanks, Strategy, TfCluster, options_elsewhere, options_of
 
 _NOT_STRATEGIES = {"base", "registry"}
-BASELINE = "single"  # its 1-worker throughput is what scaling efficiency divides by
 UNDER_MPIRUN = "allreduce"  # what `mpirun ... python -m bench` runs without --strategy
 # what only one launcher reads: set on a strategy itself, no launcher would ever see it
 LAUNCH_MEMBERS = {n for kind in (TfCluster, MpiRanks) for n in vars(kind) if not n.startswith("_")} - {"kind"}
@@ -50,7 +48,7 @@ def misdeclared(cls: type[Strategy]) -> str | None:
     """Why `cls` cannot run as declared: a launch that is not a kind, or a member of a launch
     kind set on the strategy, where no launcher reads it."""
     if not (isinstance(cls.runs_as, type) and issubclass(cls.runs_as, Launch)):
-        return f"runs_as = {cls.runs_as!r} is not a launch kind (strategies.base.Launch)"
+        return f"runs_as = {cls.runs_as!r} is not a launch kind (bench.run.contract.Launch)"
     misplaced = sorted({n for klass in cls.__mro__ if issubclass(klass, Strategy) and klass is not Strategy
                         for n in vars(klass) if n in LAUNCH_MEMBERS})
     if misplaced:
@@ -66,11 +64,9 @@ def get(name: str) -> type[Strategy]:
     return known[name]
 
 
-def with_defaults(config: RunConfig, strategy: type[Strategy] | None = None) -> RunConfig:
-    """The config with its strategy's options complete: each one not given takes its default
-    (`strategy`: the config's, where the caller holds it)."""
-    return config.replace(options={opt.name: config.options.get(opt.name, opt.default)
-                                   for opt in (strategy or get(config.strategy)).options})
+def with_defaults(config: RunConfig) -> RunConfig:
+    """The config with its strategy's options complete (Strategy.with_defaults)."""
+    return get(config.strategy).with_defaults(config)
 
 
 def default_environment(name: str, workers: int = 1) -> dict[str, str]:
@@ -82,40 +78,25 @@ def default_environment(name: str, workers: int = 1) -> dict[str, str]:
     return runs_as.environment(with_defaults(RunConfig(strategy=name, workers=workers)), None)
 
 
+def baseline() -> str:
+    """The strategy whose 1-worker throughput is what scaling efficiency divides by (it declares so)."""
+    return next(name for name, cls in all_strategies().items() if cls.baseline)
+
+
 def is_baseline(name: str) -> bool:
-    """Whether the strategy's 1-worker throughput is what scaling efficiency divides by."""
-    return name == BASELINE
+    return get(name).baseline
 
 
 def default(under_mpi: bool) -> str:
     """What runs without --strategy: the baseline, or under mpirun the allreduce."""
-    return UNDER_MPIRUN if under_mpi else BASELINE
-
-
-def facts(strategy: type[Strategy], config: RunConfig) -> dict[str, Any]:
-    """run.json's "strategy": what the report, presets and launchers read instead of its name."""
-    sparse = strategy.sparse_exchange(config)
-    return {"name": strategy.name, "family": strategy.family, "variant": strategy.variant(config),
-            "launch": strategy.runs_as.kind, "baseline": is_baseline(strategy.name),
-            "asynchronous": strategy.asynchronous, "exchange_overlaps_backward": strategy.exchange_overlaps_backward,
-            "checkpoints": strategy.checkpoints, "parameter_servers": strategy.processes(config).get("ps", 0),
-            "sparse_exchange": sparse.how, "table_dense": sparse.table_dense, "wire": strategy.wire(config)}
+    return UNDER_MPIRUN if under_mpi else baseline()
 
 
 def all_options() -> list[Option]:
     """Every strategy's options, each name once (strategies may share an Option)."""
-    seen: dict[str, Option] = {}
-    for cls in all_strategies().values():
-        for opt in cls.options:
-            seen.setdefault(opt.name, opt)
-    return list(seen.values())
+    return options_of(all_strategies())
 
 
 def others_options(name: str) -> list[Option]:
     """Options that other strategies declare and strategy `name` does not take."""
-    mine = {opt.name for opt in get(name).options}
-    return [opt for opt in all_options() if opt.name not in mine]
-
-
-def strategies_taking(option: Option) -> list[str]:
-    return sorted(n for n, cls in all_strategies().items() if any(o.name == option.name for o in cls.options))
+    return options_elsewhere(get(name), all_strategies())

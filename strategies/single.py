@@ -2,11 +2,12 @@
 every scaling-efficiency figure, so it adds nothing to a bare training loop."""
 
 from bench.config import RunConfig
-from strategies.base import IN_GRAPH, SparseExchange, Strategy
+from bench.run.contract import IN_GRAPH, SparseExchange, Strategy
 
 
 class Single(Strategy):
     name = "single"
+    baseline = True
     description = "one process, one device: the baseline"
     family = IN_GRAPH
     checkpoints = True

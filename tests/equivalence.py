@@ -7,17 +7,18 @@ import numpy as np
 
 from bench.config import RunConfig
 from bench.run import models
+from bench.run.contract import WorkerContext, worker_class
 from bench.run.process.inputs import load_data, worker_split
 from bench.run.validation import validate
 from strategies import registry
-from strategies.base import WorkerContext, worker_class
 
 BASE = dict(model="mlp", data="digits", optimizer="sgd", lr=0.1, steps=5, warmup_steps=0, shuffle=False)
 
 
 def config_for(strategy: str, **changes) -> RunConfig:
     """A validated config: the strategy's options not given take their defaults."""
-    return validate(RunConfig(strategy=strategy, **{**BASE, **changes}), registry.get(strategy))
+    config = RunConfig(strategy=strategy, **{**BASE, **changes})
+    return validate(config, registry.get(strategy), registry.all_strategies())
 
 
 def train_in_process(config: RunConfig, steps: int) -> list[np.ndarray]:

@@ -3,10 +3,10 @@
 import pandas as pd
 
 from bench.config import RunConfig
+from bench.run.contract import TfCluster
 from bench.run.process.aggregation import mark_aggregated
 from bench.run.validation import validate
 from strategies import registry
-from strategies.base import TfCluster
 
 
 def steps_file(tmp_path, rows):
@@ -34,7 +34,8 @@ def test_without_arrival_orders_every_step_taken_is_applied(tmp_path):
 
 def test_only_ps_sync_declares_gradients_per_step_and_it_is_r():
     def config(name, **options):
-        return validate(RunConfig(strategy=name, workers=3, ps=1, options=options), registry.get(name))
+        made = RunConfig(strategy=name, workers=3, ps=1, options=options)
+        return validate(made, registry.get(name), registry.all_strategies())
 
     declared = {name: cls.runs_as.gradients_per_step(config(name)) for name, cls in registry.all_strategies().items()
                 if issubclass(cls.runs_as, TfCluster) and (cls.worker_range[1] is None or cls.worker_range[1] >= 3)}

@@ -17,10 +17,10 @@ import tensorflow as tf
 from bench.cli import main
 from bench.config import RunConfig
 from bench.errors import UsageError
+from bench.run.contract import Worker, worker_class
 from bench.run.process.checkpoints import CHECKPOINT_DIR, CHECKPOINTS_FILE
 from bench.run.validation import validate
 from strategies import registry
-from strategies.base import Worker, worker_class
 from tests.checkpoint_values import assert_holds_the_final_weights, latest
 from tests.conftest import ROOT, only_run
 from tests.processes import RUN_LIMIT_S, bench, run_record
@@ -73,7 +73,8 @@ def test_a_strategy_says_whether_it_can_save(name):
 def test_a_strategy_that_cannot_save_refuses_before_work_starts(monkeypatch, tmp_path):
     monkeypatch.setattr(registry.get("single"), "checkpoints", False)
     with pytest.raises(UsageError, match="single cannot save checkpoints"):
-        validate(RunConfig(checkpoint_every_steps=10, output=str(tmp_path)), registry.get("single"))
+        config = RunConfig(checkpoint_every_steps=10, output=str(tmp_path))
+        validate(config, registry.get("single"), registry.all_strategies())
 
 
 def limit_file_size():

@@ -16,8 +16,8 @@ from bench.analysis.projection.parameter_servers import BALANCED, ROUND_ROBIN, L
 from bench.analysis.projection.schemes import HIERARCHICAL, PS_ASYNC, PS_SYNC, PS_SYNC_AGGREGATED, RING
 from bench.analysis.projection.tensors import ModelTensors, Tensor
 from bench.analysis.projection.transports import Transport
-from strategies.base import GRPC, NCCL
-from strategies.base import MPI_CONTROLLER as MPI
+from bench.run.contract import GRPC, NCCL
+from bench.run.contract import MPI_CONTROLLER as MPI
 from tests.processes import bench
 
 MB = 2**20
@@ -551,3 +551,11 @@ def test_a_ps_task_serves_at_the_rate_it_was_measured_with_as_many_workers_at_on
         # a pull and a push of every worker's copy through the task, at its rate with that many at once
         assert steps[0] == pytest.approx(2 * workers * 1e8 / 1e9, rel=1e-3)
         assert steps[1] == pytest.approx(2 * workers * 1e8 / (1e9 * share), rel=1e-3)
+
+
+def test_the_coordinators_steps_per_function_is_the_suites_own_default_as_data():
+    # the projection reads it from the profile (no import of a strategy); the shipped value is the strategy's
+    from strategies.ps_coordinator import MOST_STEPS_PER_FUNCTION
+
+    assert LOOPBACK.get("coordinator_steps_per_function") == MOST_STEPS_PER_FUNCTION
+    assert LOOPBACK.transports()[GRPC].steps_per_function == MOST_STEPS_PER_FUNCTION

@@ -80,7 +80,7 @@ def test_each_strategy_declares_its_formula_per_role():
     def traffic(strategy: str, **options) -> dict:
         declared = registry.get(strategy)
         config = validate(RunConfig(strategy=strategy, workers=4 if strategy != "single" else 1, ps=2,
-                                    data="synthetic", options=options), declared)
+                                    data="synthetic", options=options), declared, registry.all_strategies())
         return declared.traffic(config, Gradient(dense_bytes=1000))
 
     assert traffic("ps-sync") == traffic("ps-async") == {"worker": (1000, 1000), "ps": (500, 500)}

@@ -15,7 +15,7 @@ import sys
 import pandas as pd
 import pytest
 
-from strategies.base import IN_PROCESS, MPI, TF_CLUSTER, InProcess, Launch, MpiRanks, Strategy, TfCluster, Worker
+from bench.run.contract import IN_PROCESS, MPI, TF_CLUSTER, InProcess, Launch, MpiRanks, Strategy, TfCluster, Worker
 from strategies.registry import all_strategies, misdeclared
 from tests.conftest import ROOT
 from tests.processes import RUN_LIMIT_S

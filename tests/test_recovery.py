@@ -10,7 +10,7 @@ import pytest
 
 from bench.cli import main
 from bench.metrics import recovery_costs
-from bench.run.faults.recovery import JOB_RESTARTED, WORKER_RESTARTED
+from bench.run.launch.recovery import JOB_RESTARTED, WORKER_RESTARTED
 from tests.checkpoint_values import assert_same_weights, assert_saved_the_chief_s_state
 from tests.conftest import only_run
 from tests.processes import bench

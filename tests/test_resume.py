@@ -10,9 +10,9 @@ import pytest
 
 from bench.cli import main
 from bench.config import RunConfig
+from bench.run.contract import local_steps_at
 from bench.run.process.checkpoints import CHECKPOINT_DIR
 from strategies import registry
-from strategies.base import local_steps_at
 from tests.background import PATIENT, Run
 from tests.checkpoint_values import assert_same_weights, assert_saved_the_chief_s_state
 from tests.conftest import only_run

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from bench.analysis.report.collect import run_row
-from bench.run.process.schema import RUN_FIELDS, SCHEMA_VERSION, upgrade
+from bench.analysis.report.upgrade import upgrade
+from bench.run.process.schema import RUN_FIELDS, SCHEMA_VERSION
 
 CONFIG = {"strategy": "ps-sync", "model": "mlp", "data": "digits", "workers": 2, "ps": 1, "batch_size": 32,
           "steps": 40, "eval_every": 50}
@@ -66,7 +67,7 @@ def test_strategies_declare_the_wire_they_exchange_over():
 
     def facts(name: str, **options) -> dict:
         config = registry.with_defaults(RunConfig(strategy=name, workers=2, ps=1, options=options))
-        return registry.facts(registry.get(name), config)
+        return registry.get(name).facts(config)
 
     assert (facts("allreduce")["wire"], facts("allreduce", hvd_controller="gloo")["wire"]) == ("mpi", "gloo")
     assert {facts(n)["wire"] for n in ("allreduce-tf", "ps-sync", "ps-async")} == {"grpc"}
@@ -79,7 +80,7 @@ def test_strategies_declare_whether_their_exchange_may_start_during_the_backward
 
     def overlaps(name: str) -> bool:
         config = registry.with_defaults(RunConfig(strategy=name, workers=2, ps=1))
-        return registry.facts(registry.get(name), config)["exchange_overlaps_backward"]
+        return registry.get(name).facts(config)["exchange_overlaps_backward"]
 
     # Horovod allreduces each gradient once it is ready; Keras's optimizer under MultiWorkerMirroredStrategy
     # reduces them all in one call once the tape has every one

@@ -30,7 +30,7 @@ def test_report_cluster_status_and_launchers_do_not_import_tensorflow(tmp_path):
 
 def test_a_training_process_imports_tensorflow_without_keras_and_keras_still_works():
     in_fresh_interpreter(
-        "import sys; from bench.run.process.quiet_tf import import_tensorflow_quietly; import_tensorflow_quietly(); "
+        "import sys; from bench.run.quiet_tf import import_tensorflow_quietly; import_tensorflow_quietly(); "
         "assert 'tensorflow' in sys.modules and 'keras' not in sys.modules, 'keras was imported'; "
         "assert 'keras.src.optimizers' not in sys.modules, 'the hidden module was left hidden'; "
         "import tensorflow as tf; assert tf.keras.optimizers.SGD(0.1).learning_rate == 0.1")
@@ -40,7 +40,7 @@ def test_the_modules_a_training_process_imports_bring_in_no_pandas():
     # what a ps task, worker or rank imports: every strategy's worker, the launchers' entries and the
     # harness, after TensorFlow and Horovod as they import them (0.14 CPU-s a process when pandas came too)
     in_fresh_interpreter(
-        "import importlib, pkgutil, sys; from bench.run.process.quiet_tf import import_horovod_without_keras; "
+        "import importlib, pkgutil, sys; from bench.run.quiet_tf import import_horovod_without_keras; "
         "import_horovod_without_keras(); "
         "import bench.cli, bench.run.launch.launcher, bench.run.launch.cluster, bench.run.launch.mpi; "
         "import bench.run.launch.worker_process, bench.run.process.process, strategies.workers; "

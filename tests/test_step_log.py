@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 import tensorflow as tf
 
+from bench.run.contract import StepResult, StepTimes
 from bench.run.process import step_log
 from bench.run.process.records import STEP_COLUMNS, STEPS_FILE, RunFolder
 from bench.run.process.stamping import stamped
 from bench.run.process.step_log import FLUSH_S, STACK, StepLog, read_losses
-from strategies.base import StepResult, StepTimes
 from strategies.workers.eager import StampedOutput
 
 

@@ -103,16 +103,16 @@ def test_bench_and_strategies_import_each_other_without_a_cycle():
 
 
 # The kinds of code, lowest first (docs/architecture.md): a module imports its own kind, the
-# shared modules and the kinds below it. strategies/ plugs into one run (the contract goes both
-# ways: the harness drives a Worker, a Worker uses the harness's helpers), so it is of run's kind.
-KINDS = ("shared", "infra", "run", "analysis", "drivers")
+# shared modules and the kinds below it. strategies/ sits on one run's machinery: it imports the
+# contract (bench.run.contract) and the helpers a worker uses; the machinery never imports it.
+KINDS = ("shared", "infra", "run", "strategies", "analysis", "drivers")
 DISPATCHERS = ("bench.cli", "bench.__main__")  # each subcommand imported when it is called
 
 
 def kind_of(module: str) -> str | None:
     parts = module.split(".")
     if parts[0] == "strategies":
-        return "run"
+        return "strategies"
     if module in DISPATCHERS:
         return None
     return parts[1] if len(parts) > 2 and parts[1] in KINDS else "shared"
@@ -132,13 +132,41 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 def test_the_layer_check_sees_an_import_of_a_higher_kind():
     graph = {"bench.run.launch.x": {"bench.drivers.presets.y", "bench.infra.tools"}, "bench.config": {"bench.run.z"},
-             "bench.cli": {"bench.drivers.presets.y"}, "strategies.base": {"bench.run.process.records"}}
+             "bench.cli": {"bench.drivers.presets.y"}, "bench.run.contract": {"bench.run.process.records"}}
     assert upward_imports(graph) == ["bench.config (shared) imports bench.run.z (run)",
                                      "bench.run.launch.x (run) imports bench.drivers.presets.y (drivers)"]
 
 
 def test_each_kind_of_code_imports_only_the_kinds_below_it():
     assert upward_imports(import_graph()) == []
+
+
+def test_the_machinery_imports_no_strategy_and_nothing_imports_a_concrete_one():
+    # read from the imports: bench/run and bench/infra import nothing of strategies/ (the contract is
+    # theirs); elsewhere in bench/ only the registry is imported, by what starts runs or reads records
+    graph = import_graph()
+    machinery = [f"{m} imports {i}" for m, imported in graph.items() if m.startswith(("bench.run", "bench.infra"))
+                 for i in imported if i.split(".")[0] == "strategies"]
+    assert machinery == []
+    concrete = [f"{m} imports {i}" for m, imported in graph.items() if m.startswith("bench")
+                for i in imported if i.split(".")[0] == "strategies" and i not in ("strategies", "strategies.registry")]
+    assert concrete == []
+
+
+def run_subpackage(module: str) -> str | None:
+    """bench.run's sub-package (or module) a module is in: "launch", "process", "contract" ..."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["bench", "run"] and len(parts) > 2 else None
+
+
+def test_bench_runs_sub_packages_import_one_way():
+    graph: dict[str, set[str]] = {}
+    for module, imported in import_graph().items():
+        mine = run_subpackage(module)
+        if mine is not None:
+            graph.setdefault(mine, set()).update(p for i in imported if (p := run_subpackage(i)) not in (None, mine))
+    cycle = find_cycle(graph)
+    assert cycle is None, "a loop among bench/run's sub-packages: " + " -> ".join(cycle)
 
 
 def _names_in(node: ast.AST, constants: dict[str, set[str]]) -> Iterator[str]:
@@ -218,8 +246,6 @@ def test_a_runs_path_looks_its_strategy_up_once_and_hands_it_down():
              for path in sorted((ROOT / package).rglob("*.py")) if (lines := registry_lookups(path))}
     found.update({name: lines for name in ("bench/cli.py", "bench/run/validation.py")
                   if (lines := registry_lookups(ROOT / name))})
-    # bench/run/process/schema.py reads records of runs long over (upgrade), not a run's path
-    found.pop("bench/run/process/schema.py", None)
     assert list(found) == ["bench/cli.py"] and len(found["bench/cli.py"]) == 3, found
     source = (ROOT / "bench/cli.py").read_text()
     lookups = source[source.index("def run_from_args"):].split("\ndef ", 1)[0]

@@ -7,10 +7,9 @@ from __future__ import annotations
 from bench.config import OPTIMIZERS, RunConfig, check_injection, check_numbers, check_output, check_topology
 from bench.errors import UsageError
 from bench.run import data, models
+from bench.run.contract import IN_PROCESS, Known, Strategy, options_elsewhere, strategies_taking
 from bench.run.data import npz
 from bench.run.models import user
-from strategies import registry
-from strategies.base import IN_PROCESS, Strategy
 
 TABLE_COPIES = 3  # the table, its gradient (when dense) and an optimizer slot or an input copy
 
@@ -21,14 +20,14 @@ TABLE_FLAGS = ("embedding_rows", "embedding_width", "id_features", "zipf_exponen
 TEACHER_FLAGS = ("teacher_factors", "teacher_examples")
 
 
-def check_flags(args: dict, strategy_cls: type[Strategy], under_mpi: bool) -> None:
+def check_flags(args: dict, strategy_cls: type[Strategy], under_mpi: bool, known: Known) -> None:
     """Flags typed that this run cannot take: another strategy's option, a table's flag without a
     table, a teacher's without its data, --recover under the user's own mpirun. `args`: the typed
     flags completed (bench.cli.completed); the flags without a default (argparse.SUPPRESS) are in
-    it only when typed."""
-    for opt in registry.others_options(strategy_cls.name):
+    it only when typed. `known`: every strategy the run's starter knows."""
+    for opt in options_elsewhere(strategy_cls, known):
         if opt.name in args:
-            raise UsageError(f"{opt.flag} is an option of {', '.join(registry.strategies_taking(opt))}; "
+            raise UsageError(f"{opt.flag} is an option of {', '.join(strategies_taking(opt, known))}; "
                              f"--strategy {strategy_cls.name} does not take it")
     if under_mpi and args["recover"]:
         raise UsageError("--recover: this mpirun is yours, so the suite cannot restart it; start the run with "
@@ -48,12 +47,13 @@ def check_resume_flags(typed: set[str]) -> None:
         raise UsageError(f"--resume goes on with the run's own config; drop {', '.join(others)}")
 
 
-def validate(config: RunConfig, strategy_cls: type[Strategy]) -> RunConfig:
+def validate(config: RunConfig, strategy_cls: type[Strategy], known: Known) -> RunConfig:
     """Raise UsageError naming the first problem found; else the config, options complete.
-    `strategy_cls` is the run's, as its process resolved it (bench.cli.run_from_args)."""
+    `strategy_cls` is the run's, as its process resolved it (bench.cli.run_from_args); `known`: every
+    strategy its starter knows (for what another could do instead)."""
     if config.emulated_cluster is not None and strategy_cls.runs_as.kind == IN_PROCESS:
         raise UsageError(f"--emulated-cluster: {config.strategy} runs in one process; use a ps or allreduce strategy")
-    check_model(config, strategy_cls)
+    check_model(config, strategy_cls, known)
     check_numbers(config)
     check_workers(config, strategy_cls)
     if config.optimizer not in OPTIMIZERS:
@@ -67,7 +67,7 @@ def validate(config: RunConfig, strategy_cls: type[Strategy]) -> RunConfig:
     check_topology(config)
     check_injection(config)
     check_recovery(config, strategy_cls)
-    config = registry.with_defaults(config, strategy_cls)
+    config = strategy_cls.with_defaults(config)
     for opt in strategy_cls.options:
         opt.validate(config.options[opt.name])
     strategy_cls.validate(config)
@@ -77,19 +77,19 @@ def validate(config: RunConfig, strategy_cls: type[Strategy]) -> RunConfig:
     return config
 
 
-def check_model(config: RunConfig, strategy_cls: type[Strategy]) -> None:
+def check_model(config: RunConfig, strategy_cls: type[Strategy], known: Known) -> None:
     """The model is registered or imports; a user's Keras 3 model goes only to a strategy that can build it."""
     models.check(config.model)
     models.check_image_size(config.model, config.image_size)
-    refusal = model_refusal(config.model, strategy_cls)
+    refusal = model_refusal(config.model, strategy_cls, known)
     if refusal:
         raise UsageError(f"--model {models.label(config.model)}: {refusal}")
 
 
-def model_refusal(model: str, strategy_cls: type[Strategy]) -> str | None:
+def model_refusal(model: str, strategy_cls: type[Strategy], known: Known) -> str | None:
     """Why `strategy_cls` cannot train `model` (a checked model name), or None."""
     if strategy_cls.v1_graph and user.is_spec(model) and user.kind(model) == user.KERAS:
-        able = [name for name, cls in registry.all_strategies().items() if not cls.v1_graph]
+        able = [name for name, cls in known.items() if not cls.v1_graph]
         return (f"a Keras 3 model cannot be built in the TensorFlow 1 graph {strategy_cls.name} trains in; "
                 f"run it with {', '.join(able)}")
     return None

@@ -12,11 +12,11 @@ import tensorflow as tf
 from bench.config import RunConfig
 from bench.errors import RunFailed
 from bench.run import models
+from bench.run.contract import StepResult
 from bench.run.data import Dataset
 from bench.run.models.base import Model
 from bench.run.process.training import feed_for, make_optimizer
 from strategies._compression import FP16, TOPK
-from strategies.base import StepResult
 from strategies.workers.compression import Compressor, Encoded
 from strategies.workers.eager import EagerWorker
 from strategies.workers.gradient_step import train_step

@@ -9,12 +9,12 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
+from bench.run.contract import StepResult, StepTimes, Worker, local_steps_at
 from bench.run.data import Split
 from bench.run.models.base import Model
 from bench.run.process import stamping
 from bench.run.process.checkpoints import CHECKPOINT_NAME
 from bench.run.process.training import evaluate_in_chunks
-from strategies.base import StepResult, StepTimes, Worker, local_steps_at
 from strategies.workers.stamps import exchange_times
 
 

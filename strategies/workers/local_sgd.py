@@ -7,9 +7,9 @@ from typing import Any
 
 import tensorflow as tf
 
+from bench.run.contract import StepResult
 from bench.run.data import Dataset
 from strategies._compression import FP16, parse
-from strategies.base import StepResult
 from strategies.local_sgd import AVERAGE, LOCAL, SYNC, step_kind
 from strategies.workers import gradient_step
 from strategies.workers.allreduce import AllreduceWorker

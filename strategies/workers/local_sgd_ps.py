@@ -11,8 +11,8 @@ from typing import Any
 import tensorflow as tf
 
 from bench.run import models
+from bench.run.contract import StepResult, StepTimes
 from bench.run.models.base import Model
-from strategies.base import StepResult, StepTimes
 from strategies.workers.ps import BARRIER_POLL_S, ParameterServerWorker
 
 AVERAGE_POLL_S = BARRIER_POLL_S / 20  # an average waits for the slowest worker; checked every 0.5 ms

@@ -21,11 +21,11 @@ import tensorflow as tf
 from bench.config import RunConfig
 from bench.errors import RunFailed
 from bench.run import models
+from bench.run.contract import StepResult, Worker
 from bench.run.data import Dataset, Split
 from bench.run.models.base import Model, initial_values
 from bench.run.process.checkpoints import CHECKPOINT_NAME
 from bench.run.process.training import evaluate_in_chunks, feed_for, make_optimizer
-from strategies.base import StepResult, Worker
 from strategies.workers.compression import Compressor
 from strategies.workers.stamps import Stamps
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from strategies.base import StepResult, StepTimes
+from bench.run.contract import StepResult, StepTimes
 from strategies.workers.ps import STAMPS, ParameterServerWorker, atomic_increment
 
 

@@ -21,11 +21,11 @@ import tensorflow as tf
 
 from bench.config import RunConfig
 from bench.run import models
+from bench.run.contract import RanOn, StepResult, StepTimes, Worker
 from bench.run.data import Dataset, Split
 from bench.run.process import stamping
 from bench.run.process.inputs import feed_seed, index_plan
 from bench.run.process.training import evaluate_in_chunks, make_optimizer
-from strategies.base import RanOn, StepResult, StepTimes, Worker
 from strategies.ps_coordinator import steps_per_function
 from strategies.workers.ps import atomic_increment
 from strategies.workers.stamps import Stamps

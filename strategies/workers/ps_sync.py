@@ -10,7 +10,7 @@ import tensorflow as tf
 from tensorflow.python.ops import data_flow_ops
 from tensorflow.python.training import sync_replicas_optimizer  # finds its accumulators in data_flow_ops
 
-from strategies.base import StepResult, StepTimes
+from bench.run.contract import StepResult, StepTimes
 from strategies.ps_sync import replicas
 from strategies.workers.ps import STAMPS, ParameterServerWorker, graph_ops
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from strategies.base import StepTimes
+from bench.run.contract import StepTimes
 
 
 def stamp(*after: Any) -> tf.Tensor:

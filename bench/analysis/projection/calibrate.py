@@ -22,10 +22,10 @@ from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.metrics import Gradient
 from bench.run import models
+from bench.run.contract import ALLREDUCE, PARAMETER_SERVER, WHOLE_COMPUTE
 from bench.run.process.resume import read_record
 from bench.run.process.schema import THROUGHPUT
 from bench.run.process.summary import read_steps
-from strategies.base import ALLREDUCE, PARAMETER_SERVER, WHOLE_COMPUTE
 
 EXCHANGING = (ALLREDUCE, PARAMETER_SERVER)
 # the runs whose split's compute measures how much sharing the cores stretches it: an exchange beside the

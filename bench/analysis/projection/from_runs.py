@@ -31,7 +31,7 @@ from bench.analysis.projection.profile import Profile
 from bench.analysis.projection.schemes import ASYNCHRONOUS, PsSetup
 from bench.analysis.projection.tensors import ModelTensors
 from bench.errors import UsageError
-from strategies.base import GRPC
+from bench.run.contract import GRPC
 
 
 def model_tensors(model: ModelCalibration) -> ModelTensors:

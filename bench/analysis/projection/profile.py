@@ -27,14 +27,14 @@ from pathlib import Path
 from bench.analysis.projection import levels
 from bench.analysis.projection.transports import Transport
 from bench.errors import UsageError
-from strategies.base import GLOO_CONTROLLER as GLOO
-from strategies.base import GRPC, NCCL
-from strategies.base import MPI_CONTROLLER as MPI
+from bench.run.contract import GLOO_CONTROLLER as GLOO
+from bench.run.contract import GRPC, NCCL
+from bench.run.contract import MPI_CONTROLLER as MPI
 
 SHIPPED = Path(__file__).parent / "profiles"
 PROFILE_FILE = "profile.json"  # what ./run_bench.sh profile writes into its --output
 DEFAULT = "loopback-2026"
-EXACT = frozenset({"horovod.fusion_bytes", "horovod.cycle_s"})
+EXACT = frozenset({"horovod.fusion_bytes", "horovod.cycle_s", "coordinator_steps_per_function"})
 SHARED = ("latency_s", "link_share", "intra_host_bytes_per_s", "horovod.fusion_bytes", "horovod.cycle_s")
 # the transports a profile may describe, and which carry their buffers through host memory
 HOST_COPIES = {NCCL: False, MPI: True, GLOO: True, GRPC: True}
@@ -112,6 +112,7 @@ class Profile:
                 latency_s=self.get("latency_s"), latency_computing_s=self.get("latency_computing_s"),
                 fusion_bytes=int(self.get("horovod.fusion_bytes")),
                 cycle_s=self.get("horovod.cycle_s"), function_s=self.get("coordinator_function_s"),
+                steps_per_function=int(self.get("coordinator_steps_per_function") or 1),
                 rate_by_bytes=self._curve(f"{name}.process_bytes_per_s"),
                 rate_by_workers=self._curve(f"{name}.process_bytes_per_s", "by_workers"),
                 compute_stretch=self.get(f"{name}.compute_stretch") or 1.0,

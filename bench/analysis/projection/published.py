@@ -39,8 +39,8 @@ from bench.analysis.projection import levels, schemes, tensors
 from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.profile import Profile
 from bench.analysis.projection.schemes import PS_SYNC, PS_SYNC_AGGREGATED, RING, tf_cnn_benchmarks_ps
-from strategies.base import GRPC, NCCL
-from strategies.base import MPI_CONTROLLER as MPI
+from bench.run.contract import GRPC, NCCL
+from bench.run.contract import MPI_CONTROLLER as MPI
 
 SCORED = ("A", "B")  # the grades whose figures count in the check; C is reported only
 STABLE = 1.1  # a figure is stable where every version of its page gave it within this ratio

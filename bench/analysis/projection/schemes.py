@@ -16,8 +16,7 @@ from bench.analysis.projection.parameter_servers import BALANCED, Layout
 from bench.analysis.projection.profile import Profile
 from bench.analysis.projection.tensors import ModelTensors
 from bench.analysis.projection.transports import Transport
-from strategies.base import ALLREDUCE, GRPC, NCCL, PARAMETER_SERVER
-from strategies.ps_coordinator import MOST_STEPS_PER_FUNCTION
+from bench.run.contract import ALLREDUCE, GRPC, NCCL, PARAMETER_SERVER
 
 RING, PS_SYNC, PS_ASYNC = "allreduce (ring)", "ps, synchronous", "ps, asynchronous"
 RING_DENSE = "allreduce (ring, table dense)"  # a model with an embedding table, its gradient sent whole
@@ -63,7 +62,7 @@ def predict(scheme: str, chosen: Transport, tensors: ModelTensors, cluster: Clus
             ps: PsSetup, overlapped: bool = True) -> tuple[float, StepTerms]:
     """(examples/s of the whole cluster, one step's terms) of one scheme over one transport.
     `overlapped`: a ring's reductions may start during the backward pass (Horovod's), else
-    only once it ends (strategies.base.Strategy.exchange_overlaps_backward). On CPU devices, whose
+    only once it ends (bench.run.contract.Strategy.exchange_overlaps_backward). On CPU devices, whose
     CPUs a step keeps busy, a message's fixed cost is the one measured beside a computing thread."""
     if cluster.on_host and chosen.latency_computing_s is not None:
         chosen = dataclasses.replace(chosen, latency_s=chosen.latency_computing_s)
@@ -80,15 +79,16 @@ def predict(scheme: str, chosen: Transport, tensors: ModelTensors, cluster: Clus
         return parameter_servers.asynchronous_rate(tensors, layout, ps.placement, chosen)
     if scheme == PS_COORDINATOR:
         rate, terms = parameter_servers.asynchronous_rate(tensors, layout, ps.placement, chosen)
-        return coordinated(rate, terms, cluster, chosen.function_s)
+        return coordinated(rate, terms, cluster, chosen.function_s, chosen.steps_per_function)
     terms = parameter_servers.synchronous_step(tensors, layout, ps.placement, chosen)
     return cluster.workers * cluster.batch_size / terms.step_s, terms
 
 
-def coordinated(rate: float, terms: StepTerms, cluster: Cluster, function_s: float) -> tuple[float, StepTerms]:
-    """ps-async's rate, at most what one coordinator schedules: a function of K steps (its default)
-    per `function_s`; the workers then wait for it."""
-    cap = MOST_STEPS_PER_FUNCTION * cluster.batch_size / function_s
+def coordinated(rate: float, terms: StepTerms, cluster: Cluster, function_s: float,
+                steps_per_function: int) -> tuple[float, StepTerms]:
+    """ps-async's rate, at most what one coordinator schedules: a function of `steps_per_function`
+    steps per `function_s` (both the profile's); the workers then wait for it."""
+    cap = steps_per_function * cluster.batch_size / function_s
     if rate <= cap:
         return rate, terms
     step_s = cluster.workers * cluster.batch_size / cap

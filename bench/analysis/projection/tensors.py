@@ -202,7 +202,7 @@ def _built(name: str, sizes: dict[str, int]):
     """Model `name` built at `sizes`, TensorFlow imported and started quietly (its C++ start-up lines
     would bury the projection's table)."""
     from bench.run import models
-    from bench.run.process.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
+    from bench.run.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
 
     import_tensorflow_quietly()
     start_runtime_quietly()

@@ -24,6 +24,7 @@ class Transport:
     each tensor it takes in or sends out, beyond its bytes (a collective's fixed cost is its hops'
     latency instead); `latency_s`: one message's fixed cost between hosts; `fusion_bytes`,
     `cycle_s`: Horovod's fusion threshold and cycle (0: each tensor alone, at once);
+    `steps_per_function`: the training steps in each such function;
     `function_s`: what TensorFlow 2's ClusterCoordinator spends per function it schedules (None:
     no coordinator in this software); `rate_by_bytes`: ((bytes, process bytes/s), ...) where one
     message's rate depends on its size (gRPC before TensorFlow's August 2017 upgrade: a large
@@ -49,6 +50,7 @@ class Transport:
     fusion_bytes: int = 0
     cycle_s: float = 0.0
     function_s: float | None = None
+    steps_per_function: int = 1
     rate_by_bytes: tuple[tuple[float, float], ...] = ()
     rate_by_workers: tuple[tuple[float, float], ...] = ()
     compute_stretch: float = 1.0

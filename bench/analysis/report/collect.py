@@ -11,12 +11,12 @@ import pandas as pd
 
 from bench.analysis.report.columns import CHECKPOINT_FIGURES
 from bench.analysis.report.recovery import recovery_columns
+from bench.analysis.report.upgrade import upgrade
 from bench.run import data as data_sources
 from bench.run import models
 from bench.run.process import breakdown
 from bench.run.process.owner import owner_state, settle_if_abandoned
 from bench.run.process.records import RUN_FILE
-from bench.run.process.schema import upgrade
 
 # what a run's strategy declared of itself (one value per GROUP_KEY setting)
 DECLARED = ["family", "variant", "scaling_baseline", "asynchronous"]

@@ -8,7 +8,7 @@ from bench.analysis.report import aggregate, plots
 from bench.analysis.report.aggregate import overlaps_best
 from bench.analysis.report.collect import GROUP_KEY
 from bench.analysis.report.html import figure, note, section, table
-from strategies.base import ALLREDUCE, PARAMETER_SERVER
+from bench.run.contract import ALLREDUCE, PARAMETER_SERVER
 
 
 def network_variant(row: pd.Series) -> str:

@@ -69,7 +69,7 @@ def throughput_vs_workers(settings: pd.DataFrame) -> str:
                         label=strategy, color=_color(strategy))
         if len(base):
             ns = np.array(sorted(rows["workers"].unique()))
-            ax.plot(ns, ns * base.iloc[0], "k--", linewidth=1, label=f"ideal (n x {registry.BASELINE})")
+            ax.plot(ns, ns * base.iloc[0], "k--", linewidth=1, label=f"ideal (n x {registry.baseline()})")
         ax.set_xlabel("workers")
         ax.set_ylabel("examples/s (95% CI)")
         ax.set_xticks(sorted(rows["workers"].unique()))

@@ -108,16 +108,16 @@ def throughput(settings: pd.DataFrame) -> str:
     return section("throughput", "Throughput against workers", figure(
         plots.throughput_vs_workers(settings),
         "Error bars: 95% confidence interval of the mean (over repeats, or over the run's time windows "
-        f"for a single run). Dashed: n times the 1-worker {registry.BASELINE} baseline (the median of its runs)."))
+        f"for a single run). Dashed: n times the 1-worker {registry.baseline()} baseline (the median of its runs)."))
 
 
 def efficiency(settings: pd.DataFrame) -> str:
     if settings.empty or settings["scaling_efficiency"].isna().all():
         return section("scaling", "Scaling efficiency",
-                       note(f"Needs a 1-worker {registry.BASELINE} run of the same model."))
+                       note(f"Needs a 1-worker {registry.baseline()} run of the same model."))
     return section("scaling", "Scaling efficiency", figure(
         plots.efficiency_vs_workers(settings),
-        f"throughput / (workers x 1-worker {registry.BASELINE} throughput, the median of its runs, same model and "
+        f"throughput / (workers x 1-worker {registry.baseline()} throughput, the median of its runs, same model and "
         "per-worker batch)"))
 
 

@@ -36,7 +36,7 @@ class MPI4Py:
 
 class Horovod:
     def __init__(self) -> None:
-        from bench.run.process.quiet_tf import import_horovod_without_keras
+        from bench.run.quiet_tf import import_horovod_without_keras
 
         import_horovod_without_keras()  # as a training rank does: no Keras (3.6 s of every rank's start-up here)
         import horovod.tensorflow as hvd

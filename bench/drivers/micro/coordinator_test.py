@@ -26,7 +26,7 @@ def coordinator():
     if settings.transport() not in ("", TRANSPORT):
         pytest.skip("another transport is being measured")
     from bench.infra.tools import free_ports
-    from bench.run.process.quiet_tf import import_tensorflow_quietly
+    from bench.run.quiet_tf import import_tensorflow_quietly
 
     os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")  # TensorFlow's parameter-server tutorial
     import_tensorflow_quietly()

@@ -15,7 +15,7 @@ from bench.drivers.micro.ps_graph import push_pull
 from bench.metrics import COPY_OP, PS_ROUNDTRIP_OP, algbw, busbw
 
 # one task of a cluster, a process of its own: argv cluster (JSON), role, index
-SERVER = "import sys, json; from bench.run.process.quiet_tf import import_tensorflow_quietly; " \
+SERVER = "import sys, json; from bench.run.quiet_tf import import_tensorflow_quietly; " \
          "import_tensorflow_quietly(); import tensorflow as tf; c = json.loads(sys.argv[1]); " \
          "tf.distribute.Server(tf.train.ClusterSpec(c), sys.argv[2], int(sys.argv[3])).join()"
 

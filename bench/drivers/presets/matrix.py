@@ -20,12 +20,12 @@ from bench.config import default_warmup
 from bench.drivers.presets.runner import refused_cells, run_all
 from bench.errors import UsageError
 from bench.run import models as known_models
+from bench.run.contract import IN_PROCESS
 from bench.run.data import SYNTHETIC
 from bench.run.launch.slurm import srun
 from bench.run.validation import model_refusal
 from bench.usage import OneLineParser, refuse
 from strategies import registry
-from strategies.base import IN_PROCESS
 
 DEFAULT_WORKERS = (1, 2, 4)
 DEFAULT_MODELS = ("mlp", "cnn", "embedding")
@@ -109,7 +109,7 @@ def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int
         for model in models:
             block = []
             for strategy in strategies:
-                if model_refusal(model, registry.get(strategy)):
+                if model_refusal(model, registry.get(strategy), registry.all_strategies()):
                     continue
                 counts = worker_counts(strategy, workers, one_process_runs)
                 n_steps = steps or per_model.get(model, 100)

@@ -73,7 +73,8 @@ def plan(workers: int, links: Sequence[float], models: Sequence[str], steps: int
                 # them, so that each worker takes (and leaves out as warm-up) as many steps as in a
                 # synchronous run
                 strategy = registry.get(strategy_of(args))
-                if model_refusal(model, strategy):  # left out, and said (runner.refused_cells)
+                # left out, and said (runner.refused_cells)
+                if model_refusal(model, strategy, registry.all_strategies()):
                     continue
                 steps_here = n_steps * workers if strategy.asynchronous else n_steps
                 name = f"network-{link:g}mbit-{known_models.label(model)}-{label}"

@@ -65,7 +65,7 @@ def refused_cells(cells: Iterable[tuple[str, str]]) -> list[str]:
     from strategies import registry
 
     return [f"{strategy} x {models.label(model)}: {reason}" for strategy, model in dict.fromkeys(cells)
-            for reason in [model_refusal(model, registry.get(strategy))] if reason]
+            for reason in [model_refusal(model, registry.get(strategy), registry.all_strategies())] if reason]
 
 
 def execute(argv: list[str], timeout_s: float, output: Path, log: Path, command: Sequence[str] = BENCH) -> int:

@@ -56,7 +56,7 @@ def planned(workers: int, steps: int, convergence_steps: int, model: str = "cnn"
     for label, args, _ in picked:
         # halfway through the run: an asynchronous worker does about steps / workers steps of its own
         strategy = registry.get(strategy_of(args))
-        if model_refusal(model, strategy):  # left out, and said (runner.refused_cells)
+        if model_refusal(model, strategy, registry.all_strategies()):  # left out, and said (runner.refused_cells)
             continue
         halfway = steps // (2 * workers) if strategy.asynchronous else steps // 2
         kill = {"kill_worker": f"{STRAGGLER}@{max(1, halfway)}"}

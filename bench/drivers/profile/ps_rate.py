@@ -74,7 +74,7 @@ def parts(rate_bytes: int, workers: int) -> tuple[tuple[str, int, int, int], ...
 
 
 def work(out: Path, cluster: dict, index: int, rounds: int, rate_bytes: int) -> None:
-    from bench.run.process.quiet_tf import import_tensorflow_quietly
+    from bench.run.quiet_tf import import_tensorflow_quietly
 
     import_tensorflow_quietly()
     import tensorflow as tf
@@ -101,7 +101,7 @@ def work(out: Path, cluster: dict, index: int, rounds: int, rate_bytes: int) -> 
 
 
 def serve(cluster: dict, index: int) -> None:
-    from bench.run.process.quiet_tf import import_tensorflow_quietly
+    from bench.run.quiet_tf import import_tensorflow_quietly
 
     import_tensorflow_quietly()
     import tensorflow as tf

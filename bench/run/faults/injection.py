@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bench.config import RunConfig
+from bench.run.contract import StepResult
 from bench.run.faults.task_kill import KillHold
-from strategies.base import StepResult
 
 if TYPE_CHECKING:
     from bench.run.process.records import RunFolder

@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 from bench.config import RunConfig
-from strategies.base import StepResult
+from bench.run.contract import StepResult
 
 if TYPE_CHECKING:
     from bench.run.process.records import RunFolder

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from bench.config import RunConfig
+from bench.run.contract import Strategy
 from bench.run.launch import emulated_hosts
 from bench.run.launch.emulated_hosts import Placement
 from bench.run.launch.slurm.srun import SlurmPlacement
 from bench.run.launch.supervisor import Outcome
 from bench.run.process.lifecycle import close_run, exit_status
 from bench.run.process.records import RunFolder
-from strategies.base import Strategy
 
 
 def close_watched_run(folder: RunFolder, config: RunConfig, strategy: type[Strategy], status: str, run_start: float,

@@ -16,10 +16,11 @@ from bench.errors import UsageError
 from bench.infra.emulated.network import enter
 from bench.infra.tools import free_ports, port_in_use
 from bench.run import models
+from bench.run.contract import GO_ON, RESTART_JOB, Strategy
 from bench.run.faults.kill_watch import kill_watch
-from bench.run.faults.recovery import WORKER_RESTARTED, recoveries_left, recovering, recovery, rejoin_config
 from bench.run.launch.close import close_watched_run
 from bench.run.launch.processes import Child, start
+from bench.run.launch.recovery import WORKER_RESTARTED, recoveries_left, recovering, recovery, rejoin_config
 from bench.run.launch.run_hosts import RunHosts
 from bench.run.launch.supervisor import Restarts, steps_written, supervise
 from bench.run.launch.tf_config import tf_config
@@ -27,7 +28,6 @@ from bench.run.process.aggregation import mark_aggregated
 from bench.run.process.leave import leave
 from bench.run.process.lifecycle import join_environment, joined_run, open_run, start_run
 from bench.run.process.records import RECOVERIES, RUN_FILE, STEPS_FILE, RunFolder
-from strategies.base import GO_ON, RESTART_JOB, Strategy
 
 
 def local_cluster(roles: dict[str, int]) -> dict[str, list[str]]:

@@ -19,10 +19,10 @@ from bench.errors import UsageError
 from bench.infra.emulated import cpu_budget, network
 from bench.infra.emulated.network import AGENT, Cluster, Host
 from bench.metrics import Gradient
+from bench.run.contract import Strategy
 from bench.run.launch.link_meter import Meter, bytes_per_step
 from bench.run.launch.slurm.srun import SlurmPlacement
 from bench.run.process.records import RunFolder
-from strategies.base import Strategy
 
 TF_PORT = 2222  # every host has its own port space; TensorFlow's customary port
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.config import RunConfig
+from bench.run.contract import IN_PROCESS, MPI, TF_CLUSTER, Strategy, WorkerContext
 from bench.run.launch.interrupts import Interrupted, interruptible
 from bench.run.launch.slurm import srun
 from bench.run.process.lifecycle import close_run, start_run
 from bench.run.process.process import prepare_process, train
 from bench.usage import refuse
-from strategies.base import IN_PROCESS, MPI, TF_CLUSTER, Strategy, WorkerContext
 
 
 def run_in_process(config: RunConfig, strategy: type[Strategy]) -> int:

@@ -16,19 +16,19 @@ from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.infra.emulated.network import enter
 from bench.infra.tools import find_tool, mpirun_version
-from bench.run.faults.recovery import recovering
+from bench.run.contract import GLOO_CONTROLLER, Strategy, WorkerContext
 from bench.run.launch.close import close_watched_run
 from bench.run.launch.emulated_hosts import Placement, agent_environment, mpirun_host_args
 from bench.run.launch.mpi_environment import under_mpi
 from bench.run.launch.mpi_init_race import relaunching
 from bench.run.launch.processes import start
 from bench.run.launch.rank_failures import which_rank_failed
+from bench.run.launch.recovery import recovering
 from bench.run.launch.run_hosts import RunHosts
 from bench.run.launch.slurm.gloo import adopt_slot, rendezvous
 from bench.run.launch.supervisor import Outcome, steps_written, supervise
 from bench.run.process.lifecycle import close_run, join_environment, joined_run, start_run
 from bench.run.process.records import RunFolder
-from strategies.base import GLOO_CONTROLLER, Strategy, WorkerContext
 
 
 def run_ranks(config: RunConfig, strategy: type[Strategy]) -> int:
@@ -122,7 +122,7 @@ def config_argv(config: RunConfig) -> list[str]:
 
 def run_rank(config: RunConfig, strategy: type[Strategy]) -> int:
     """This process is one rank."""
-    from bench.run.process.quiet_tf import import_horovod_without_keras
+    from bench.run.quiet_tf import import_horovod_without_keras
 
     import_horovod_without_keras()  # TensorFlow quietly, before Horovod imports it
     import horovod.tensorflow as hvd

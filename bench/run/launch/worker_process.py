@@ -8,17 +8,17 @@ import sys
 import traceback
 
 from bench.config import RunConfig
+from bench.run.contract import Strategy, WorkerContext, worker_class
 from bench.run.launch.tf_config import tf_config
 from bench.run.process.leave import leave
 from bench.run.process.records import RunFolder
-from strategies.base import Strategy, WorkerContext, worker_class
 
 
 def run_role(config: RunConfig, strategy_cls: type[Strategy], folder: RunFolder, role: str, index: int,
              cluster: dict[str, list[str]], run_start: float, exit_process: bool = True) -> int:
     """Run this task; a worker writes workers/worker<i>.json with what it reports."""
     from bench.run.process.process import failure_report, prepare_process, train
-    from bench.run.process.quiet_tf import import_tensorflow_quietly
+    from bench.run.quiet_tf import import_tensorflow_quietly
 
     import_tensorflow_quietly()  # a ps task imports it too (a worker's prepare_process would)
     # TensorFlow's own multi-worker strategies read the cluster from here

@@ -64,7 +64,7 @@ def label(spec: str) -> str:
 
 
 def _import(where: str, spec: str):
-    from bench.run.process.quiet_tf import import_tensorflow_quietly
+    from bench.run.quiet_tf import import_tensorflow_quietly
 
     import_tensorflow_quietly()  # before the user's module imports it, with Keras and its start-up lines
     if where.endswith(".py"):

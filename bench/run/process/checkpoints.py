@@ -19,7 +19,7 @@ from bench.errors import RunFailed
 from bench.run.process.records import CsvAppender, RunFolder, ensure_csv
 
 if TYPE_CHECKING:
-    from strategies.base import Worker
+    from bench.run.contract import Worker
 
 CHECKPOINT_DIR = "checkpoints"
 CHECKPOINT_NAME = "ckpt"  # a checkpoint's files are checkpoints/ckpt-<global step>.*

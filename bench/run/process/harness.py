@@ -16,6 +16,7 @@ import numpy as np
 from bench.config import RunConfig
 from bench.run import data as data_sources
 from bench.run import models
+from bench.run.contract import StepResult, Strategy, Worker, WorkerContext, local_steps_at, worker_class
 from bench.run.faults.injection import FaultInjection
 from bench.run.process.checkpoints import Checkpoints
 from bench.run.process.events import RunEvents
@@ -25,7 +26,6 @@ from bench.run.process.progress import Progress
 from bench.run.process.records import RunFolder
 from bench.run.process.stamping import stamped
 from bench.run.process.step_log import StepLog
-from strategies.base import StepResult, Strategy, Worker, WorkerContext, local_steps_at, worker_class
 
 
 @dataclass

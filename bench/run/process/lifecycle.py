@@ -12,12 +12,11 @@ from bench.config import RunConfig
 from bench.metrics import Gradient, significant
 from bench.run import data as data_sources
 from bench.run import models
+from bench.run.contract import Strategy
 from bench.run.process import environment
 from bench.run.process.owner import describe_owner
 from bench.run.process.records import RunFolder
 from bench.run.process.schema import identity
-from strategies import registry
-from strategies.base import Strategy
 
 # Set by a launcher for the processes it starts: they join its run folder instead of opening one.
 RUN_DIR_VARIABLE = "DISTBENCH_RUN_DIR"
@@ -63,7 +62,7 @@ def open_run(config: RunConfig, strategy: type[Strategy], run_start: float,
         **identity(config.to_dict()), run_id=folder.run_id, status="running", owner=describe_owner(),
         started_at=_now(),
         run_start_epoch_s=run_start,
-        config=config.to_dict(), strategy=registry.facts(strategy, config), strategy_description=strategy.description,
+        config=config.to_dict(), strategy=strategy.facts(config), strategy_description=strategy.description,
         environment=environment.describe(),
         model={"name": models.label(config.model)},  # the chief adds the model's facts once it has built it
     )

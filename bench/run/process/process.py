@@ -9,10 +9,10 @@ import traceback
 from typing import Any
 
 from bench.config import RunConfig
+from bench.run.contract import Strategy, WorkerContext, worker_class
 from bench.run.process.harness import run_worker
-from bench.run.process.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
 from bench.run.process.records import RunFolder
-from strategies.base import Strategy, WorkerContext, worker_class
+from bench.run.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
 
 
 def failure_reason(exc: BaseException) -> str:

@@ -21,7 +21,7 @@ STEP_COLUMNS = ("run_id", "worker", "local_step", "global_step", "t_start_s", "t
 EVAL_COLUMNS = ("run_id", "global_step", "wall_s", "split", "loss", "accuracy", "eval_s")
 STEPS_FILE, EVALS_FILE, RUN_FILE = "steps.csv", "evals.csv", "run.json"
 RESUMED_AT = "resumed_at"  # run.json: each later attempt of a resumed run (bench.run.process.resume)
-RECOVERIES = "recoveries"  # run.json: each restart --recover made (bench.run.faults.recovery)
+RECOVERIES = "recoveries"  # run.json: each restart --recover made (bench.run.launch.recovery)
 
 
 def _format(value: Any) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.run.contract import StepResult, StepTimes
 from bench.run.process.records import CsvAppender
-from strategies.base import StepResult, StepTimes
 
 FLUSH_S = 0.5
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -197,6 +197,7 @@ class Strategy:
     exchange_overlaps_backward: ClassVar[bool] = True
     checkpoints: ClassVar[bool] = False  # its Worker implements save_checkpoint (--checkpoint-every-*)
     v1_graph: ClassVar[bool] = False  # its Worker builds a TensorFlow 1 graph (tf.compat.v1): no Keras 3 model there
+    baseline: ClassVar[bool] = False  # its 1-worker throughput is what scaling efficiency divides by (one strategy)
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:
@@ -230,9 +231,47 @@ class Strategy:
         return SparseExchange("in one process")
 
     @classmethod
+    def with_defaults(cls, config: RunConfig) -> RunConfig:
+        """The config with its options complete: each one not given takes its default."""
+        return config.replace(options={opt.name: config.options.get(opt.name, opt.default) for opt in cls.options})
+
+    @classmethod
+    def facts(cls, config: RunConfig) -> dict[str, Any]:
+        """run.json's "strategy": what the report, presets and launchers read instead of its name."""
+        sparse = cls.sparse_exchange(config)
+        return {"name": cls.name, "family": cls.family, "variant": cls.variant(config), "launch": cls.runs_as.kind,
+                "baseline": cls.baseline, "asynchronous": cls.asynchronous,
+                "exchange_overlaps_backward": cls.exchange_overlaps_backward, "checkpoints": cls.checkpoints,
+                "parameter_servers": cls.processes(config).get("ps", 0), "sparse_exchange": sparse.how,
+                "table_dense": sparse.table_dense, "wire": cls.wire(config)}
+
+    @classmethod
     def worker_batch(cls, config: RunConfig) -> int:
         """Examples one worker process feeds per step (all its towers together)."""
         return config.batch_size
+
+
+# the strategies a run's starter knows (strategies.registry.all_strategies()), by name: handed down, never looked up
+Known = Mapping[str, type["Strategy"]]
+
+
+def options_of(known: Known) -> list[Option]:
+    """Every known strategy's options, each name once (strategies may share an Option)."""
+    seen: dict[str, Option] = {}
+    for cls in known.values():
+        for opt in cls.options:
+            seen.setdefault(opt.name, opt)
+    return list(seen.values())
+
+
+def options_elsewhere(strategy: type[Strategy], known: Known) -> list[Option]:
+    """Options that other known strategies declare and `strategy` does not take."""
+    mine = {opt.name for opt in strategy.options}
+    return [opt for opt in options_of(known) if opt.name not in mine]
+
+
+def strategies_taking(option: Option, known: Known) -> list[str]:
+    return sorted(n for n, cls in known.items() if any(o.name == option.name for o in cls.options))
 
 
 def worker_class(strategy: type[Strategy]) -> type[Worker]:
