@@ -10,6 +10,7 @@
 #   ./run_bench.sh micro|overhead [flags]  allreduce/ps micro-benchmarks; the harness's cost
 #   ./run_bench.sh project [flags] throughput at cluster sizes nobody here can run
 #   ./run_bench.sh profile [flags] the transport profile of these machines (salloc -N 2: across nodes)
+#   ./run_bench.sh peak [flags]    this machine's peak FLOP/s (float32 matmuls), for each run's MFU
 #   ./run_bench.sh cluster up --hosts H --link-mbit M | env | down | status | check
 #                                  hosts in network namespaces with Slurm, links capped (root)
 # Inside a Slurm allocation (salloc, sbatch) every run's processes are srun job steps.
@@ -309,7 +310,7 @@ main() {
         cluster)
             [[ "${1:-}" == up ]] && ensure_slurm
             exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
-        all|report|micro|stragglers|network|tradeoffs|overhead|project|profile)
+        all|report|micro|stragglers|network|tradeoffs|overhead|project|profile|peak)
             exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
         *) exec "$VENV/bin/python" -m bench --strategy "$cmd" "$@" ;;
     esac

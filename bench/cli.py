@@ -28,7 +28,8 @@ SUBCOMMANDS = {"report": "bench.analysis.report.cli:main", "all": "bench.drivers
                "stragglers": "bench.drivers.presets.stragglers:main", "micro": "bench.drivers.micro.run:main",
                "cluster": "bench.infra.emulated.cli:main", "network": "bench.drivers.presets.network:main",
                "tradeoffs": "bench.drivers.presets.tradeoffs:main", "project": "bench.analysis.projection.cli:main",
-               "overhead": "bench.drivers.overhead.run:main", "profile": "bench.drivers.profile.run:main"}
+               "overhead": "bench.drivers.overhead.run:main", "profile": "bench.drivers.profile.run:main",
+               "peak": "bench.drivers.peak:main"}
 
 
 def _hosts(text: str) -> tuple[str, ...]:
@@ -122,6 +123,9 @@ def _evaluation_and_output(p: argparse.ArgumentParser, d: RunConfig) -> None:
                    help="what the run is for, as the report groups it (default: throughput when it is not "
                         "evaluated or its data are synthetic, else convergence)")
     g.add_argument("--save-weights", action="store_true", help="write the final weights to weights.npz")
+    g.add_argument("--peak-tflops", type=float, default=None, metavar="X",
+                   help="one device's peak TFLOP/s (its data sheet's) for the run's model FLOP/s utilization "
+                        "(default: this machine's, measured once by ./run_bench.sh peak)")
 
 
 def _checkpoints_and_faults(p: argparse.ArgumentParser, d: RunConfig) -> None:

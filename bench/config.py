@@ -59,6 +59,8 @@ class RunConfig:
     teacher_factors: int = 16
     teacher_examples: int = 20000  # validation gets a fifth as many more
     save_weights: bool = False
+    # one device's peak FLOP/s in TFLOP/s (a data sheet's); None: this machine's measured by ./run_bench.sh peak
+    peak_tflops: float | None = None
     # checkpoints (bench.run.process.checkpoints): every K global steps or every T seconds, the last N kept
     checkpoint_every_steps: int = 0
     checkpoint_every_s: float = 0.0
@@ -193,6 +195,8 @@ def check_numbers(config: RunConfig) -> None:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
     if not config.zipf_exponent > 0:
         raise UsageError(f"--zipf-exponent: must be > 0, got {config.zipf_exponent}")
+    if config.peak_tflops is not None and not config.peak_tflops > 0:
+        raise UsageError(f"--peak-tflops: must be > 0, got {config.peak_tflops}")
     if config.checkpoint_every_steps < 0 or config.checkpoint_every_s < 0:
         raise UsageError("--checkpoint-every-steps/--checkpoint-every-s: must be >= 0 (0: no checkpoints)")
     if config.checkpoint_every_steps and config.checkpoint_every_s:

@@ -82,6 +82,21 @@ MIN_STEPS_PER_BATCH = 3
 ALLREDUCE_OP, PS_ROUNDTRIP_OP, COPY_OP = "allreduce", "ps_roundtrip", "copy"
 
 
+# the backward pass costs twice the forward pass's FLOPs, layer by layer (Kaplan et al. 2020, section 2.1:
+# 2N forward, 4N backward per parameter and token); the projection's forward share is the same fact
+BACKWARD_PER_FORWARD = 2.0
+
+
+def model_flops_per_example(forward_flops: float) -> float:
+    """FLOPs of one example's forward and backward pass, counted once (no recomputation, no update)."""
+    return forward_flops * (1.0 + BACKWARD_PER_FORWARD)
+
+
+def mfu(examples_per_s: float, flops_per_example: float, peak_flops_per_s: float) -> float:
+    """Model FLOP/s utilization: the model's FLOP/s at this throughput over the peak of the devices used."""
+    return examples_per_s * flops_per_example / peak_flops_per_s
+
+
 SHOWN_DIGITS = 3  # significant digits of a figure shown to a reader (the one-line result, the report)
 
 

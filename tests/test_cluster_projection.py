@@ -14,10 +14,10 @@ from bench.analysis.projection import allreduce, parameter_servers, profile, pub
 from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.parameter_servers import BALANCED, ROUND_ROBIN, Layout
 from bench.analysis.projection.schemes import HIERARCHICAL, PS_ASYNC, PS_SYNC, PS_SYNC_AGGREGATED, RING
-from bench.analysis.projection.tensors import ModelTensors, Tensor
 from bench.analysis.projection.transports import Transport
 from bench.run.contract import GRPC, NCCL
 from bench.run.contract import MPI_CONTROLLER as MPI
+from bench.run.models.tensors import ModelTensors, Tensor
 from tests.processes import bench
 
 MB = 2**20

@@ -16,9 +16,9 @@ from bench.analysis.projection.cluster import Cluster, StepTerms
 from bench.analysis.projection.fit import fit_link, fit_transports, step_spread
 from bench.analysis.projection.parameter_servers import ROUND_ROBIN
 from bench.analysis.projection.schemes import PS_ASYNC, PS_SYNC, RING, RING_DENSE, PsSetup
-from bench.analysis.projection.tensors import ModelTensors, Tensor
 from bench.analysis.projection.transports import Transport
 from bench.metrics import ALLREDUCE_OP, PS_ROUNDTRIP_OP, Gradient, messages, ps_worker_bytes, ring_factor
+from bench.run.models.tensors import ModelTensors, Tensor
 
 S = 1e6
 # 0.8 Gbit/s: 1e8 bytes/s; one message 10 us; no Horovod cycle nor fusion (each tensor at once, alone)

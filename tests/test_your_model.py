@@ -226,8 +226,8 @@ def test_a_preset_leaves_out_the_cells_a_run_would_refuse_and_says_why():
 
 
 def test_the_projection_analyses_the_keras_encoder_example():
-    from bench.analysis.projection import tensors
     from bench.run import models
+    from bench.run.models import tensors
 
     analysed = tensors.of(ENCODER)
     assert analysed.model == "keras_encoder" and analysed.forward_gflops > 0
@@ -236,7 +236,7 @@ def test_the_projection_analyses_the_keras_encoder_example():
 
 
 def test_the_projection_analyses_a_users_model_as_a_registered_one():
-    from bench.analysis.projection import tensors
+    from bench.run.models import tensors
 
     analysed = tensors.of(TABULAR)
     assert analysed.model == "tabular_net.TabularNet" and len(analysed.tensors) == 12

@@ -6,6 +6,7 @@ checkouts."""
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 import random
 import shutil
@@ -19,6 +20,19 @@ def suite_cache() -> Path:
     """Where the suite keeps what outlives a checkout on this machine (run_bench.sh's CACHE: Horovod's
     wheels, analysed models, the first-run tests' record)."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "distbench"
+
+
+def version(dist: str) -> str | None:
+    """An installed distribution's version, None when it is not installed."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def tensorflow_version() -> str | None:
+    """TensorFlow's version, whichever build setup installed (setup: tensorflow-cpu; setup --gpu: tensorflow)."""
+    return version("tensorflow-cpu") or version("tensorflow")
 
 
 def find_tool(name: str) -> str | None:

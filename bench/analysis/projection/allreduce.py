@@ -19,7 +19,7 @@
 - A synchronous step waits for the slowest device: every gradient is ready when the slowest
   device's is (Cluster.slowest).
 - Overlap (Horovod's background loop): the gradients become ready during the backward pass,
-  last layer first (bench.analysis.projection.tensors); every cycle the loop takes what is ready,
+  last layer first (bench.run.models.tensors); every cycle the loop takes what is ready,
   fuses it into buffers of up to the fusion threshold and reduces them one after another.
   The step ends when both the backward pass and the last reduction are done, and the host's
   own per-step work (Cluster.other_s) after them. On CPU devices a reduction in flight while
@@ -32,9 +32,9 @@ from __future__ import annotations
 import math
 
 from bench.analysis.projection.cluster import Cluster, StepTerms
-from bench.analysis.projection.tensors import ModelTensors
 from bench.analysis.projection.transports import Transport
 from bench.metrics import ring_factor
+from bench.run.models.tensors import ModelTensors
 
 
 def buffer_s(nbytes: float, cluster: Cluster, transport: Transport, hierarchical: bool) -> float:

@@ -2,7 +2,7 @@
 link, the bandwidth inside a host, and one device's examples/s at its batch with its spread
 from step to step. Nothing of it runs here; bench.analysis.projection.allreduce and
 .parameter_servers predict its step from these facts, the model's own tensors
-(bench.analysis.projection.tensors) and a transport profile (bench.analysis.projection.profile).
+(bench.run.models.tensors) and a transport profile (bench.analysis.projection.profile).
 
 A cluster described by its GPUs (`project --device-examples-per-s`) and one calibrated from
 runs on CPU workers (`project --from`) are the same model; the second's devices are its

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from bench.analysis.projection import costs, levels, schemes, tensors
+from bench.analysis.projection import costs, levels, schemes
 from bench.analysis.projection.calibrate import (
     Calibration,
     ModelCalibration,
@@ -29,9 +29,10 @@ from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.parameter_servers import PLACEMENTS, ROUND_ROBIN
 from bench.analysis.projection.profile import Profile
 from bench.analysis.projection.schemes import ASYNCHRONOUS, PsSetup
-from bench.analysis.projection.tensors import ModelTensors
 from bench.errors import UsageError
 from bench.run.contract import GRPC
+from bench.run.models import tensors
+from bench.run.models.tensors import ModelTensors
 
 
 def model_tensors(model: ModelCalibration) -> ModelTensors:

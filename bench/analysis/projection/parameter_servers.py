@@ -38,8 +38,8 @@ import functools
 from dataclasses import dataclass
 
 from bench.analysis.projection.cluster import Cluster, StepTerms
-from bench.analysis.projection.tensors import ModelTensors, Tensor
 from bench.analysis.projection.transports import Transport
+from bench.run.models.tensors import ModelTensors, Tensor
 
 ROUND_ROBIN, BALANCED = "round-robin", "balanced"
 PLACEMENTS = (ROUND_ROBIN, BALANCED)

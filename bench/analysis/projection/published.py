@@ -35,12 +35,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.analysis.projection import levels, schemes, tensors
+from bench.analysis.projection import levels, schemes
 from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.profile import Profile
 from bench.analysis.projection.schemes import PS_SYNC, PS_SYNC_AGGREGATED, RING, tf_cnn_benchmarks_ps
 from bench.run.contract import GRPC, NCCL
 from bench.run.contract import MPI_CONTROLLER as MPI
+from bench.run.models import tensors
 
 SCORED = ("A", "B")  # the grades whose figures count in the check; C is reported only
 STABLE = 1.1  # a figure is stable where every version of its page gave it within this ratio

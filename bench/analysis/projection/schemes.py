@@ -14,9 +14,9 @@ from bench.analysis.projection import allreduce, levels, parameter_servers
 from bench.analysis.projection.cluster import Cluster, StepTerms
 from bench.analysis.projection.parameter_servers import BALANCED, Layout
 from bench.analysis.projection.profile import Profile
-from bench.analysis.projection.tensors import ModelTensors
 from bench.analysis.projection.transports import Transport
 from bench.run.contract import ALLREDUCE, GRPC, NCCL, PARAMETER_SERVER
+from bench.run.models.tensors import ModelTensors
 
 RING, PS_SYNC, PS_ASYNC = "allreduce (ring)", "ps, synchronous", "ps, asynchronous"
 RING_DENSE = "allreduce (ring, table dense)"  # a model with an embedding table, its gradient sent whole

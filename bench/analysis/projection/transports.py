@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# the backward pass costs twice the forward pass's FLOPs, layer by layer
-FORWARD_SHARE = 1 / 3
+from bench.metrics import BACKWARD_PER_FORWARD
+
+FORWARD_SHARE = 1 / (1 + BACKWARD_PER_FORWARD)  # of a step's compute (bench.metrics.BACKWARD_PER_FORWARD)
 FORWARD_SHARE_SOURCE = "backward = 2 x forward FLOPs (Kaplan et al. 2020, section 2.1: 2N forward, 4N backward)"
 
 

@@ -65,7 +65,7 @@ def settings(runs: pd.DataFrame) -> pd.DataFrame:
                      if group["scaling_efficiency"].notna().any() else math.nan,
                      "step_time_p50_s": float(group["step_time_p50_s"].mean()),
                      **{part: float(group[part].mean()) if part in group and group[part].notna().any() else math.nan
-                        for part in SPLIT}})
+                        for part in (*SPLIT, "mfu", "achieved_tflops")}})
     return pd.DataFrame(rows)
 
 

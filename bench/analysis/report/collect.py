@@ -87,6 +87,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "target_accuracy": summary.get("target_accuracy"), "time_to_target_s": summary.get("time_to_target_s"),
         "steps_to_target": summary.get("steps_to_target"),
         "startup_s": summary.get("startup_s"),
+        **{key: summary.get(key) for key in ("model_flops_per_example", "achieved_tflops", "peak_tflops", "mfu")},
         "gradient_bytes_per_step": model.get("gradient_bytes_per_step"),
         "bytes_sent_per_worker_per_step": exchange.get("worker_sent_per_step"),  # by its formula
         "sparse_bytes_per_step": model.get("sparse_bytes_per_step"),

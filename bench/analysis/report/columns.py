@@ -7,6 +7,7 @@ RUN_COLUMNS = [
     ("data", "data", "text"), ("workers", "workers", "int"), ("batch_size", "batch/worker", "int"),
     ("status", "status", "text"), ("throughput_examples_per_s", "examples/s", "rate"),
     ("throughput_ci95_examples_per_s", "± 95% CI", "rate"), ("scaling_efficiency", "scaling eff.", "pct"),
+    ("mfu", "MFU", "pct"),
     ("step_time_p50_s", "p50 step ms", "ms"), ("step_time_p99_s", "p99 step ms", "ms"),
     ("final_accuracy", "final acc.", "acc"), ("bytes_sent_per_worker_per_step", "sent/worker/step", "bytes"),
 ]
@@ -16,7 +17,8 @@ SUMMARY_COLUMNS = [c for c, *_ in RUN_COLUMNS] + [
     "sparse_exchange", "table_bytes", "rows_touched_per_step", "row_bytes", "table_dense", "staleness_mean_steps",
     "gradients_dropped", "lost_workers", "scenario", "family", "variant", "straggler", "kill_worker",
     "startup_s", "compute_p50_s", "communication_p50_s", "waiting_p50_s", "other_p50_s", "slowest_worker",
-    "slowest_compute_ratio", "started_at", "host", "cpu_quota_cores", "suite_commit", "path"]
+    "slowest_compute_ratio", "model_flops_per_example", "achieved_tflops", "peak_tflops", "started_at", "host",
+    "cpu_quota_cores", "suite_commit", "path"]
 # a run's checkpoints (bench.run.process.summary.checkpoint_figures)
 CHECKPOINT_FIGURES = ["checkpoints", "checkpoint_save_s_mean", "checkpoint_save_s_max", "checkpoint_bytes",
                       "throughput_between_checkpoints_examples_per_s", "checkpoint_overhead"]

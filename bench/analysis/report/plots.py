@@ -94,6 +94,24 @@ def efficiency_vs_workers(settings: pd.DataFrame) -> str:
     return per_model(sorted(thr["model"].unique()) or ["mlp"], draw)
 
 
+def mfu_vs_workers(settings: pd.DataFrame) -> str:
+    """Model FLOP/s utilization against workers, per model and strategy (throughput runs)."""
+    thr = settings[(settings["purpose"] == "throughput") & settings["mfu"].notna()] if "mfu" in settings else \
+        settings.iloc[0:0]
+
+    def draw(ax: plt.Axes, model: str) -> None:
+        rows = thr[thr["model"] == model]
+        for strategy, group in rows.groupby("strategy"):
+            group = group.sort_values("workers")
+            ax.plot(group["workers"], 100 * group["mfu"], marker="o", label=strategy, color=_color(strategy))
+        ax.set_xlabel("workers")
+        ax.set_ylabel("MFU, % of peak")
+        ax.set_ylim(bottom=0)
+        ax.set_xticks(sorted(rows["workers"].unique()) if len(rows) else [1])
+
+    return per_model(sorted(thr["model"].unique()) or ["mlp"], draw)
+
+
 def loss_curves(runs: pd.DataFrame) -> str:
     """Training loss against global step and against wall time (mean over workers per step)."""
     fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(10, 3.2))

@@ -114,11 +114,23 @@ def throughput(settings: pd.DataFrame) -> str:
 def efficiency(settings: pd.DataFrame) -> str:
     if settings.empty or settings["scaling_efficiency"].isna().all():
         return section("scaling", "Scaling efficiency",
-                       note(f"Needs a 1-worker {registry.baseline()} run of the same model."))
+                       note(f"Needs a 1-worker {registry.baseline()} run of the same model."), utilization(settings))
     return section("scaling", "Scaling efficiency", figure(
         plots.efficiency_vs_workers(settings),
         f"throughput / (workers x 1-worker {registry.baseline()} throughput, the median of its runs, same model and "
-        "per-worker batch)"))
+        "per-worker batch)"), utilization(settings))
+
+
+def utilization(settings: pd.DataFrame) -> str:
+    """MFU against workers, or why there is none."""
+    if "mfu" not in settings or settings["mfu"].isna().all():
+        return note("No model FLOP/s utilization: no peak was measured on this machine (./run_bench.sh peak), "
+                    "or the runs predate it.")
+    return figure(plots.mfu_vs_workers(settings),
+                  "Model FLOP/s utilization: the model's forward and backward FLOPs per example (counted once, "
+                  "as the projection counts them) times examples/s, over the peak FLOP/s of the devices the run "
+                  "used (float32 matrix products of this TensorFlow on this machine, ./run_bench.sh peak, or "
+                  "--peak-tflops). On one machine every worker shares the one peak.")
 
 
 def run_table(runs: pd.DataFrame) -> str:

@@ -12,6 +12,8 @@ machinery, not scaling, whose baseline is the 1-worker run of the baseline strat
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ from pathlib import Path
 from bench.config import default_warmup
 from bench.drivers.presets.runner import refused_cells, run_all
 from bench.errors import UsageError
+from bench.infra import peak
 from bench.run import models as known_models
 from bench.run.contract import IN_PROCESS
 from bench.run.data import SYNTHETIC
@@ -193,12 +196,22 @@ def validate(args: argparse.Namespace) -> None:
         args.convergence_workers = srun.counts_that_fit([args.convergence_workers], "--convergence-workers")[0]
 
 
+def measure_peak_once() -> None:
+    """This machine's peak FLOP/s, measured once (a few seconds) where none is recorded, so that every
+    run of the comparison has its MFU (bench.run.process.utilization); a failure only leaves it unknown."""
+    if peak.read() is not None:
+        return
+    print("compare: measuring this machine's peak FLOP/s once (./run_bench.sh peak)", file=sys.stderr, flush=True)
+    subprocess.run([sys.executable, "-m", "bench", "peak", "--rounds", "3"], check=False)
+
+
 def main(argv: Sequence[str]) -> int:
     args, extra = parser().parse_known_args(list(argv))
     try:
         validate(args)
     except UsageError as exc:
         return refuse(exc)
+    measure_peak_once()
     runs = plan(args.strategies, args.models, args.workers, args.steps, args.convergence_steps, args.repeats,
                 args.convergence_workers, FULL_STEPS if args.full else DEFAULT_STEPS, args.one_process_runs)
     left_out = refused_cells((strategy, model) for model in args.models for strategy in args.strategies)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import platform
 import shutil
@@ -13,21 +12,10 @@ from typing import Any
 
 from bench import CHECKOUT
 from bench.infra import cpu_quota
+from bench.infra.peak import cpu_model
+from bench.infra.tools import tensorflow_version, version
 
 SUITE_ROOT = CHECKOUT
-
-
-def version(dist: str) -> str | None:
-    """An installed distribution's version, None when it is not installed."""
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def tensorflow_version() -> str | None:
-    """TensorFlow's version, whichever build setup installed (setup: tensorflow-cpu; setup --gpu: tensorflow)."""
-    return version("tensorflow-cpu") or version("tensorflow")
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
@@ -36,16 +24,6 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def gpus() -> list[str]:

@@ -18,6 +18,7 @@ from bench.run import data as data_sources
 from bench.run import models
 from bench.run.contract import StepResult, Strategy, Worker, WorkerContext, local_steps_at, worker_class
 from bench.run.faults.injection import FaultInjection
+from bench.run.models import tensors
 from bench.run.process.checkpoints import Checkpoints
 from bench.run.process.events import RunEvents
 from bench.run.process.inputs import load_data, rows_touched
@@ -70,7 +71,7 @@ def record_model(config: RunConfig, strategy: type[Strategy], folder: RunFolder,
                  data: data_sources.Dataset) -> None:
     """The chief's run.json facts of the built model and of the bytes its exchange moves."""
     touched = rows_touched(config, data, 0, config.workers) if model.tables else 0.0
-    facts = model_facts(model, touched)
+    facts = {**model_facts(model, touched), "forward_flops_per_example": tensors.forward_flops(config)}
     folder.update_run(model={"name": models.label(config.model), **facts},
                       exchange=exchange_facts(config, strategy, facts))
 

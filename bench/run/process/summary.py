@@ -19,7 +19,7 @@ from bench.metrics import (
     throughput_between_saves,
     time_to_accuracy,
 )
-from bench.run.process import breakdown
+from bench.run.process import breakdown, utilization
 from bench.run.process.checkpoints import CHECKPOINTS_FILE
 from bench.run.process.records import EVALS_FILE, RECOVERIES, STEPS_FILE, RunFolder, restarts_s
 
@@ -72,6 +72,7 @@ def summarize(run_dir: Path, warmup_steps: int, target_accuracy: float,
         "target_accuracy": target_accuracy,
         "time_to_target_s": tta_s - first_step_s if not math.isnan(first_step_s) else math.nan,
         "steps_to_target": tta_steps,
+        **utilization.figures(record, mean),
     }
     if (run_dir / CHECKPOINTS_FILE).exists() and len(measured):
         out.update(checkpoint_figures(pd.read_csv(run_dir / CHECKPOINTS_FILE), measured, mean))

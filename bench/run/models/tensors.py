@@ -179,7 +179,7 @@ def cache_folder() -> Path:
 
 def _tensorflow_version() -> str:
     """Read without importing TensorFlow, so a projection from the cache need not."""
-    from bench.run.process.environment import tensorflow_version
+    from bench.infra.tools import tensorflow_version
 
     installed = tensorflow_version()
     if installed:
@@ -237,3 +237,18 @@ def of(name: str, **sizes: int) -> ModelTensors:
     except OSError:
         pass  # a read-only cache costs the build next time, nothing else
     return result
+
+
+def forward_flops(config) -> float | None:
+    """FLOPs of one example's forward pass of a run's model (as the projection counts them: `of`),
+    traced in a graph of its own, so that a training process's graph is untouched; None where the
+    model cannot be traced so (a user's Keras model outside eager code)."""
+    import tensorflow as tf
+
+    from bench.run import models
+
+    try:
+        with tf.Graph().as_default():
+            return of(config.model, **models.settings(config)).forward_gflops * 1e9
+    except Exception:  # noqa: BLE001 - a figure the run can go without; its summary then says unknown
+        return None

@@ -1,0 +1,96 @@
+"""`python -m bench peak [--sizes 512,1024,2048] [--seconds S]`: this machine's peak FLOP/s, as a
+run's model FLOP/s utilization divides by (bench.metrics.mfu): float32 matrix products of this
+TensorFlow build on this device with every core, chained inside one tf.function (TensorFlow's own
+kernel, no Python between products), at each size; the peak is the best rate any size reached.
+Recorded in the suite's cache per device (bench.infra.peak), with the command, the date and the
+TensorFlow that measured it. A device's data-sheet figure is given to a run instead with
+--peak-tflops."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+from bench.infra import peak
+from bench.usage import OneLineParser, refuse
+
+SIZES = (512, 1024, 2048)
+CALL_S = 0.2  # one timed call: long enough that its dispatch is noise, short enough for several rounds
+ROUNDS = 5
+
+
+def parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m bench peak", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default=",".join(map(str, SIZES)), help="square matrix sizes (default: %(default)s)")
+    p.add_argument("--rounds", type=int, default=ROUNDS, help="timed calls per size; the best counts")
+    return p
+
+
+def chained(tf, a, b, products: int):
+    """A tf.function of `products` products, each on the last one's result (none can be skipped)."""
+    @tf.function(autograph=False)
+    def run(c):
+        for _ in range(products):
+            c = tf.linalg.matmul(c, b)
+        return tf.reduce_sum(c)
+
+    return lambda: run(a)
+
+
+def rate_at(tf, size: int, rounds: int) -> float:
+    """The best FLOP/s of `rounds` timed calls of chained size x size products."""
+    a = tf.random.normal((size, size))
+    b = tf.random.normal((size, size)) / size**0.5  # keeps the chain's values near 1
+    once = chained(tf, a, b, 1)
+    once().numpy()
+    began = time.perf_counter()
+    once().numpy()
+    products = max(1, int(CALL_S / max(time.perf_counter() - began, 1e-6)))
+    call = chained(tf, a, b, products)
+    call().numpy()  # traced and warm
+    best = 0.0
+    for _ in range(rounds):
+        began = time.perf_counter()
+        call().numpy()
+        best = max(best, 2.0 * size**3 * products / (time.perf_counter() - began))
+    return best
+
+
+def measure(sizes: Sequence[int], rounds: int) -> dict:
+    from bench.infra.tools import tensorflow_version
+    from bench.run.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
+
+    import_tensorflow_quietly()
+    start_runtime_quietly()
+    import tensorflow as tf
+
+    by_size = {size: rate_at(tf, size, rounds) for size in sizes}
+    best = max(by_size, key=by_size.get)
+    gpus = tf.config.list_logical_devices("GPU")
+    device = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0]).get(
+        "device_name") if gpus else None
+    return {"tflops": by_size[best] / 1e12, "dtype": "float32", "size": best,
+            "tflops_by_size": {str(s): r / 1e12 for s, r in by_size.items()},
+            "device": device or f"{peak.cpu_model()}, every core", "tensorflow": tensorflow_version(),
+            "command": f"./run_bench.sh peak --sizes {','.join(map(str, sizes))} --rounds {rounds}",
+            "date": datetime.now(timezone.utc).date().isoformat(), "key": peak.device_key(device)}
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s]
+        if not sizes or min(sizes) < 16 or args.rounds < 1:
+            raise ValueError
+    except ValueError:
+        return refuse(f"--sizes: comma-separated sizes of at least 16, and --rounds >= 1 "
+                      f"(got {args.sizes!r}, {args.rounds})")
+    record = measure(sizes, args.rounds)
+    where = peak.write(record, record["key"])
+    print(f"peak: {record['tflops'] * 1e3:.4g} GFLOP/s float32 at {record['size']} ({record['device']}); "
+          f"recorded in {where}", file=sys.stderr)
+    return 0

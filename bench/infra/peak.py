@@ -1,0 +1,52 @@
+"""This machine's measured peak FLOP/s, as `./run_bench.sh peak` (bench.drivers.peak) recorded it:
+one JSON file per machine kind in the suite's cache, read without importing TensorFlow by whatever
+computes a run's model FLOP/s utilization (bench.run.process.summary)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+from pathlib import Path
+
+from bench.infra.tools import suite_cache
+
+
+def cpu_model() -> str:
+    """This machine's CPU, as /proc/cpuinfo names it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def device_key(device: str | None = None, cpu: str | None = None, cores: int | None = None) -> str:
+    """The cache's name for a device: a GPU's name, or a CPU's model and its cores (this machine's by
+    default; a peak is the device's with every core it has)."""
+    name = device or f"{cpu or cpu_model()} x{cores or os.cpu_count()}"
+    return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")
+
+
+def path(key: str) -> Path:
+    return suite_cache() / "peak" / f"{key}.json"
+
+
+def read(key: str | None = None) -> dict | None:
+    """The recorded peak of a device (this CPU by default), or None where none was measured."""
+    try:
+        return json.loads(path(key or device_key()).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write(record: dict, key: str) -> Path:
+    target = path(key)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps(record, indent=1))
+    partial.replace(target)
+    return target
