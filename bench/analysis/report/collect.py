@@ -99,6 +99,8 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         **breakdown.typical_worker(split),
         "slowest_worker": split.get("slowest_worker"),
         "slowest_compute_ratio": split.get("slowest_compute_ratio"),
+        "waiting_caused_s": split.get("waiting_caused_s"),
+        "throughput_without_slowest_examples_per_s": summary.get("throughput_without_slowest_examples_per_s"),
         "gradients_dropped": (record.get("records") or {}).get("gradients_dropped"),
         "lost_workers": ", ".join(record.get("lost_workers") or []),
         "scenario": record["scenario"], "variant": facts.get("variant"), "kill_worker": config.get("kill_worker"),

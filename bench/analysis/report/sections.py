@@ -9,6 +9,7 @@ import pandas as pd
 from bench.analysis.report import aggregate, plots
 from bench.analysis.report.columns import RUN_COLUMNS
 from bench.analysis.report.html import figure, folded, note, section, table
+from bench.metrics import significant
 from bench.run.process.summary import read_steps
 from strategies import registry
 
@@ -190,12 +191,41 @@ def time_split(runs: pd.DataFrame) -> str:
                              ("workers", "workers", "int"), ("compute_p50_s", "compute ms", "ms"),
                              ("communication_p50_s", "communication ms", "ms"), ("waiting_p50_s", "waiting ms", "ms"),
                              ("other_p50_s", "other ms", "ms"), ("slowest_worker", "slowest worker", "int"),
-                             ("slowest_compute_ratio", "its compute / others'", "ratio")], "breakdown-table"))]
+                             ("slowest_compute_ratio", "its compute / others'", "ratio"),
+                             ("waiting_caused_s", "waiting it caused ms", "ms"),
+                             ("throughput_without_slowest_examples_per_s", "examples/s without it", "rate")],
+                   "breakdown-table"))]
+    costly = slowest_sentences(runs)
+    if costly:
+        parts.insert(0, f'<ul class="answer">{costly}</ul>')
     if len(chosen):
         parts.append(figure(plots.per_worker_breakdown(chosen.head(6)),
                             "Each worker's median split: a straggler shows as one long compute bar, the "
                             "workers that wait for it as long waiting bars."))
     return section(ident, title, *parts)
+
+
+SLOWEST_MATTERS = 0.05  # a slowest worker is named where the others' pace would have been this much faster
+
+
+def slowest_sentence(row: pd.Series) -> str:
+    """What a synchronous run's slowest worker cost it, in one sentence."""
+    gain = row["throughput_without_slowest_examples_per_s"] / row["throughput_examples_per_s"] - 1
+    return (f"{row['variant']} {row['model']} x{row['workers']}: worker {int(row['slowest_worker'])} is the slowest "
+            f"(its compute {row['slowest_compute_ratio']:.2f}x the others'); the others waited "
+            f"{1e3 * row['waiting_caused_s']:.3g} ms per step for it in all, and at their pace the run would have "
+            f"made {significant(row['throughput_without_slowest_examples_per_s'])} examples/s "
+            f"(+{100 * gain:.0f} %).")
+
+
+def slowest_sentences(runs: pd.DataFrame) -> str:
+    """A sentence for every synchronous run whose slowest worker cost it SLOWEST_MATTERS or more."""
+    if "throughput_without_slowest_examples_per_s" not in runs:
+        return ""
+    known = runs[runs["throughput_without_slowest_examples_per_s"].notna() & runs["throughput_examples_per_s"].gt(0)]
+    costly = known[known["throughput_without_slowest_examples_per_s"]
+                   >= (1 + SLOWEST_MATTERS) * known["throughput_examples_per_s"]]
+    return "".join(f"<li>{html_lib.escape(slowest_sentence(row))}</li>" for _, row in costly.iterrows())
 
 
 def staleness(runs: pd.DataFrame) -> str:

@@ -20,10 +20,11 @@ def write(run_dir: Path, parts: pd.DataFrame) -> None:
     parts.to_csv(run_dir / BREAKDOWN_FILE, index=False, columns=list(COLUMNS))
 
 
-def summarize(parts: pd.DataFrame) -> dict[str, Any]:
+def summarize(parts: pd.DataFrame, synchronous: bool = False) -> dict[str, Any]:
     """run.json's "breakdown": per worker p50/p95 of each part, the share of step time the
     stamps do not account for, and the slowest worker (largest median compute) and by how
-    much its median compute exceeds the median of the others'."""
+    much its median compute exceeds the median of the others'; for a `synchronous` run, also
+    what that worker cost the others (slowest_cost)."""
     if parts.empty:
         return {}
     per_worker: dict[str, Any] = {}
@@ -42,7 +43,29 @@ def summarize(parts: pd.DataFrame) -> dict[str, Any]:
         others = float(compute.drop(slowest).median())
         out["slowest_worker"] = slowest
         out["slowest_compute_ratio"] = float(compute[slowest] / others) if others > 0 else None
+        if synchronous:
+            out.update(slowest_cost(parts, compute, slowest))
     return out
+
+
+def slowest_cost(parts: pd.DataFrame, compute: pd.Series, slowest: int) -> dict[str, float]:
+    """What the slowest worker cost a synchronous run, from each worker's medians: another worker
+    waited for it, each step, what it waited in all up to how much longer the slowest computed than
+    the next slowest (`waiting_caused_s`, summed over the others: a backup worker's run that does not
+    wait for it shows the others' ordinary wait only). Without it, every other worker's step is that
+    much shorter and the slowest one steps at their median pace: the run's examples/s grow as the
+    workers' steps per second do (`speedup_without_slowest`)."""
+    medians = parts.groupby("worker")[["step_s", "waiting_s"]].median()
+    excess = max(0.0, float(compute[slowest] - compute.drop(slowest).max()))
+    others = medians.drop(slowest)
+    caused = others["waiting_s"].clip(upper=excess)
+    without = others["step_s"] - caused
+    pace = float(without.median())
+    if pace <= 0:
+        return {"waiting_caused_s": float(caused.sum())}
+    now = float((1 / medians["step_s"]).sum())
+    then = float((1 / without).sum() + 1 / pace)
+    return {"waiting_caused_s": float(caused.sum()), "speedup_without_slowest": then / now}
 
 
 def p50_column(part: str) -> str:

@@ -82,7 +82,10 @@ def summarize(run_dir: Path, warmup_steps: int, target_accuracy: float,
         breakdown.write(run_dir, parts)
     parts = parts[parts["local_step"] >= warmup_steps]
     if not parts.empty:
-        out["breakdown"] = breakdown.summarize(parts)
+        synchronous = not (record.get("strategy") or {}).get("asynchronous", False)
+        out["breakdown"] = breakdown.summarize(parts, synchronous)
+        speedup = out["breakdown"].get("speedup_without_slowest")
+        out["throughput_without_slowest_examples_per_s"] = mean * speedup if speedup else None
     if record.get(RECOVERIES):
         out["recoveries"] = recovery_costs(steps, record[RECOVERIES])
     if "staleness_steps" in steps and steps["staleness_steps"].notna().any():
