@@ -280,3 +280,20 @@ def test_scaling_efficiency_divides_by_the_median_of_the_baselines_runs():
     efficiency = aggregate.add_scaling_efficiency(runs).set_index("strategy")["scaling_efficiency"]
     assert efficiency["mirrored"] == pytest.approx(2664 / 2451)
     assert sorted(efficiency["single"]) == pytest.approx([1611 / 2451, 1.0, 2871 / 2451])
+
+
+def test_the_why_section_names_each_strategys_largest_part_of_its_step():
+    from bench.analysis.report.why import sentence, shares
+
+    runs = pd.DataFrame([
+        {"model": "cnn", "workers": 4, "link_mbit": 100.0, "variant": "ps-sync R=N", "compute_p50_s": 0.02,
+         "communication_p50_s": 0.061, "waiting_p50_s": 0.01, "other_p50_s": 0.009, "mfu": 0.012},
+        {"model": "cnn", "workers": 4, "link_mbit": 10000.0, "variant": "allreduce", "compute_p50_s": 0.05,
+         "communication_p50_s": 0.002, "waiting_p50_s": 0.001, "other_p50_s": 0.002, "mfu": 0.3}])
+    rows = shares(runs)
+    said = [sentence(row) for _, row in rows.iterrows()]
+    assert said[0] == ("ps-sync R=N, cnn x4 @100 Mbit/s: 61 % of its 100 ms step is communication the compute did "
+                       "not hide; MFU 1.2 %.")
+    assert said[1].startswith("allreduce, cnn x4 @10000 Mbit/s: 91 % of its 55 ms step is compute; MFU 30 %")
+    assert rows["compute_share"].add(rows["communication_share"]).add(rows["waiting_share"]).add(
+        rows["other_share"]).round(9).eq(1).all()

@@ -42,6 +42,7 @@ def all_sections(runs: pd.DataFrame) -> list[str]:
     from bench.analysis.report.network import network_section
     from bench.analysis.report.recovery import recovery_section
     from bench.analysis.report.tradeoffs import tradeoffs_section
+    from bench.analysis.report.why import why_section
 
     emulated = runs["link_mbit"].notna() if "link_mbit" in runs else pd.Series(False, index=runs.index)
     converging = emulated & (runs["purpose"] == "convergence")
@@ -62,6 +63,7 @@ def all_sections(runs: pd.DataFrame) -> list[str]:
     ] if len(plain) else []
     return [
         *on_one_machine,
+        why_section(runs),
         *([network_section(runs[emulated & ~converging])] if (emulated & ~converging).any() else []),
         *([tradeoffs_section(runs[converging])] if converging.any() else []),
         *([recovery_section(runs)] if runs.get("recover", pd.Series(dtype=bool)).fillna(False).astype(bool).any()

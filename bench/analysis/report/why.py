@@ -1,0 +1,67 @@
+"""The report's "why" section: per model, worker count (and link, on the emulated cluster), each
+strategy's typical step split into compute, communication the compute did not hide, waiting for
+other workers and the rest (bench.metrics.STEP_PARTS, as bench.run.process.breakdown medians them),
+its model FLOP/s utilization, and one sentence naming the largest part. It reads the records; it
+measures nothing."""
+
+from __future__ import annotations
+
+import html as html_lib
+
+import pandas as pd
+
+from bench.analysis.report import plots
+from bench.analysis.report.html import figure, note, section, table
+from bench.metrics import STEP_PARTS
+from bench.run.process.breakdown import p50_column
+
+# how a part of the step reads in a sentence
+SAID = {"compute_s": "compute", "communication_s": "communication the compute did not hide",
+        "waiting_s": "waiting for other workers", "other_s": "host time outside the graph"}
+KEY = ["model", "workers", "link_mbit", "variant"]
+
+
+def shares(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per model, workers, link and strategy variant (repeats' medians averaged): each part's
+    share of the typical step, the largest part, and the MFU."""
+    runs = runs.assign(link_mbit=runs["link_mbit"] if "link_mbit" in runs else float("nan"))
+    columns = [p50_column(p) for p in STEP_PARTS]
+    grouped = runs.groupby(KEY, dropna=False)[[*columns, *(["mfu"] if "mfu" in runs else [])]].mean()
+    total = grouped[columns].sum(axis=1)
+    out = grouped.copy()
+    for part, column in zip(STEP_PARTS, columns, strict=True):
+        out[f"{part.removesuffix('_s')}_share"] = grouped[column] / total
+    out["largest"] = grouped[columns].idxmax(axis=1).map(dict(zip(columns, STEP_PARTS, strict=True)))
+    out["step_ms"] = 1e3 * total
+    return out.reset_index()
+
+
+def sentence(row: pd.Series) -> str:
+    where = f"{row['model']} x{int(row['workers'])}" + (
+        f" @{row['link_mbit']:g} Mbit/s" if pd.notna(row["link_mbit"]) else "")
+    share = row[f"{row['largest'].removesuffix('_s')}_share"]
+    text = f"{row['variant']}, {where}: {100 * share:.0f} % of its {row['step_ms']:.3g} ms step is "
+    text += SAID[row["largest"]]
+    if pd.notna(row.get("mfu")):
+        text += f"; MFU {100 * row['mfu']:.3g} %"
+    return text + "."
+
+
+def why_section(runs: pd.DataFrame) -> str:
+    """Where each strategy's step goes and what it reaches of the peak, per model and worker count."""
+    ident, title = "why", "Why it scales as it does"
+    split = runs[runs["ok"] & (runs["purpose"] == "throughput") & (runs["scenario"] == "clean")] if len(runs) else runs
+    split = split[split["compute_p50_s"].notna()] if "compute_p50_s" in split else split.iloc[0:0]
+    if split.empty:
+        return section(ident, title, note("No throughput run recorded the split of its steps."))
+    rows = shares(split)
+    lines = "".join(f"<li>{html_lib.escape(sentence(row))}</li>" for _, row in rows.iterrows())
+    return section(ident, title, f'<ul class="answer">{lines}</ul>', figure(
+        plots.breakdown_bars(split),
+        "Each strategy's typical step: compute (forward, backward, an update applied locally), communication "
+        "the compute did not hide, waiting for other workers, and host time outside the graph (docs/step-time.md)."),
+        table(rows, [("model", "model", "text"), ("workers", "workers", "int"), ("link_mbit", "link Mbit/s", "int"),
+                     ("variant", "strategy", "text"), ("step_ms", "step ms", "ratio"),
+                     ("compute_share", "compute", "pct"), ("communication_share", "exposed communication", "pct"),
+                     ("waiting_share", "waiting", "pct"), ("other_share", "other", "pct"), ("mfu", "MFU", "pct")],
+              "why-table"))
