@@ -129,7 +129,10 @@ def utilization(settings: pd.DataFrame) -> str:
     if "mfu" not in settings or settings["mfu"].isna().all():
         return note("No model FLOP/s utilization: no peak was measured on this machine (./run_bench.sh peak), "
                     "or the runs predate it.")
-    return figure(plots.mfu_vs_workers(settings),
+    above = settings["mfu"].gt(1).any()
+    return (note("Some runs reach more than 100 % of the recorded peak: it was measured while the machine "
+                 "was busier than during these runs; measure it again on an idle machine (./run_bench.sh "
+                 "peak).") if above else "") + figure(plots.mfu_vs_workers(settings),
                   "Model FLOP/s utilization: the model's forward and backward FLOPs per example (counted once, "
                   "as the projection counts them) times examples/s, over the peak FLOP/s of the devices the run "
                   "used (float32 matrix products of this TensorFlow on this machine, ./run_bench.sh peak, or "
