@@ -10,13 +10,14 @@ import math
 import numpy as np
 import pytest
 
-from bench.analysis.projection import allreduce, parameter_servers, profile, published, schemes, tensors
+from bench.analysis.projection import allreduce, parameter_servers, profile, published, schemes
 from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.parameter_servers import BALANCED, ROUND_ROBIN, Layout
 from bench.analysis.projection.schemes import HIERARCHICAL, PS_ASYNC, PS_SYNC, PS_SYNC_AGGREGATED, RING
 from bench.analysis.projection.transports import Transport
 from bench.run.contract import GRPC, NCCL
 from bench.run.contract import MPI_CONTROLLER as MPI
+from bench.run.models import tensors
 from bench.run.models.tensors import ModelTensors, Tensor
 from tests.processes import bench
 

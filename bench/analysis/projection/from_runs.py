@@ -186,27 +186,31 @@ def validation(cal: Calibration, runs: pd.DataFrame,
     return with_model_error(rows), left_out
 
 
+def bounded(found: schemes.Interval, ceiling: tuple[float, float, str] | None) -> schemes.Interval:
+    """A figure no higher than its strategy went over loopback on these cores: where that binds, the
+    loopback run's rate with its own 95 % interval as the figure's spread."""
+    if ceiling is None or found.point <= (ceiling[0] + ceiling[1]) / 2:
+        return found
+    low, high, what = ceiling
+    rate = (low + high) / 2
+    return dataclasses.replace(found, point=rate, parts=(levels.Term(what, math.log(high / rate) / 1.96),))
+
+
 def with_model_error(rows: list[dict]) -> pd.DataFrame:
-    """The validation rows with each figure's interval: its own terms, the model's error of form from
-    every other figure's residual (levels.left_out), and no higher than its loopback ceiling."""
+    """The validation rows with each figure's interval: its own terms (bounded), and the model's error
+    of its form from every other figure of that form (levels.left_out)."""
     if not rows:
         return pd.DataFrame()
+    found = [bounded(r.pop("interval"), r.pop("cpu_ceiling")) for r in rows]
     errors: dict[int, levels.Term] = {}
     forms = [schemes.form_of(r["scheme"]) for r in rows]
     for form in set(forms):
         mine = [i for i, f in enumerate(forms) if f == form]
-        residuals = [math.log(rows[i]["measured_examples_per_s"] / rows[i]["interval"].point) for i in mine]
-        errors.update(zip(mine, levels.left_out(residuals, [rows[i]["interval"].u for i in mine]), strict=True))
+        residuals = [math.log(rows[i]["measured_examples_per_s"] / found[i].point) for i in mine]
+        errors.update(zip(mine, levels.left_out(residuals, [found[i].u for i in mine]), strict=True))
     out = []
     for i, row in enumerate(rows):
-        error = errors[i]
-        found = row.pop("interval").with_model(error)
-        columns = schemes.interval_columns(found, "predicted")
-        ceiling = row.pop("cpu_ceiling")
-        if ceiling is not None:  # (low, high, what): the loopback run's 95 % interval, its rate in the middle
-            bound = {"predicted_low": ceiling[0], "predicted_examples_per_s": (ceiling[0] + ceiling[1]) / 2,
-                     "predicted_high": ceiling[1]}
-            columns.update({key: min(columns[key], value) for key, value in bound.items()})
+        columns = schemes.interval_columns(found[i].with_model(errors[i]), "predicted")
         measured = row["measured_examples_per_s"]
         out.append({**row, **columns, "inside": bool(columns["predicted_low"] <= measured <= columns["predicted_high"]),
                     "error": columns["predicted_examples_per_s"] / measured - 1})

@@ -34,7 +34,7 @@ def form_of(scheme: str) -> str:
     return PS_FORM if scheme in PS_SCHEMES else ALLREDUCE_FORM
 
 
-ModelErrors = dict  # form_of -> levels.Term: the model's error of form, per form, where calibrated
+ModelErrors = dict[str, levels.Term]  # form_of -> the model's error of that form, where calibrated
 # (family, asynchronous) -> scheme: what a run of the families that exchange over a network used
 SCHEMES = {(ALLREDUCE, False): RING, (PARAMETER_SERVER, False): PS_SYNC, (PARAMETER_SERVER, True): PS_ASYNC}
 GPU_ONLY = (NCCL,)  # transports that move GPU memory: none of a cluster of CPU devices

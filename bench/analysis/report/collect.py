@@ -53,6 +53,14 @@ def network_columns(network: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def why_columns(summary: dict[str, Any]) -> dict[str, Any]:
+    """What explains a run's step: its model FLOP/s utilization and what its slowest worker cost."""
+    split = summary.get("breakdown") or {}
+    return {**{key: summary.get(key) for key in ("model_flops_per_example", "achieved_tflops", "peak_tflops", "mfu",
+                                                  "throughput_without_slowest_examples_per_s")},
+            "waiting_caused_s": split.get("waiting_caused_s")}
+
+
 def run_row(run_dir: Path) -> dict[str, Any]:
     record = upgrade(settle_if_abandoned(run_dir, json.loads((run_dir / RUN_FILE).read_text())))
     config, summary = record.get("config", {}), record.get("summary") or {}
@@ -86,8 +94,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "final_accuracy": summary.get("final_accuracy"), "best_accuracy": summary.get("best_accuracy"),
         "target_accuracy": summary.get("target_accuracy"), "time_to_target_s": summary.get("time_to_target_s"),
         "steps_to_target": summary.get("steps_to_target"),
-        "startup_s": summary.get("startup_s"),
-        **{key: summary.get(key) for key in ("model_flops_per_example", "achieved_tflops", "peak_tflops", "mfu")},
+        "startup_s": summary.get("startup_s"), **why_columns(summary),
         "gradient_bytes_per_step": model.get("gradient_bytes_per_step"),
         "bytes_sent_per_worker_per_step": exchange.get("worker_sent_per_step"),  # by its formula
         "sparse_bytes_per_step": model.get("sparse_bytes_per_step"),
@@ -99,8 +106,6 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         **breakdown.typical_worker(split),
         "slowest_worker": split.get("slowest_worker"),
         "slowest_compute_ratio": split.get("slowest_compute_ratio"),
-        "waiting_caused_s": split.get("waiting_caused_s"),
-        "throughput_without_slowest_examples_per_s": summary.get("throughput_without_slowest_examples_per_s"),
         "gradients_dropped": (record.get("records") or {}).get("gradients_dropped"),
         "lost_workers": ", ".join(record.get("lost_workers") or []),
         "scenario": record["scenario"], "variant": facts.get("variant"), "kill_worker": config.get("kill_worker"),
