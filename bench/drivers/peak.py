@@ -68,6 +68,7 @@ def measure(sizes: Sequence[int], rounds: int) -> dict:
     start_runtime_quietly()
     import tensorflow as tf
 
+    tf.get_logger().setLevel("ERROR")  # each size's chain is a function of its own: its "retracing" warning is noise
     by_size = {size: rate_at(tf, size, rounds) for size in sizes}
     best = max(by_size, key=by_size.get)
     gpus = tf.config.list_logical_devices("GPU")
