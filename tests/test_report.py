@@ -297,3 +297,12 @@ def test_the_why_section_names_each_strategys_largest_part_of_its_step():
     assert said[1].startswith("allreduce, cnn x4 @10000 Mbit/s: 91 % of its 55 ms step is compute; MFU 30 %")
     assert rows["compute_share"].add(rows["communication_share"]).add(rows["waiting_share"]).add(
         rows["other_share"]).round(9).eq(1).all()
+
+
+def test_the_report_says_which_machines_its_runs_ran_on():
+    from bench.analysis.report.build import machines
+
+    runs = pd.DataFrame([{"cpu_model": "AMD EPYC", "cpu_count": 2, "cpu_extensions": "avx2"},
+                         {"cpu_model": "AMD EPYC", "cpu_count": 2, "cpu_extensions": "avx2"},
+                         {"cpu_model": "Intel Xeon", "cpu_count": 2, "cpu_extensions": None}])
+    assert machines(runs) == "Machine: AMD EPYC (avx2), 2 cores; Intel Xeon (extensions not recorded), 2 cores. "

@@ -24,6 +24,23 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# the vector extensions that set what a CPU's matrix products reach (an AVX2-only CPU took 2-3x longer on the
+# same TensorFlow work than one with AVX-512 and AMX of the same size)
+VECTOR_EXTENSIONS = ("avx2", "avx512f", "amx_tile")
+
+
+def vector_extensions() -> str:
+    """This CPU's VECTOR_EXTENSIONS, as /proc/cpuinfo lists its flags ("" where none or unknown)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                return " ".join(f for f in VECTOR_EXTENSIONS if f in flags)
+    except OSError:
+        pass
+    return ""
+
+
 def device_key(device: str | None = None, cpu: str | None = None, cores: int | None = None) -> str:
     """The cache's name for a device: a GPU's name, or a CPU's model and its cores (this machine's by
     default; a peak is the device's with every core it has)."""

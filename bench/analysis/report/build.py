@@ -36,10 +36,23 @@ def write_report(paths: Sequence[Path], out_dir: Path, baseline: Sequence[Path] 
     return html_path
 
 
+def machines(runs: pd.DataFrame) -> str:
+    """The machines the runs ran on, as a time is compared: CPU model, its vector extensions, cores."""
+    if runs.empty or "cpu_model" not in runs:
+        return ""
+    found = runs[["cpu_model", "cpu_count", *(["cpu_extensions"] if "cpu_extensions" in runs else [])]]
+    said = []
+    for _, row in found.drop_duplicates().iterrows():
+        extensions = row.get("cpu_extensions")
+        known = extensions if isinstance(extensions, str) and extensions else "extensions not recorded"
+        said.append(f"{row['cpu_model']} ({known}), {row['cpu_count']:g} cores")
+    return f"Machine: {'; '.join(said)}. "
+
+
 def render(runs: pd.DataFrame, paths: Sequence[Path], remark: str) -> str:
     from bench.analysis.report import sections
 
-    intro = note(f"{len(runs)} runs from {', '.join(map(str, paths))}. {remark}".strip())
+    intro = note(f"{len(runs)} runs from {', '.join(map(str, paths))}. {machines(runs)}{remark}".strip())
     from bench.analysis.report.overhead import overhead_sections
     from bench.analysis.report.projection import projection_sections
 

@@ -114,6 +114,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
                                                  if config.get("straggler_random") else None),
         "ended_s": record.get("ended_s"), "last_step": record.get("last_step"),
         "host": env.get("host"), "cpu_model": env.get("cpu_model"), "cpu_count": env.get("cpu_count"),
+        "cpu_extensions": env.get("cpu_extensions"),
         "cpu_quota_cores": env.get("cpu_quota_cores"),
         "gpus": ", ".join(env.get("gpus") or []), "python": env.get("python"),
         "tensorflow": env.get("tensorflow"), "horovod": env.get("horovod"), "mpi": env.get("mpi"),

@@ -12,7 +12,7 @@ from typing import Any
 
 from bench import CHECKOUT
 from bench.infra import cpu_quota
-from bench.infra.peak import cpu_model
+from bench.infra.peak import cpu_model, vector_extensions
 from bench.infra.tools import tensorflow_version, version
 
 SUITE_ROOT = CHECKOUT
@@ -61,6 +61,7 @@ def describe() -> dict[str, Any]:
         "platform": platform.platform(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "cpu_extensions": vector_extensions(),
         "cpu_quota_cores": cpu_quota.own_cores(),  # a cgroup's CPU limit on the run's launcher, if any
         "gpus": gpus(),
         "python": platform.python_version(),
