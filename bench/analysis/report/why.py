@@ -55,7 +55,8 @@ def why_section(runs: pd.DataFrame) -> str:
     if split.empty:
         return section(ident, title, note("No throughput run recorded the split of its steps."))
     rows = shares(split)
-    lines = "".join(f"<li>{html_lib.escape(sentence(row))}</li>" for _, row in rows.iterrows())
+    # one worker alone has nothing to exchange or wait for: its row stays in the table
+    lines = "".join(f"<li>{html_lib.escape(sentence(row))}</li>" for _, row in rows.iterrows() if row["workers"] > 1)
     return section(ident, title, f'<ul class="answer">{lines}</ul>', figure(
         plots.breakdown_bars(split),
         "Each strategy's typical step: compute (forward, backward, an update applied locally), communication "
