@@ -306,3 +306,10 @@ def test_the_report_says_which_machines_its_runs_ran_on():
                          {"cpu_model": "AMD EPYC", "cpu_count": 2, "cpu_extensions": "avx2"},
                          {"cpu_model": "Intel Xeon", "cpu_count": 2, "cpu_extensions": None}])
     assert machines(runs) == "Machine: AMD EPYC (avx2), 2 cores; Intel Xeon (extensions not recorded), 2 cores. "
+
+
+def test_a_run_without_its_machine_recorded_is_left_out_of_the_header():
+    from bench.analysis.report.build import machines
+
+    assert machines(pd.DataFrame([{"cpu_model": None, "cpu_count": None, "cpu_extensions": None}])) == ""
+    assert machines(pd.DataFrame([{"cpu_model": "X", "cpu_count": None}])) == "Machine: X (extensions not recorded). "

@@ -42,10 +42,13 @@ def machines(runs: pd.DataFrame) -> str:
         return ""
     found = runs[["cpu_model", "cpu_count", *(["cpu_extensions"] if "cpu_extensions" in runs else [])]]
     said = []
-    for _, row in found.drop_duplicates().iterrows():
+    for _, row in found.dropna(subset=["cpu_model"]).drop_duplicates().iterrows():
         extensions = row.get("cpu_extensions")
         known = extensions if isinstance(extensions, str) and extensions else "extensions not recorded"
-        said.append(f"{row['cpu_model']} ({known}), {row['cpu_count']:g} cores")
+        cores = f", {row['cpu_count']:g} cores" if pd.notna(row["cpu_count"]) else ""
+        said.append(f"{row['cpu_model']} ({known}){cores}")
+    if not said:
+        return ""
     return f"Machine: {'; '.join(said)}. "
 
 
