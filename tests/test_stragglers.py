@@ -80,10 +80,12 @@ def test_a_3x_straggler_takes_about_3x_as_long_per_step(preset):
 
 
 def test_ps_sync_r_n_waits_for_the_straggler_and_a_backup_worker_does_not(preset):
-    table = shown(preset)
-    kept = {variant: float(table[variant]["fraction"]) for variant in VARIANTS}
-    # every step of R = N waits for the straggler's gradient
-    assert kept["ps-sync R=N"] < 0.75, kept
+    # every step of R = N waits for the straggler's gradient: most of worker 0's step is waiting. Read
+    # within the run: the fraction of the clean run's throughput kept (the report's table) compares two
+    # runs, and read 0.77 once beside the first-run tests' Horovod build (0.40 on an idle VM)
+    split = json.loads((run_dir(preset, "straggler", "ps-sync R=N") / "run.json").read_text())["summary"]["breakdown"]
+    other = split["per_worker"]["0"]
+    assert other["waiting"]["p50_s"] > 0.5 * other["step"]["p50_s"], other
     # so under R = N worker 0 steps in lockstep with the straggler: each of its steps ends when the
     # straggler's gradient arrives (medians within 2% of each other in 3 runs beside two busy
     # processes). Compared within the run: across runs the machine's load may differ (worker 0's
