@@ -37,25 +37,26 @@ def summarize(parts: pd.DataFrame, synchronous: bool = False) -> dict[str, Any]:
         "per_worker": per_worker,
         "unattributed_share": float((parts["other_s"] / parts["step_s"]).median()),
     }
-    compute = parts.groupby("worker")["compute_s"].median()
+    medians = parts.groupby("worker")[["step_s", "compute_s", "waiting_s"]].median()
+    compute = medians["compute_s"]
     if len(compute) > 1:
         slowest = int(compute.idxmax())
         others = float(compute.drop(slowest).median())
         out["slowest_worker"] = slowest
         out["slowest_compute_ratio"] = float(compute[slowest] / others) if others > 0 else None
         if synchronous:
-            out.update(slowest_cost(parts, compute, slowest))
+            out.update(slowest_cost(medians, slowest))
     return out
 
 
-def slowest_cost(parts: pd.DataFrame, compute: pd.Series, slowest: int) -> dict[str, float]:
+def slowest_cost(medians: pd.DataFrame, slowest: int) -> dict[str, float]:
     """What the slowest worker cost a synchronous run, from each worker's medians: another worker
     waited for it, each step, what it waited in all up to how much longer the slowest computed than
     the next slowest (`waiting_caused_s`, summed over the others: a backup worker's run that does not
     wait for it shows the others' ordinary wait only). Without it, every other worker's step is that
     much shorter and the slowest one steps at their median pace: the run's examples/s grow as the
     workers' steps per second do (`speedup_without_slowest`)."""
-    medians = parts.groupby("worker")[["step_s", "waiting_s"]].median()
+    compute = medians["compute_s"]
     excess = max(0.0, float(compute[slowest] - compute.drop(slowest).max()))
     others = medians.drop(slowest)
     caused = others["waiting_s"].clip(upper=excess)
