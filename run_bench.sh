@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # distbench launcher.
-#   ./run_bench.sh                 the default comparison (same as `all`)
+#   ./run_bench.sh [flags]         the default comparison in 10 minutes (`all --budget default`)
 #   ./run_bench.sh test [pytest args]   every test, slow multi-process ones included
 #   ./run_bench.sh setup [--gpu]   create .venv, install TensorFlow, MPI, Horovod
 #   ./run_bench.sh STRATEGY [flags]     one run: python -m bench --strategy STRATEGY [flags]
-#   ./run_bench.sh all [flags]          the comparison of every strategy (narrow it with flags)
+#   ./run_bench.sh all [flags]          the same with fixed steps, or --budget 3m (narrow it with flags)
 #   ./run_bench.sh report [dirs]   python -m bench report [dirs]
 #   ./run_bench.sh stragglers|network|tradeoffs [flags]  presets (network, tradeoffs: root)
 #   ./run_bench.sh micro|overhead [flags]  allreduce/ps micro-benchmarks; the harness's cost
@@ -281,11 +281,22 @@ setup() {
     patch_activate
 }
 
+# The default comparison (no subcommand) is sized by a time budget (python -m bench all --budget default)
+# unless its flags size it otherwise; `all` keeps fixed steps, so recorded comparisons stay comparable.
+default_budget() {
+    local a
+    for a in "$@"; do
+        [[ "$a" == --budget* || "$a" == --steps* || "$a" == --full ]] && return
+    done
+    echo "--budget=default"
+}
+
 main() {
-    local cmd="${1:-all}"
-    if [[ "$cmd" == -* && "$cmd" != "-h" && "$cmd" != "--help" ]]; then
-        cmd=all  # ./run_bench.sh --steps 60: flags of the default comparison
-    elif [[ $# -gt 0 ]]; then
+    local cmd="${1:-}"
+    if [[ -z "$cmd" || ("$cmd" == -* && "$cmd" != "-h" && "$cmd" != "--help") ]]; then
+        cmd=all  # ./run_bench.sh --models cnn: flags of the default comparison
+        set -- $(default_budget "$@") "$@"
+    else
         shift
     fi
     case "$cmd" in

@@ -174,6 +174,9 @@ def _topology(p: argparse.ArgumentParser, d: RunConfig) -> None:
     g.add_argument("--emulated-cluster", nargs="?", const="bench", default=None, metavar="NAME",
                    help="run each ps and worker on its own host of the emulated cluster NAME (default: bench; "
                    "see ./run_bench.sh cluster up)")
+    g.add_argument("--hosts", type=lambda t: tuple(h for h in t.split(",") if h), default=(), metavar="H1,H2,...",
+                   help="hosts without a scheduler: each task started on its host over ssh (workers first, then "
+                        "ps tasks; DISTBENCH_SSH sets the command, docs/hosts.md)")
 
 
 def resumed(parsed: argparse.Namespace, argv: Sequence[str]) -> RunConfig:

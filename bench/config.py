@@ -94,6 +94,8 @@ class RunConfig:
     task_index: int | None = None
     # name of an emulated cluster (bench.infra.emulated): each process in a network namespace of its own
     emulated_cluster: str | None = None
+    # hosts without a scheduler (bench.run.launch.ssh_hosts): each task started on its host over ssh
+    hosts: tuple[str, ...] = ()
     # options declared by the chosen strategy (see bench.run.contract.Strategy.options)
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -113,6 +115,7 @@ class RunConfig:
         out["options"] = dict(self.options)
         out["ps_hosts"] = list(self.ps_hosts)
         out["worker_hosts"] = list(self.worker_hosts)
+        out["hosts"] = list(self.hosts)
         return out
 
     def to_json(self) -> str:
@@ -122,7 +125,7 @@ class RunConfig:
     def from_dict(cls, values: Mapping[str, Any]) -> RunConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in values.items() if k in known}
-        for name in ("ps_hosts", "worker_hosts"):
+        for name in ("ps_hosts", "worker_hosts", "hosts"):
             kwargs[name] = tuple(kwargs.get(name) or ())
         return cls(**kwargs)
 
@@ -217,6 +220,11 @@ def check_topology(config: RunConfig) -> None:
                 raise UsageError(f"{flag}: {host!r} is not host:port")
     if config.emulated_cluster is not None and (config.worker_hosts or config.job_name):
         raise UsageError("--emulated-cluster places the processes itself: drop --worker-hosts/--job-name/TF_CONFIG")
+    if config.hosts and (config.worker_hosts or config.job_name or config.emulated_cluster is not None):
+        raise UsageError("--hosts places the processes itself: drop --worker-hosts/--job-name/--emulated-cluster")
+    if any(not h or ":" in h or "," in h or h.startswith("-") for h in config.hosts):
+        raise UsageError(f"--hosts: give host names or addresses without ports, comma-separated, got "
+                         f"{','.join(config.hosts)!r}")
     if config.job_name is None:
         return
     if config.job_name not in ("ps", "worker", "chief"):

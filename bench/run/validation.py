@@ -7,8 +7,9 @@ from __future__ import annotations
 from bench.config import OPTIMIZERS, RunConfig, check_injection, check_numbers, check_output, check_topology
 from bench.errors import UsageError
 from bench.run import data, models
-from bench.run.contract import IN_PROCESS, Known, Strategy, options_elsewhere, strategies_taking
+from bench.run.contract import IN_PROCESS, MPI, Known, Strategy, options_elsewhere, strategies_taking
 from bench.run.data import npz
+from bench.run.launch.slurm import srun
 from bench.run.models import user
 
 TABLE_COPIES = 3  # the table, its gradient (when dense) and an optimizer slot or an input copy
@@ -47,12 +48,27 @@ def check_resume_flags(typed: set[str]) -> None:
         raise UsageError(f"--resume goes on with the run's own config; drop {', '.join(others)}")
 
 
+def check_hosts(config: RunConfig, strategy_cls: type[Strategy]) -> None:
+    """--hosts starts a TensorFlow cluster's tasks over ssh; MPI ranks are mpirun's to place."""
+    if not config.hosts:
+        return
+    kind = strategy_cls.runs_as.kind
+    if kind == IN_PROCESS:
+        raise UsageError(f"--hosts: {config.strategy} runs in one process; use a ps or TensorFlow-cluster strategy")
+    if kind == MPI:
+        raise UsageError(f"--hosts: {config.strategy}'s ranks are placed by MPI: mpirun -H "
+                         f"{','.join(config.hosts)} python -m bench --strategy {config.strategy} (docs/hosts.md)")
+    if srun.in_allocation():
+        raise UsageError("--hosts: inside a Slurm allocation Slurm places the tasks; drop --hosts")
+
+
 def validate(config: RunConfig, strategy_cls: type[Strategy], known: Known) -> RunConfig:
     """Raise UsageError naming the first problem found; else the config, options complete.
     `strategy_cls` is the run's, as its process resolved it (bench.cli.run_from_args); `known`: every
     strategy its starter knows (for what another could do instead)."""
     if config.emulated_cluster is not None and strategy_cls.runs_as.kind == IN_PROCESS:
         raise UsageError(f"--emulated-cluster: {config.strategy} runs in one process; use a ps or allreduce strategy")
+    check_hosts(config, strategy_cls)
     check_model(config, strategy_cls, known)
     check_numbers(config)
     check_workers(config, strategy_cls)

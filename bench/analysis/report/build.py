@@ -12,27 +12,29 @@ from bench.analysis.report.columns import NETWORK_COLUMNS, SUMMARY_COLUMNS
 from bench.analysis.report.html import note, page
 
 
-def summary_frame(paths: Sequence[Path], baseline: Sequence[Path] | None = None) -> pd.DataFrame:
+def summary_frame(paths: Sequence[Path], earlier: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The runs under `paths` with their scaling efficiency, and their ratio to the `earlier` runs'."""
     runs = collect.load(paths)
     if runs.empty:
         return runs
     runs = aggregate.add_scaling_efficiency(runs)
-    if baseline:
-        runs = aggregate.add_baseline(runs, aggregate.add_scaling_efficiency(collect.load(baseline)))
+    if earlier is not None:
+        runs = aggregate.add_baseline(runs, earlier)
     return runs
 
 
 def write_report(paths: Sequence[Path], out_dir: Path, baseline: Sequence[Path] | None = None,
                  remark: str = "") -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    runs = summary_frame(paths, baseline)
+    earlier = aggregate.add_scaling_efficiency(collect.load(baseline)) if baseline else None
+    runs = summary_frame(paths, earlier)
     emulated = "link_mbit" in runs and runs["link_mbit"].notna().any()
     columns = [c for c in SUMMARY_COLUMNS + (NETWORK_COLUMNS if emulated else []) if c in runs] + \
         (["throughput_vs_baseline"] if "throughput_vs_baseline" in runs else [])
     table = runs[columns] if not runs.empty else pd.DataFrame(columns=SUMMARY_COLUMNS)
     table.to_csv(out_dir / "summary.csv", index=False)
     html_path = out_dir / "report.html"
-    html_path.write_text(render(runs, paths, remark))
+    html_path.write_text(render(runs, paths, remark, earlier))
     return html_path
 
 
@@ -52,8 +54,9 @@ def machines(runs: pd.DataFrame) -> str:
     return f"Machine: {'; '.join(said)}. "
 
 
-def render(runs: pd.DataFrame, paths: Sequence[Path], remark: str) -> str:
+def render(runs: pd.DataFrame, paths: Sequence[Path], remark: str, earlier: pd.DataFrame | None = None) -> str:
     from bench.analysis.report import sections
+    from bench.analysis.report.agreement import agreement_section
 
     intro = note(f"{len(runs)} runs from {', '.join(map(str, paths))}. {machines(runs)}{remark}".strip())
     from bench.analysis.report.overhead import overhead_sections
@@ -62,5 +65,6 @@ def render(runs: pd.DataFrame, paths: Sequence[Path], remark: str) -> str:
     micro = [*sections.micro_sections(paths), *projection_sections(paths), *overhead_sections(paths)]
     if runs.empty:
         return page("distbench report", intro, [*micro] or [note("No run folders found.")])
-    return page("distbench report", intro, [*sections.all_sections(runs), *micro])
+    compared = [agreement_section(runs, earlier)] if earlier is not None and not earlier.empty else []
+    return page("distbench report", intro, [*compared, *sections.all_sections(runs), *micro])
 

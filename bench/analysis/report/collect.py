@@ -61,6 +61,16 @@ def why_columns(summary: dict[str, Any]) -> dict[str, Any]:
             "waiting_caused_s": split.get("waiting_caused_s")}
 
 
+def sizing_columns(record: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """How the run's steps were set (a budgeted comparison's `sizing`, else its fixed --steps) and the
+    interval they reached, as a share of its throughput."""
+    sizing = record.get("sizing") or {}
+    rate, half = summary.get("throughput_examples_per_s"), summary.get("throughput_ci95_examples_per_s")
+    return {"sizing_rule": sizing.get("rule", "steps"), "budget_s": sizing.get("budget_s"),
+            "measure_s_planned": sizing.get("measure_s"), "measured_steps": summary.get("measured_steps"),
+            "ci95_share": half / rate if rate and half is not None else None}
+
+
 def run_row(run_dir: Path) -> dict[str, Any]:
     record = upgrade(settle_if_abandoned(run_dir, json.loads((run_dir / RUN_FILE).read_text())))
     config, summary = record.get("config", {}), record.get("summary") or {}
@@ -94,7 +104,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "final_accuracy": summary.get("final_accuracy"), "best_accuracy": summary.get("best_accuracy"),
         "target_accuracy": summary.get("target_accuracy"), "time_to_target_s": summary.get("time_to_target_s"),
         "steps_to_target": summary.get("steps_to_target"),
-        "startup_s": summary.get("startup_s"), **why_columns(summary),
+        "startup_s": summary.get("startup_s"), **why_columns(summary), **sizing_columns(record, summary),
         "gradient_bytes_per_step": model.get("gradient_bytes_per_step"),
         "bytes_sent_per_worker_per_step": exchange.get("worker_sent_per_step"),  # by its formula
         "sparse_bytes_per_step": model.get("sparse_bytes_per_step"),

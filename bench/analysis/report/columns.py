@@ -12,7 +12,8 @@ RUN_COLUMNS = [
     ("final_accuracy", "final acc.", "acc"), ("bytes_sent_per_worker_per_step", "sent/worker/step", "bytes"),
 ]
 SUMMARY_COLUMNS = [c for c, *_ in RUN_COLUMNS] + [
-    "purpose", "ps", "steps", "optimizer", "lr", "options", "step_time_p90_s", "best_accuracy",
+    "purpose", "ps", "steps", "sizing_rule", "measured_steps", "ci95_share", "budget_s", "measure_s_planned",
+    "optimizer", "lr", "options", "step_time_p90_s", "best_accuracy",
     "target_accuracy", "time_to_target_s", "steps_to_target", "gradient_bytes_per_step", "sparse_bytes_per_step",
     "sparse_exchange", "table_bytes", "rows_touched_per_step", "row_bytes", "table_dense", "staleness_mean_steps",
     "gradients_dropped", "lost_workers", "scenario", "family", "variant", "straggler", "kill_worker",

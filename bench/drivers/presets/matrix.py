@@ -14,11 +14,15 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.config import default_warmup
+from bench.drivers.presets import budget
+from bench.drivers.presets.budgeted import BudgetedRuns
+from bench.drivers.presets.probe import probe
 from bench.drivers.presets.runner import refused_cells, run_all
 from bench.errors import UsageError
 from bench.infra import peak
@@ -170,6 +174,14 @@ def parser() -> argparse.ArgumentParser:
                         "0..N-1 (default: 1)")
     p.add_argument("--output", default="results", help="(default: results)")
     p.add_argument("--timeout-s", type=float, default=600, help="longest a single run may take (default: 600)")
+    p.add_argument("--budget", default=None,
+                   help="size every run by time so that the whole comparison ends within this (10m, 90s, 600; "
+                        f"'default': {budget.DEFAULT_S / 60:.0f}m, what ./run_bench.sh alone gives): a probe of the "
+                        "machine first, then each run measures what the budget leaves it, no longer than its "
+                        "interval needs (--ci-width); without it, fixed steps (--steps)")
+    p.add_argument("--ci-width", default=f"{budget.DEFAULT_CI_WIDTH:.0%}",
+                   help="with --budget: a run measures no longer than its model's 95%% interval needs to be within "
+                        "this share of its throughput (default: %(default)s)")
     return p
 
 
@@ -191,6 +203,11 @@ def validate(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
     if args.steps is not None and args.steps < 5:
         raise UsageError("--steps: a throughput run needs at least 5 steps")
+    if args.budget is not None:
+        if args.steps is not None or args.full:
+            raise UsageError("--budget sizes each run's steps by time: leave out --steps and --full, or --budget")
+        args.budget = budget.DEFAULT_S if args.budget == "default" else budget.parse_budget(args.budget)
+    args.ci_width = budget.parse_ci_width(args.ci_width)
     if srun.in_allocation():
         args.workers = srun.counts_that_fit(args.workers, "--workers")
         args.convergence_workers = srun.counts_that_fit([args.convergence_workers], "--convergence-workers")[0]
@@ -205,16 +222,31 @@ def measure_peak_once() -> None:
     subprocess.run([sys.executable, "-m", "bench", "peak", "--rounds", "3"], check=False)
 
 
+def budgeted(runs: Sequence[Planned], args: argparse.Namespace, began: float) -> BudgetedRuns:
+    """The runs' sizer within --budget, after the probe of this machine; the budget's clock started at `began`
+    (the peak's measurement, where one was made, and the probe come out of it)."""
+    models = list(dict.fromkeys((run.model, run.data) for run in runs if run.purpose == "throughput"))
+    probed = probe(registry.baseline(), models, args.batch_size, args.timeout_s)
+    within = budget.Budget(args.budget, args.ci_width, probed, started=began)
+    within.spent["probe"] = time.monotonic() - began
+    cells = [budget.Cell(run.strategy, run.model, run.workers, run.purpose, run.steps,
+                         registry.is_baseline(run.strategy), registry.get(run.strategy).runs_as.kind != IN_PROCESS)
+             for run in runs]
+    return BudgetedRuns(cells, within)
+
+
 def main(argv: Sequence[str]) -> int:
     args, extra = parser().parse_known_args(list(argv))
     try:
         validate(args)
     except UsageError as exc:
         return refuse(exc)
+    began = time.monotonic()
     measure_peak_once()
     runs = plan(args.strategies, args.models, args.workers, args.steps, args.convergence_steps, args.repeats,
                 args.convergence_workers, FULL_STEPS if args.full else DEFAULT_STEPS, args.one_process_runs)
     left_out = refused_cells((strategy, model) for model in args.models for strategy in args.strategies)
+    sizer = budgeted(runs, args, began) if args.budget is not None else None
     return run_all("compare", [(f"{run.purpose}: {run.strategy} {known_models.label(run.model)} x{run.workers}",
                                 run.argv(args.batch_size, extra)) for run in runs], Path(args.output), args.timeout_s,
-                   skipped=left_out)
+                   skipped=left_out, sizer=sizer)

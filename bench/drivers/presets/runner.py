@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from bench.run.launch.interrupts import Interrupted, interruptible
 from bench.run.process.records import RUN_FILE, RunFolder
@@ -129,15 +130,46 @@ class InterimReport:
         self.spent += time.monotonic() - began
 
 
+class Sizer(Protocol):
+    """Sizes a preset's runs as they go (bench.drivers.presets.budgeted: a time budget)."""
+
+    def argv(self, index: int, argv: list[str]) -> list[str] | None:
+        """Run `index`'s arguments as sized, or None to leave it out (the sizer says why)."""
+
+    def ended(self, index: int, wall_s: float, folders: set[Path]) -> None:
+        """Run `index` ended after `wall_s`, its records in `folders`."""
+
+    def status(self) -> str:
+        """What is left of the budget, for the progress line."""
+
+    def remark(self, elapsed_s: float) -> str:
+        """What the sizing did, for the report's header."""
+
+
+def run_one(i: int, total: int, label: str, argv: list[str], folder: Path, timeout_s: float,
+            command: Sequence[str], sizer: Sizer | None, started: float) -> int:
+    """Run i of `total` as its sizer sizes it (1), or not at all (0: the sizer left it out)."""
+    sized = sizer.argv(i - 1, argv) if sizer else argv
+    if sized is None:
+        return 0
+    left = f" ({sizer.status()})" if sizer else time_left(started, i - 1, total)
+    print(f"[{i}/{total}] {label}{left}", file=sys.stderr, flush=True)
+    began, before = time.monotonic(), run_folders(folder)
+    execute([*sized, "--output", str(folder)], timeout_s, folder, folder / "matrix.log", command)
+    if sizer:
+        sizer.ended(i - 1, time.monotonic() - began, run_folders(folder) - before)
+    return 1
+
+
 def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, timeout_s: float,
             before: Callable[[int], None] | None = None, command: Sequence[str] = BENCH,
-            skipped: Sequence[str] = ()) -> int:
+            skipped: Sequence[str] = (), sizer: Sizer | None = None) -> int:
     """Every run of a preset, one after the other, into `output`/NAME-<time>/; then the report,
     also copied (with summary.csv) to `output`. `before(i)` prepares run i (a link cap); `command`
     starts each run (`python -m bench`, or that under salloc). SIGINT or SIGTERM (whatever
     disposition this process inherited) ends the run in progress and the preset; the report then
     shows the runs made so far, and the status is 130. `skipped`: cells the preset left out, each with
-    why, which the report's remark lists."""
+    why, which the report's remark lists. `sizer`: sizes each run just before it starts."""
     from bench.analysis.report.build import write_report
 
     folder = output / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -145,16 +177,14 @@ def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, time
     for line in skipped:
         print(f"{name}: left out {line}", file=sys.stderr, flush=True)
     started = time.monotonic()
-    done, stopped = 0, None
+    done, made, stopped = 0, 0, None
     interim = InterimReport(name, folder, output, len(runs), started)
     try:
         with interruptible():
             for i, (label, argv) in enumerate(runs, 1):
                 if before is not None:
                     before(i - 1)
-                print(f"[{i}/{len(runs)}] {label}{time_left(started, i - 1, len(runs))}", file=sys.stderr,
-                      flush=True)
-                execute([*argv, "--output", str(folder)], timeout_s, folder, folder / "matrix.log", command)
+                made += run_one(i, len(runs), label, argv, folder, timeout_s, command, sizer, started)
                 done = i
                 if i < len(runs):
                     interim.after_run(i)
@@ -162,13 +192,15 @@ def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, time
         stopped = f"interrupted ({exc}) after {done} of {len(runs)} runs"
         print(f"{name}: {stopped}", file=sys.stderr, flush=True)
     elapsed = time.monotonic() - started
-    made = f"{len(runs)} runs" if stopped is None else stopped
+    said = f"{made} runs" if stopped is None else stopped
     if stopped is not None and not run_folders(folder):
         return 130  # nothing to report
     left_out = f" Left out, as a run of each would be refused: {'; '.join(skipped)}." if skipped else ""
-    html = write_report([folder], folder, remark=f"The {name} preset: {made} in {elapsed / 60:.1f} min.{left_out}")
+    sizing = f" {sizer.remark(elapsed)}" if sizer else ""
+    html = write_report([folder], folder,
+                        remark=f"The {name} preset: {said} in {elapsed / 60:.1f} min.{sizing}{left_out}")
     shutil.copy(html, output / "report.html")
     shutil.copy(folder / "summary.csv", output / "summary.csv")
-    print(f"{made} in {elapsed / 60:.1f} min", file=sys.stderr)
+    print(f"{said} in {elapsed / 60:.1f} min", file=sys.stderr)
     print(f"report: {(output / 'report.html').resolve()}")
     return 0 if stopped is None else 130

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from bench.config import RunConfig
 from bench.errors import UsageError
-from bench.infra.emulated.network import enter
 from bench.infra.tools import free_ports, port_in_use
 from bench.run import models
 from bench.run.contract import GO_ON, RESTART_JOB, Strategy
@@ -40,7 +39,7 @@ def task_argv(config: RunConfig, cluster: dict[str, list[str]], role: str, index
     addresses. Started by a launcher, the task joins its run (bench.run.process.lifecycle.joined_run)."""
     task = config.replace(worker_hosts=tuple(cluster["worker"]), ps_hosts=tuple(cluster.get("ps", ())),
                           chief_host=(cluster.get("chief") or [None])[0], job_name=role, task_index=index,
-                          emulated_cluster=None)
+                          emulated_cluster=None, hosts=())
     return [sys.executable, "-m", "bench", "--config-json", task.to_json()]
 
 
@@ -55,20 +54,18 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
     processes = {r: n for r, n in strategy.processes(config).items() if n > 0}
     run_hosts = RunHosts.of(config, processes)
     scheduled, placement = run_hosts.scheduled, run_hosts.placement
-    cluster = local_cluster(processes) if run_hosts.local else (scheduled or placement).tf_cluster()
+    cluster = run_hosts.tf_cluster(local_cluster(processes) if run_hosts.local else {})
     folder, run_start = start_run(config, strategy)
-    folder.update_run(cluster=cluster)
+    elsewhere = run_hosts.elsewhere  # its tasks' stdin held open: a remote guard ends its task when it closes
+    folder.update_run(cluster=cluster, **({"placement": elsewhere.describe()} if elsewhere else {}))
 
     def start_task(task: RunConfig, role: str, i: int) -> Child:
         argv = task_argv(task, cluster, role, i)
-        if scheduled:
-            argv = scheduled.srun(role, i, argv)
-        elif placement:  # by hand on the emulated hosts: as a user types it on each
-            argv = enter(placement.roles[role][i], argv)
-        return start(f"{role} {i}", argv, folder.path / "logs" / f"{role}{i}.log",
-                     env={"TF_CONFIG": tf_config(cluster, role, i), **join_environment(folder, run_start),
-                          **scratch_env},
-                     echo=(role, i) == (strategy.runs_as.trainer_role(config), 0))
+        env = {"TF_CONFIG": tf_config(cluster, role, i), **join_environment(folder, run_start), **scratch_env}
+        if run_hosts.placed:
+            argv = run_hosts.placed.command(role, i, argv, env)
+        return start(f"{role} {i}", argv, folder.path / "logs" / f"{role}{i}.log", env=env,
+                     echo=(role, i) == (strategy.runs_as.trainer_role(config), 0), hold_stdin=bool(elsewhere))
 
     rejoined: list[dict] = []
 

@@ -42,6 +42,12 @@ class Placement:
     def tf_cluster(self) -> dict[str, list[str]]:
         return {role: [f"{h.address}:{TF_PORT}" for h in hosts] for role, hosts in self.roles.items()}
 
+    def command(self, role: str, index: int, argv: list[str], env: dict[str, str]) -> list[str]:
+        """A task's command as placed (the launch kinds' one interface): entered on its host by hand, as a
+        user types it on each; the environment is inherited."""
+        del env
+        return network.enter(self.roles[role][index], argv)
+
     def labels(self) -> dict[int, str]:
         """{host index: "worker 0" / "ps 1"} for the hosts this run uses."""
         return {h.index: f"{role} {i}" for role, hosts in self.roles.items() for i, h in enumerate(hosts)}

@@ -61,13 +61,15 @@ def last_line(log: Path) -> str:
 
 
 def start(name: str, argv: Sequence[str], log: Path, env: dict[str, str] | None = None,
-          echo: bool = False) -> Child:
-    """Start a child whose output goes to `log` (and, with `echo`, to our stderr too)."""
+          echo: bool = False, hold_stdin: bool = False) -> Child:
+    """Start a child whose output goes to `log` (and, with `echo`, to our stderr too). With `hold_stdin`
+    its stdin is a pipe this process holds open and never writes: it closes when this process ends
+    (an ssh client's remote task ends with it: bench.run.launch.remote_task)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         process = subprocess.Popen(list(argv), stdout=subprocess.PIPE if echo else out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
-                                   preexec_fn=_die_with_parent)
+                                   stdin=subprocess.PIPE if hold_stdin else subprocess.DEVNULL,
+                                   env={**os.environ, **(env or {})}, preexec_fn=_die_with_parent)
     if echo:
         threading.Thread(target=_tee, args=(process.stdout, log), daemon=True).start()
     return Child(name, process, log)

@@ -1,7 +1,7 @@
 """Where a launched run's processes go, decided once for both launchers (a TF cluster's tasks,
 an MPI job's ranks): Slurm job steps inside an allocation, the emulated cluster's hosts (placed
-by hand, or the nodes Slurm gave), or children of this process on this host; and what the run
-holds on them while it trains."""
+by hand, or the nodes Slurm gave), hosts reached over ssh (--hosts), or children of this process
+on this host; and what the run holds on them while it trains."""
 
 from __future__ import annotations
 
@@ -9,19 +9,36 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from bench.config import RunConfig
 from bench.run.launch import emulated_hosts
 from bench.run.launch.emulated_hosts import Placement
 from bench.run.launch.slurm import srun
 from bench.run.launch.slurm.srun import SlurmPlacement
+from bench.run.launch.ssh_hosts import HostPlacement
 from bench.run.process.scratch import run_scratch
+
+
+class Placed(Protocol):
+    """What a launch kind that places tasks on hosts gives (docs/adding-a-launcher.md)."""
+
+    def tf_cluster(self) -> dict[str, list[str]]:
+        """Each role's task addresses, host:port."""
+
+    def command(self, role: str, index: int, argv: list[str], env: dict[str, str]) -> list[str]:
+        """Task `index` of `role`'s command as started from this host; `env` is what the launcher gives it."""
+
+    def describe(self) -> dict:
+        """The placement, for run.json."""
 
 
 @dataclass(frozen=True)
 class RunHosts:
     scheduled: SlurmPlacement | None  # job steps of the Slurm allocation this launcher runs in
     placement: Placement | None  # hosts of the emulated cluster (--emulated-cluster)
+    # any other launch kind (docs/adding-a-launcher.md): hosts without a scheduler (--hosts)
+    elsewhere: Placed | None = None
 
     @classmethod
     def of(cls, config: RunConfig, processes: dict[str, int]) -> RunHosts:
@@ -30,11 +47,21 @@ class RunHosts:
         placement = emulated_hosts.place(config, processes, scheduled) if config.emulated_cluster else None
         if scheduled:
             srun.check_shared(scheduled, Path(config.output).resolve())
-        return cls(scheduled, placement)
+        elsewhere = HostPlacement.for_processes(config.hosts, processes) if config.hosts else None
+        return cls(scheduled, placement, elsewhere)
 
     @property
     def local(self) -> bool:
-        return not (self.scheduled or self.placement)
+        return not self.placed
+
+    @property
+    def placed(self) -> Placed | None:
+        """The placement the run's tasks go by (None: children of this process on this host)."""
+        return self.scheduled or self.placement or self.elsewhere
+
+    def tf_cluster(self, local: dict[str, list[str]]) -> dict[str, list[str]]:
+        """Each role's task addresses: where the placement put them, or `local`'s loopback ports."""
+        return self.placed.tf_cluster() if self.placed else local
 
     @contextmanager
     def held(self, run_dir: Path, run_start: float) -> Iterator[dict[str, str]]:

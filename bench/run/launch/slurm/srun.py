@@ -123,6 +123,11 @@ class SlurmPlacement:
         return ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={self.roles[role][index]}",
                 f"--job-name={self.step_name(f'{role} {index}')}", "--kill-on-bad-exit=1", "--quiet", *argv]
 
+    def command(self, role: str, index: int, argv: list[str], env: dict[str, str]) -> list[str]:
+        """A task's command as placed (the launch kinds' one interface): a job step; srun passes `env` on."""
+        del env
+        return self.srun(role, index, argv)
+
     def srun_ranks(self, argv: Sequence[str], mpi: bool = True) -> list[str]:
         """`argv` as the ranks of one job step, rank i on worker i's node; `mpi`: they meet through
         PMIx (MPI_Init), else through Horovod's rendezvous (Gloo)."""

@@ -1,0 +1,63 @@
+"""`python -m bench.run.launch.remote_task COMMAND...`: a task started on another host over ssh
+(bench.run.launch.ssh_hosts), ended with its launcher.
+
+ssh without a terminal does not end the remote command when its connection drops: the launcher
+ending (or killing) its ssh client would leave the task running on its host. This guard runs the
+task in a process group of its own and ends that group (SIGTERM, SIGKILL after a grace) when its
+stdin reaches end of file, which ssh gives it when the connection closes; the launcher holds that
+stdin open and never writes to it. SIGTERM and SIGINT to the guard end the group the same way.
+Standard library only: it starts before the task imports anything."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+GRACE_S = 10.0  # a task's own SIGTERM handling (its records flushed) finishes well within this
+
+
+def end_group(process: subprocess.Popen) -> None:
+    """SIGTERM the task's group, SIGKILL what is left after GRACE_S."""
+    for sig, wait_s in ((signal.SIGTERM, GRACE_S), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: python -m bench.run.launch.remote_task COMMAND...", file=sys.stderr)
+        return 2
+    process = subprocess.Popen(argv, start_new_session=True)
+    ending = threading.Event()
+
+    def end(*_: object) -> None:
+        if not ending.is_set():
+            ending.set()
+            threading.Thread(target=end_group, args=(process,), daemon=True).start()
+
+    def watch_stdin() -> None:
+        while sys.stdin.buffer.read1(4096) if hasattr(sys.stdin.buffer, "read1") else sys.stdin.buffer.read(1):
+            pass
+        end()
+
+    signal.signal(signal.SIGTERM, end)
+    signal.signal(signal.SIGINT, end)
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    code = process.wait()
+    if ending.is_set():
+        end_group(process)  # the task ended, but a child of its group may not have
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

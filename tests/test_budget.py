@@ -1,0 +1,129 @@
+"""The comparison's time budget (bench.drivers.presets.budget): its flags, and its sizing run against a
+simulated machine whose steps and start-ups the probe got wrong, on a clock the test moves."""
+
+import math
+
+import pytest
+
+from bench.drivers.presets.budget import (
+    LEAST_MEASURED_STEPS,
+    REPORT_S,
+    Budget,
+    Cell,
+    Probed,
+    parse_budget,
+    parse_ci_width,
+)
+from bench.drivers.presets.budgeted import with_steps
+from bench.errors import UsageError
+
+NO_TENSORFLOW = True
+
+
+def test_budget_and_width_flags():
+    assert parse_budget("10m") == 600 and parse_budget("90s") == 90 and parse_budget("600") == 600
+    assert parse_budget("1.5h") == 5400
+    for bad in ("ten", "10 minutes", "30s", "-5m"):
+        with pytest.raises(UsageError, match="--budget"):
+            parse_budget(bad)
+    assert parse_ci_width("5%") == pytest.approx(0.05) and parse_ci_width("0.1") == pytest.approx(0.1)
+    for bad in ("0", "100%", "x"):
+        with pytest.raises(UsageError, match="--ci-width"):
+            parse_ci_width(bad)
+
+
+class Machine:
+    """True costs: a global step of `strategy` at W workers is `slow[strategy]` x W/2 times the baseline's,
+    and a run starts in 3 s plus 2 s per extra worker; every run's interval is `spread` (a share of its
+    throughput) at 1 measured step, narrowing as one over the root of its steps."""
+
+    def __init__(self, step_s: dict[str, float], slow: dict[str, float], spread: float = 3.0) -> None:
+        self.step_s, self.slow, self.spread, self.now = step_s, slow, spread, 0.0
+
+    def true_step_s(self, cell: Cell) -> float:
+        return self.step_s[cell.model] * (1.0 if cell.baseline else self.slow[cell.strategy] * cell.workers / 2)
+
+    def run(self, cell: Cell, steps: int, warmup: int) -> tuple[float, dict]:
+        step = self.true_step_s(cell)
+        startup = 3.0 + 2.0 * (cell.workers - 1)
+        wall = startup + steps * step * (1.4 if cell.purpose == "convergence" else 1.0)
+        self.now += wall
+        measured = steps - warmup
+        examples_per_step = 64 * cell.workers
+        rate = examples_per_step / step
+        return wall, {"throughput_examples_per_s": rate, "global_steps": steps, "examples": examples_per_step * steps,
+                      "throughput_ci95_examples_per_s": rate * self.spread / math.sqrt(measured)}
+
+
+def cells(convergence_steps: int = 2500) -> list[Cell]:
+    out = []
+    for model in ("mlp", "cnn", "embedding"):
+        out.append(Cell("single", model, 1, "throughput", 100, True))
+        for strategy in ("allreduce", "ps-sync", "ps-async"):
+            out += [Cell(strategy, model, w, "throughput", 100, False) for w in (2, 4)]
+    return out + [Cell(s, "mlp", 2, "convergence", convergence_steps, s == "single")
+                  for s in ("single", "allreduce", "ps-sync", "ps-async")]
+
+
+def simulate(total_s: float, machine: Machine, probed: Probed, ci_width: float = 0.05):
+    budget = Budget(total_s, ci_width, probed, started=0.0, clock=lambda: machine.now)
+    plan, sized = cells(), []
+    for i, cell in enumerate(plan):
+        sizing = budget.size(cell, plan[i + 1:])
+        if sizing is None:
+            sized.append((cell, None))
+            continue
+        wall, summary = machine.run(cell, sizing.steps, sizing.warmup_steps)
+        budget.learn(cell, sizing, wall, summary)
+        sized.append((cell, sizing))
+    return machine.now, sized
+
+
+# the probe saw a quiet machine; the runs see one twice as slow, and strategies slower than the prior says
+PROBED = Probed({"mlp": 0.002, "cnn": 0.05, "embedding": 0.01}, startup_s=2.0, cores=2)
+
+
+def slow_machine(spread: float = 3.0) -> Machine:
+    return Machine({"mlp": 0.004, "cnn": 0.1, "embedding": 0.02}, {"allreduce": 1.2, "ps-sync": 3.0, "ps-async": 2.0},
+                   spread)
+
+
+def test_a_comparison_ends_within_its_budget_though_the_probe_was_wrong():
+    spent, sized = simulate(600, slow_machine(), PROBED)
+    assert spent <= 600 - REPORT_S + 1
+    throughput = [s for c, s in sized if c.purpose == "throughput"]
+    assert all(s is not None and s.steps - s.warmup_steps >= LEAST_MEASURED_STEPS for s in throughput)
+    # runs whose intervals are still wide use what start-ups leave: the comparison is not cut far short
+    assert spent >= 0.8 * (600 - REPORT_S)
+
+
+def test_a_short_budget_leaves_out_convergence_runs_it_has_no_room_for():
+    _, sized = simulate(120, slow_machine(), PROBED)
+    left_out = [c for c, s in sized if s is None]
+    assert left_out and all(c.purpose == "convergence" for c in left_out)
+    assert all(s is not None for c, s in sized if c.purpose == "throughput")
+
+
+def test_runs_stop_at_the_width_their_model_needs_on_a_long_budget():
+    _, sized = simulate(3600, slow_machine(spread=0.2), PROBED, ci_width=0.05)
+    later = [s for c, s in sized if c.purpose == "throughput" and c.model == "mlp"][1:]
+    assert later and all(s.rule == "ci-width" for s in later)
+    # 20 % at one step: (0.2 / 0.05)^2 = 16 steps, below the least a run measures
+    assert all(s.steps - s.warmup_steps == LEAST_MEASURED_STEPS for s in later)
+
+
+def test_sized_steps_replace_the_fixed_ones():
+    _, sized = simulate(600, slow_machine(), PROBED)
+    sizing = sized[0][1]
+    argv = ["--strategy", "single", "--steps", "500", "--warmup-steps", "10", "--batch-size", "64"]
+    assert with_steps(argv, sizing) == ["--strategy", "single", "--steps", str(sizing.steps), "--warmup-steps",
+                                        str(sizing.warmup_steps), "--batch-size", "64"]
+
+
+def test_first_tables_agree_when_a_tie_holds_the_other_answer():
+    from bench.analysis.report.agreement import verdict, winners
+
+    assert winners("tie: a, b") == {"a", "b"} and winners("a") == {"a"}
+    assert verdict("a", "a") == "same" and verdict("tie: a, b", "tie: b, a") == "same"
+    assert verdict("tie: a, b", "b") == "tie in one" and verdict("a", "tie: b, a") == "tie in one"
+    assert verdict("a", "b") == "different" and verdict("tie: a, b", "tie: c, d") == "different"

@@ -1,0 +1,197 @@
+"""Hosts without a scheduler (--hosts, bench.run.launch.ssh_hosts): the placement and the guard that
+ends a remote task with its connection; then every TensorFlow-cluster strategy from one command on
+the emulated cluster through its ssh stand-in, a killed worker and a lost host (root only)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import ROOT
+from tests.processes import CLUSTER_LIMIT_S, RUN_LIMIT_S, bench, leftover_processes, run_record
+
+NO_TENSORFLOW = True
+NAME = "dbhosts"  # not the user's default cluster name
+ENDED_WITHIN_S = 30  # the issue's bar: a killed worker or a lost host ends the run this soon (ssh keep-alive 15 s)
+
+
+def test_tasks_go_workers_first_one_per_host_then_wrap_around_on_the_next_port():
+    from bench.run.launch.ssh_hosts import TF_PORT, HostPlacement
+
+    placed = HostPlacement.for_processes(("a", "b", "c"), {"ps": 1, "worker": 2})
+    assert placed.tf_cluster() == {"worker": [f"a:{TF_PORT}", f"b:{TF_PORT}"], "ps": [f"c:{TF_PORT}"]}
+    wrapped = HostPlacement.for_processes(("a", "b"), {"ps": 1, "worker": 2, "chief": 1})
+    assert wrapped.tf_cluster() == {"worker": [f"a:{TF_PORT}", f"b:{TF_PORT}"], "chief": [f"a:{TF_PORT + 1}"],
+                                    "ps": [f"b:{TF_PORT + 1}"]}
+
+
+def test_a_tasks_command_carries_its_environment_and_runs_under_the_guard(monkeypatch):
+    from bench.run.launch.ssh_hosts import HostPlacement
+
+    monkeypatch.setenv("DISTBENCH_SSH", "myssh -p 2200")
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+    monkeypatch.setenv("UNRELATED", "x")
+    placed = HostPlacement.for_processes(("node1", "node2"), {"worker": 2})
+    argv = placed.command("worker", 1, ["python", "-m", "bench", "--config-json", '{"a": "b c"}'],
+                          {"TF_CONFIG": '{"task": {"type": "worker"}}'})
+    assert argv[:4] == ["myssh", "-p", "2200", "node2"]
+    words = shlex.split(argv[4])
+    assert words[:3] == ["cd", os.getcwd(), "&&"]
+    assert 'TF_CONFIG={"task": {"type": "worker"}}' in words and "TF_CPP_MIN_LOG_LEVEL=2" in words
+    assert not any(w.startswith("UNRELATED=") for w in words)
+    assert words[-7:] == ["-m", "bench.run.launch.remote_task", "python", "-m", "bench", "--config-json",
+                          '{"a": "b c"}']
+
+
+def test_the_guard_ends_its_task_when_the_connection_closes():
+    guard = subprocess.Popen([sys.executable, "-m", "bench.run.launch.remote_task", "sleep", "300"],
+                             stdin=subprocess.PIPE, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 20  # the guard's start: a Python interpreter, no TensorFlow
+        while not psutil.Process(guard.pid).children() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        task = psutil.Process(guard.pid).children()[0]
+        guard.stdin.close()  # what ssh gives the remote command when its client ends
+        assert guard.wait(timeout=15) == 128 + signal.SIGTERM
+        assert not task.is_running() or task.status() == psutil.STATUS_ZOMBIE
+    finally:
+        if guard.poll() is None:
+            guard.kill()
+
+
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces and tc)"
+    for tool in ("ip", "tc", "unshare"):
+        if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
+            return f"needs {tool} (iproute2 / util-linux)"
+    return None
+
+
+on_hosts = pytest.mark.skipif(_why_not() is not None, reason=str(_why_not()))
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    """A 3-host emulated cluster and the environment that makes its ssh stand-in this run's ssh."""
+    from bench.infra.emulated import network
+
+    done = bench("cluster", "up", "--hosts", "3", "--link-mbit", "1000", "--name", NAME, timeout=CLUSTER_LIMIT_S)
+    assert done.returncode == 0, done.stderr
+    cluster = network.get(NAME)
+    env = {"DISTBENCH_SSH": str(network.AGENT),
+           "DISTBENCH_NETNS_HOSTS": " ".join(f"{h.address}={h.namespace}" for h in cluster.hosts)}
+    yield cluster, env
+    bench("cluster", "down", "--name", NAME, timeout=CLUSTER_LIMIT_S)
+
+
+def hosts_command(cluster, results: Path, strategy: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "bench", "--strategy", strategy, "--hosts",
+            ",".join(h.address for h in cluster.hosts), "--model", "mlp", "--data", "synthetic", "--eval-every", "0",
+            "--output", str(results), *extra]
+
+
+def nothing_left(cluster, results: Path) -> None:
+    from bench.infra.emulated import network
+
+    assert not leftover_processes(str(results))
+    assert all(not network.processes_in(h.namespace) for h in cluster.hosts)
+
+
+@pytest.mark.slow
+@on_hosts
+@pytest.mark.parametrize("strategy, extra", [
+    ("ps-sync", ["--workers", "2", "--ps", "1"]),
+    ("ps-async", ["--workers", "2", "--ps", "1"]),
+    ("allreduce-tf", ["--workers", "3"]),
+    ("ps-coordinator", ["--workers", "1", "--ps", "1"]),
+])
+def test_every_tensorflow_cluster_strategy_runs_from_one_command_one_task_per_host(hosts, tmp_path, strategy, extra):
+    cluster, env = hosts
+    done = subprocess.run(hosts_command(cluster, tmp_path, strategy, "--steps", "40", *extra), cwd=ROOT,
+                          env={**os.environ, **env}, capture_output=True, text=True, timeout=2 * RUN_LIMIT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = run_record(tmp_path)
+    assert record["status"] == "ok"
+    placed = [a.rpartition(":")[0] for role in record["cluster"].values() for a in role]
+    # one task per host, each at its host's address (which exists only inside that host's namespace)
+    assert sorted(placed) == sorted(h.address for h in cluster.hosts)[:len(placed)] and len(set(placed)) == len(placed)
+    assert record["placement"]["launch"] == "ssh"
+    nothing_left(cluster, tmp_path)
+
+
+def training_process(namespace: str) -> int:
+    from bench.infra.emulated import network
+
+    return next(p for p in network.processes_in(namespace)
+                if "--config-json" in psutil.Process(p).cmdline() and "remote_task" not in " ".join(
+                    psutil.Process(p).cmdline()))
+
+
+def wait_for_steps(results: Path, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any(p.stat().st_size > 2000 for p in results.glob("*/steps.csv")):
+            return
+        time.sleep(0.2)
+    raise AssertionError("the run recorded no steps")
+
+
+@pytest.mark.slow
+@on_hosts
+@pytest.mark.parametrize("lost", ["worker", "host"])
+def test_a_killed_worker_or_a_lost_host_ends_the_run_with_its_reason_and_nothing_left(hosts, tmp_path, lost):
+    from bench.infra.emulated import network
+
+    cluster, env = hosts
+    run = subprocess.Popen(hosts_command(cluster, tmp_path, "ps-sync", "--workers", "2", "--ps", "1", "--steps",
+                                         "100000"), cwd=ROOT, env={**os.environ, **env},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_steps(tmp_path)
+        victim = cluster.hosts[1 if lost == "worker" else 2]  # worker 1's host, or the ps task's
+        began = time.monotonic()
+        pids = [training_process(victim.namespace)] if lost == "worker" else network.processes_in(victim.namespace)
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        run.wait(timeout=ENDED_WITHIN_S)
+        ended_s = time.monotonic() - began
+    finally:
+        if run.poll() is None:
+            run.kill()
+    record = run_record(tmp_path)
+    assert ended_s < ENDED_WITHIN_S and record["status"].startswith("failed:"), record["status"]
+    assert ("worker 1" if lost == "worker" else "ps 0") in record["status"], record["status"]
+    nothing_left(cluster, tmp_path)
+
+
+@pytest.mark.slow
+def test_the_guides_launch_kind_runs_a_ps_cluster(tmp_path):
+    import re
+
+    guide = (ROOT / "docs" / "adding-a-launcher.md").read_text()
+    (tmp_path / "pinned.py").write_text(re.search(r"`bench/run/launch/pinned.py`:\n\n```python\n(.*?)```", guide,
+                                                  re.S).group(1))
+    # the guide's line in RunHosts.of, as a patch of it: every run of this process goes by the guide's kind
+    driver = "\n".join([
+        "import runpy, sys", f"sys.path.insert(0, {str(tmp_path)!r})", "from pinned import Pinned",
+        "from bench.run.launch.run_hosts import RunHosts",
+        "RunHosts.of = classmethod(lambda cls, config, processes: cls(None, None, Pinned(processes)))",
+        "runpy.run_module('bench', run_name='__main__')"])
+    results = tmp_path / "results"
+    done = subprocess.run([sys.executable, "-c", driver, "--strategy", "ps-sync", "--workers", "2", "--ps", "1",
+                           "--steps", "30", "--model", "mlp", "--data", "synthetic", "--eval-every", "0",
+                           "--output", str(results)], cwd=ROOT, capture_output=True, text=True, timeout=RUN_LIMIT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = run_record(results)
+    assert record["status"] == "ok" and record["placement"]["launch"] == "pinned"
+    assert set(record["placement"]["cores"]) == {"worker 0", "worker 1", "ps 0"}
+    assert not leftover_processes(str(results))
