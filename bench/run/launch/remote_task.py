@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
             threading.Thread(target=end_group, args=(process,), daemon=True).start()
 
     def watch_stdin() -> None:
-        while sys.stdin.buffer.read1(4096) if hasattr(sys.stdin.buffer, "read1") else sys.stdin.buffer.read(1):
+        while os.read(0, 4096):  # the raw descriptor: a buffered reader's lock would stall the exit
             pass
         end()
 
@@ -60,4 +60,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    status = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)  # not through the interpreter's shutdown, which would wait on the stdin watcher
