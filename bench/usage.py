@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import NoReturn
+
+from bench.errors import UsageError
 
 USAGE_EXIT = 2
 
@@ -21,3 +24,15 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         refuse(f"{message} (see --help)")
         raise SystemExit(USAGE_EXIT)
+
+
+def parse_duration(text: str, flag: str, least_s: float = 60.0) -> float:
+    """Seconds from "10m", "90s", "1.5h" or a bare number of seconds, at least `least_s`; else a UsageError
+    naming `flag`."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if not match:
+        raise UsageError(f"{flag}: give a time such as 10m, 90s or 600, got {text!r}")
+    seconds = float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+    if seconds < least_s:
+        raise UsageError(f"{flag}: at least {least_s:.0f} s, got {text}")
+    return seconds

@@ -203,3 +203,20 @@ def test_a_failed_measurement_is_reported_with_the_last_line_of_its_log(tmp_path
                                           "gRPC server\n\n")
     assert last_line(tmp_path / "profile.log").endswith("Could not start gRPC server")
     assert last_line(tmp_path / "missing.log") == "no log"
+
+
+def test_the_rate_buffer_is_a_quarter_second_of_the_probed_rate_between_1_mib_and_64_mib():
+    from bench.drivers.profile.run import LEAST_RATE_BYTES, RATE_BYTES, TARGET_CALL_S, sized_bytes
+
+    slow_link = 100e6 / 8 * 0.94  # 100 Mbit/s, TCP's goodput
+    assert sized_bytes(slow_link) == int(slow_link * TARGET_CALL_S) // 4096 * 4096
+    assert 2**20 < sized_bytes(slow_link) < 4 * 2**20
+    assert sized_bytes(3e9) == RATE_BYTES and sized_bytes(1e5) == LEAST_RATE_BYTES and sized_bytes(None) == RATE_BYTES
+
+
+def test_repetitions_go_past_the_least_three_only_while_the_budget_holds_the_next():
+    from bench.drivers.profile.run import another_fits
+
+    assert another_fits(0, 6, 0.0, 300) and another_fits(2, 6, 400.0, 300)  # the least an interval needs
+    assert another_fits(3, 6, 150.0, 300) and not another_fits(3, 6, 240.0, 300)  # 240 + 80 > 300
+    assert not another_fits(6, 6, 10.0, 300)

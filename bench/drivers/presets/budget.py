@@ -12,7 +12,6 @@ step, so the time rule is turned into steps from the step time the runs so far m
 from __future__ import annotations
 
 import math
-import re
 import statistics
 import time
 from collections import defaultdict
@@ -22,6 +21,7 @@ from typing import Any
 
 from bench.config import DEFAULT_WARMUP_STEPS, default_warmup
 from bench.errors import UsageError
+from bench.usage import parse_duration
 
 DEFAULT_S = 600.0  # the default comparison's budget: a first look in 10 minutes
 DEFAULT_CI_WIDTH = 0.05  # a run measures until its 95% interval's half-width is this share of its throughput
@@ -46,14 +46,9 @@ PRIOR_CONVERGENCE_FACTOR = 1.3  # a convergence run's evaluations on top of its 
 
 
 def parse_budget(text: str) -> float:
-    """Seconds from "10m", "90s", "1.5h" or a bare number of seconds; a UsageError otherwise."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
-    if not match:
-        raise UsageError(f"--budget: give a time such as 10m, 90s or 600, got {text!r}")
-    seconds = float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
-    if seconds < 60:
-        raise UsageError(f"--budget: at least 1 minute (a run's start-up alone takes seconds), got {text}")
-    return seconds
+    """Seconds from "10m", "90s", "1.5h" or a bare number of seconds; at least a minute (a run's start-up alone
+    takes seconds)."""
+    return parse_duration(text, "--budget")
 
 
 def parse_ci_width(text: str) -> float:
@@ -225,6 +220,11 @@ class Budget:
         half = summary.get("throughput_ci95_examples_per_s")
         if half and measured > 0:
             self.learned.spread[cell.model].append(half / rate * math.sqrt(measured))
+
+    def least_s(self, cells: Sequence[Cell]) -> float:
+        """What `cells`' throughput runs need at the least: their start-ups and least measured steps."""
+        return sum(self.startup_s(c) + LEAST_MEASURED_STEPS * self.step_s(c)
+                   for c in cells if c.purpose == "throughput")
 
     def status(self) -> str:
         """ "(7.2 of 10.0 min budget left)" for the progress line."""

@@ -30,6 +30,12 @@ class BudgetedRuns:
         self.cells, self.budget = list(cells), budget
         self.sizings: dict[int, Sizing] = {}
         self.left_out: list[str] = []
+        least = budget.least_s(self.cells)
+        if least > budget.left_s() - REPORT_S:
+            print(f"compare: this machine needs about {least / 60:.1f} min for the throughput runs' start-ups and "
+                  f"least steps alone, more than the {budget.total_s / 60:.1f} min budget: it will be exceeded "
+                  "(a larger --budget, or fewer --strategies, --models or --workers, fits)", file=sys.stderr,
+                  flush=True)
 
     def argv(self, index: int, argv: list[str]) -> list[str] | None:
         cell = self.cells[index]

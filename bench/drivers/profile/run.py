@@ -12,7 +12,11 @@ same compute alone), then gRPC (1, 2, 4 ... workers pushing B between them into 
 and pulling it back at once: the task's rate under concurrency; then one worker's 64 KiB in 1
 and in 64 tensors, a ps task's cost per message). Each constant's value is the median of the
 repetitions, which it keeps for its prediction interval.
-A few minutes on 2 cores.
+
+Sized by time (--budget, default 5 minutes): without --bytes, a probe first (Horovod's allreduce at
+1 MiB) finds the link's rate, and the rate buffer is what one allreduce moves in about a quarter of
+a second at that rate, up to 64 MiB (loopback: 64 MiB; 100 Mbit/s: about 3 MiB); after the least
+repetitions an interval needs (3), another is made only while the budget holds it.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from bench.drivers.profile.where import Where
 from bench.errors import UsageError
 from bench.run.launch import processes
 from bench.run.process.environment import mpi_version, tensorflow_version, version
-from bench.usage import OneLineParser, refuse
+from bench.usage import OneLineParser, parse_duration, refuse
 
 LEAST_REPEATS = 3
 # on hosts throttled in 10 ms periods, two 3-repetition profiles of the same nodes 13 minutes apart put 30
@@ -50,6 +54,28 @@ LEAST_RATE_BYTES = 2**20  # below it a rate measures the fixed cost of a message
 # the size (a link's token bucket lets a small buffer's first bytes through at once; a library may pick
 # its algorithm by the size); fold.by_bytes keeps a size's own rate only where its repetitions tell it apart
 SIZE_STEP = math.sqrt(2)
+DEFAULT_BUDGET_S = 300.0
+# a rate buffer sized by the probe: one allreduce of it takes about this long at the probed rate. A message's
+# fixed cost (tens of us over TCP) is under 0.1 % of it, and a repetition's sweep and gRPC rounds take tens of
+# seconds on a 100 Mbit/s link instead of the 12 minutes one took at 64 MiB
+TARGET_CALL_S = 0.25
+PROBE = "horovod-mpi"
+
+
+def sized_bytes(rate_bytes_per_s: float | None, most: int = RATE_BYTES) -> int:
+    """The rate buffer for a probed rate (bytes/s): TARGET_CALL_S of it, a multiple of 4 KiB, between 1 MiB and
+    `most`; `most` where the probe found no rate."""
+    if not rate_bytes_per_s:
+        return most
+    return max(LEAST_RATE_BYTES, min(most, int(rate_bytes_per_s * TARGET_CALL_S) // 4096 * 4096))
+
+
+def another_fits(done: int, most: int, elapsed_s: float, budget_s: float) -> bool:
+    """Whether to make repetition `done + 1`: always up to LEAST_REPEATS, then while the next one, as long as the
+    mean of those done, still ends within the budget, up to `most`."""
+    if done < LEAST_REPEATS:
+        return True
+    return done < most and elapsed_s + elapsed_s / done <= budget_s
 
 
 def rate_sizes(rate_bytes: int) -> tuple[int, ...]:
@@ -72,8 +98,12 @@ def parser() -> argparse.ArgumentParser:
                    help="the most workers pushing into the one ps task at once; the rate is measured with 1, 2, 4 "
                         "... of them (default 4)")
     p.add_argument("--rounds", type=int, default=5, help="timed round trips per gRPC part")
-    p.add_argument("--bytes", type=int, default=RATE_BYTES,
-                   help=f"the buffer every rate is measured at (default {RATE_BYTES // 2**20} MiB; at least 1 MiB)")
+    p.add_argument("--bytes", type=int, default=None,
+                   help=f"the buffer every rate is measured at (at least 1 MiB; default: sized by a probe of the "
+                        f"link's rate, at most {RATE_BYTES // 2**20} MiB)")
+    p.add_argument("--budget", default="5m",
+                   help="the time the profile may take: repetitions past the least 3 only while it holds "
+                        "(default: %(default)s; 10m, 300, 90s)")
     p.add_argument("--output", default="results", help=f"folder for {PROFILE_FILE}")
     p.add_argument("--timeout-s", type=float, default=600, help="limit of each measurement's processes")
     return p
@@ -85,7 +115,8 @@ def check(args: argparse.Namespace) -> None:
     for name in ("ranks_per_node", "ps_workers", "rounds"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
-    if args.bytes < LEAST_RATE_BYTES:
+    args.budget = parse_duration(args.budget, "--budget")
+    if args.bytes is not None and args.bytes < LEAST_RATE_BYTES:
         raise UsageError(f"--bytes must be >= {LEAST_RATE_BYTES} (1 MiB): a smaller buffer measures a message's "
                          "fixed cost more than the link's rate")
 
@@ -124,6 +155,30 @@ def measure(where: Where, args: argparse.Namespace, folder: Path) -> tuple[dict[
     return figures, failed
 
 
+def probe(where: Where, folder: Path, timeout_s: float) -> float | None:
+    """The link's rate (bytes/s) by Horovod's allreduce at 1 MiB, or None where the probe failed."""
+    part = folder / "probe"
+    part.mkdir(parents=True)
+    if not where.allreduce(PROBE, part, (LEAST_RATE_BYTES,), timeout_s):
+        return None
+    return fold.allreduce_figures(part, (LEAST_RATE_BYTES,)).get(f"{fold.HOROVOD_WIRES[PROBE]}.process_bytes_per_s")
+
+
+def repetitions(where: Where, args: argparse.Namespace, out: Path) -> tuple[list[dict[str, float]], list[str]]:
+    """The repetitions the budget holds (args.bytes set), their figures and what failed."""
+    began = time.monotonic()
+    rounds, failures = [], []
+    while another_fits(len(rounds), args.repeats, time.monotonic() - began, args.budget):
+        r = len(rounds) + 1
+        print(f"profile: repetition {r} (at least {LEAST_REPEATS}, at most {args.repeats}; {where.describes})",
+              file=sys.stderr, flush=True)
+        figures, failed = measure(where, args, out / f"repetition{r}")
+        rounds.append(figures)
+        failures += [f"{name} (repetition {r}: {last_line(out / f'repetition{r}' / name / 'profile.log')})"
+                     for name in failed]
+    return rounds, failures
+
+
 def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     try:
@@ -133,23 +188,28 @@ def main(argv: Sequence[str]) -> int:
         where.check_output(Path(args.output))
     except UsageError as exc:
         return refuse(exc)
+    began = time.monotonic()
     out = Path(args.output) / f"profile-{time.strftime('%Y%m%d-%H%M%S')}"
-    rounds, failures = [], []
-    for r in range(args.repeats):
-        print(f"profile: repetition {r + 1} of {args.repeats} ({where.describes})", file=sys.stderr, flush=True)
-        figures, failed = measure(where, args, out / f"repetition{r + 1}")
-        rounds.append(figures)
-        failures += [f"{name} (repetition {r + 1}: {last_line(out / f'repetition{r + 1}' / name / 'profile.log')})"
-                     for name in failed]
+    sized = args.bytes is None
+    if sized:
+        rate = probe(where, out, args.timeout_s)
+        args.bytes = sized_bytes(rate)
+        print(f"profile: the probe's rate {rate or 0:.3g} bytes/s: rates at {args.bytes / 2**20:.1f} MiB",
+              file=sys.stderr, flush=True)
+    args.budget -= time.monotonic() - began
+    rounds, failures = repetitions(where, args, out)
     if failures:
         print(f"profile: failed: {', '.join(failures)} (see {out}/*/*/profile.log)", file=sys.stderr)
         return 1
-    command = f"./run_bench.sh profile --repeats {args.repeats} --ranks-per-node {args.ranks_per_node} " \
+    command = f"./run_bench.sh profile --repeats {len(rounds)} --ranks-per-node {args.ranks_per_node} " \
               f"--ps-workers {args.ps_workers} --bytes {args.bytes}, {time.strftime('%Y-%m-%d')}"
     data = fold.fold(rounds, where.describes, software(), command, args.bytes)
+    data["sized"] = {"budget_s": round(args.budget + time.monotonic() - began, 1), "bytes_by_probe": sized,
+                     "repetitions": len(rounds), "took_s": round(time.monotonic() - began, 1)}
     for path in (out / PROFILE_FILE, Path(args.output) / PROFILE_FILE):
         path.write_text(json.dumps(data, indent=1))
     table = pd.DataFrame(rounds)
     print(table[[c for c in table if fold.AT not in c and fold.WITH not in c]].to_string(index=False), file=sys.stderr)
-    print(f"profile: {(Path(args.output) / PROFILE_FILE).resolve()}")
+    print(f"profile: {(Path(args.output) / PROFILE_FILE).resolve()} ({len(rounds)} repetitions in "
+          f"{(time.monotonic() - began) / 60:.1f} min)")
     return 0
