@@ -112,6 +112,28 @@ def test_runs_stop_at_the_width_their_model_needs_on_a_long_budget():
     assert all(s.steps - s.warmup_steps == LEAST_MEASURED_STEPS for s in later)
 
 
+def test_a_budget_that_cannot_hold_every_models_start_ups_leaves_out_the_last_models_and_says_so(capsys):
+    from bench.drivers.presets.budgeted import BudgetedRuns
+
+    machine = slow_machine()
+    budget = Budget(70, 0.05, PROBED, started=0.0, clock=lambda: machine.now)
+    plan = cells()
+    runs = BudgetedRuns(plan, budget)
+    ran = []
+    for i, cell in enumerate(plan):
+        argv = runs.argv(i, ["--steps", "100", "--warmup-steps", "10"])
+        if argv is not None:
+            wall, summary = machine.run(cell, int(argv[1]), int(argv[3]))
+            budget.learn(cell, runs.sizings[i], wall, summary)
+            ran.append(cell)
+    models = {c.model for c in ran if c.purpose == "throughput"}
+    assert "mlp" in models and "embedding" not in models  # the first model always runs; the last went first
+    assert all(c.model in models for c in ran if c.purpose == "throughput")  # a model runs whole or not at all
+    assert machine.now <= 70 + 10  # within the budget, give or take the last run's misjudged cost
+    err = capsys.readouterr().err
+    assert "left out embedding's 7 throughput runs" in err and runs.left_out
+
+
 def test_sized_steps_replace_the_fixed_ones():
     _, sized = simulate(600, slow_machine(), PROBED)
     sizing = sized[0][1]
@@ -127,3 +149,39 @@ def test_first_tables_agree_when_a_tie_holds_the_other_answer():
     assert verdict("a", "a") == "same" and verdict("tie: a, b", "tie: b, a") == "same"
     assert verdict("tie: a, b", "b") == "tie in one" and verdict("a", "tie: b, a") == "tie in one"
     assert verdict("a", "b") == "different" and verdict("tie: a, b", "tie: c, d") == "different"
+
+
+@pytest.mark.slow
+def test_a_budgeted_comparison_sizes_every_run_and_says_so_in_its_records_and_report(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from tests.conftest import ROOT
+    from tests.processes import PRESET_LIMIT_S
+
+    done = subprocess.run([sys.executable, "-m", "bench", "all", "--budget", "1m", "--strategies", "single,ps-sync",
+                           "--workers", "1,2", "--models", "mlp", "--convergence-steps", "300",
+                           "--output", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=PRESET_LIMIT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "probe: single mlp x1" in done.stderr and "min budget left" in done.stderr
+    folder = next(tmp_path.glob("compare-*"))
+    records = [json.loads(p.read_text()) for p in folder.glob("*/run.json")]
+    throughput = [r for r in records if r["purpose"] == "throughput"]
+    assert throughput and all(r["status"] == "ok" for r in records)
+    for r in throughput:
+        sizing = r["sizing"]
+        assert sizing["rule"] in ("budget", "ci-width", "least steps") and sizing["budget_s"] == 60
+        assert r["config"]["steps"] == sizing["steps"] and r["summary"]["warmup_steps"] == sizing["warmup_steps"]
+    # the convergence runs keep their steps where they ran, and are named where the budget left them out
+    ran = {r["config"]["strategy"] for r in records if r["purpose"] == "convergence"}
+    assert all(r["config"]["steps"] == 300 for r in records if r["purpose"] == "convergence")
+    assert all(f"left out convergence: {s}" in done.stderr for s in {"single", "ps-sync"} - ran)
+    table = pd.read_csv(tmp_path / "summary.csv")
+    assert set(table.loc[table["purpose"] == "throughput", "sizing_rule"]) <= {"budget", "ci-width", "least steps"}
+    assert (table["budget_s"].dropna() == 60).all() and table["ci95_share"].notna().any()
+    page = (tmp_path / "report.html").read_text()
+    assert "Sized by a budget of 1.0 min" in page

@@ -23,6 +23,10 @@ def with_steps(argv: Sequence[str], sizing: Sizing) -> list[str]:
     return out
 
 
+def say(line: str) -> None:
+    print(f"compare: {line}", file=sys.stderr, flush=True)
+
+
 class BudgetedRuns:
     """A runner.Sizer: the comparison's planned runs (`cells`, in the runner's order) within `budget`."""
 
@@ -30,22 +34,50 @@ class BudgetedRuns:
         self.cells, self.budget = list(cells), budget
         self.sizings: dict[int, Sizing] = {}
         self.left_out: list[str] = []
+        self.begun: set[str] = set()  # models whose throughput runs have started
+        self.dropped: set[str] = set()  # models left out for want of time
         least = budget.least_s(self.cells)
         if least > budget.left_s() - REPORT_S:
-            print(f"compare: this machine needs about {least / 60:.1f} min for the throughput runs' start-ups and "
-                  f"least steps alone, more than the {budget.total_s / 60:.1f} min budget: it will be exceeded "
-                  "(a larger --budget, or fewer --strategies, --models or --workers, fits)", file=sys.stderr,
-                  flush=True)
+            say(f"this machine needs about {least / 60:.1f} min for the throughput runs' start-ups and least steps "
+                f"alone, more than the {budget.total_s / 60:.1f} min budget: the last models will be left out as the "
+                "runs show what they cost (a larger --budget, or fewer --strategies or --workers, keeps them)")
+
+    def kept(self, cells: Sequence[Cell]) -> list[Cell]:
+        return [c for c in cells if not (c.purpose == "throughput" and c.model in self.dropped)]
+
+    def fit_models(self, index: int) -> None:
+        """Before a model's first run: leave out the last models not begun until the throughput runs left fit
+        in the budget at their least; the first model is never left out."""
+        while True:
+            left = self.kept(self.cells[index:])
+            waiting = list(dict.fromkeys(c.model for c in left
+                                         if c.purpose == "throughput" and c.model not in self.begun))
+            least = self.budget.least_s(left)
+            if not waiting or (not self.begun and len(waiting) == 1) or least <= self.budget.left_s() - REPORT_S:
+                return
+            model = waiting[-1]
+            runs = sum(1 for c in left if c.purpose == "throughput" and c.model == model)
+            self.dropped.add(model)
+            line = (f"{model}'s {runs} throughput runs (the runs left need about {least / 60:.1f} min at the least; "
+                    f"{max(0.0, self.budget.left_s()) / 60:.1f} min of the budget is left)")
+            self.left_out.append(line)
+            say(f"left out {line}")
 
     def argv(self, index: int, argv: list[str]) -> list[str] | None:
         cell = self.cells[index]
-        sizing = self.budget.size(cell, self.cells[index + 1:])
+        if cell.purpose == "throughput" and cell.model not in self.begun | self.dropped:
+            self.fit_models(index)
+            if cell.model not in self.dropped:
+                self.begun.add(cell.model)
+        if cell.purpose == "throughput" and cell.model in self.dropped:
+            return None
+        sizing = self.budget.size(cell, self.kept(self.cells[index + 1:]))
         if sizing is None:
             left = max(0.0, self.budget.left_s() - REPORT_S)  # the report's time is kept back
             line = (f"{cell.purpose}: {cell.strategy} {cell.model} x{cell.workers} (about "
                     f"{self.budget.convergence_s(cell):.0f} s; {left:.0f} s of the budget left before the report)")
             self.left_out.append(line)
-            print(f"compare: left out {line}", file=sys.stderr, flush=True)
+            say(f"left out {line}")
             return None
         self.sizings[index] = sizing
         return with_steps(argv, sizing)
