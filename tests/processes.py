@@ -108,3 +108,15 @@ def task_processes() -> list[tuple[psutil.Process, Path, str, int]]:
 
 def task_process(run_dir: Path, role: str, index: int) -> psutil.Process:
     return next(p for p, folder, r, i in task_processes() if folder == run_dir and (r, i) == (role, index))
+
+
+def why_no_emulated_cluster() -> str | None:
+    """Why the emulated cluster cannot be made here (it needs root, ip, tc and unshare), or None."""
+    import os
+
+    if os.geteuid() != 0:
+        return "needs root (network namespaces and tc)"
+    for tool in ("ip", "tc", "unshare"):
+        if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
+            return f"needs {tool} (iproute2 / util-linux)"
+    return None

@@ -27,6 +27,7 @@ from tests.processes import (
     bench,
     leftover_processes,
     run_record,
+    why_no_emulated_cluster,
 )
 
 pytestmark = pytest.mark.slow
@@ -34,16 +35,7 @@ NAME = "dbtest"  # not the user's default cluster name: tests never touch a clus
 DOOMED = "dbkill"  # the cluster the kill tests take down
 
 
-def _why_not() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces and tc)"
-    for tool in ("ip", "tc", "unshare"):
-        if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
-            return f"needs {tool} (iproute2 / util-linux)"
-    return None
-
-
-WHY_NOT = _why_not()
+WHY_NOT = why_no_emulated_cluster()
 if WHY_NOT:
     pytestmark = [pytest.mark.slow, pytest.mark.skip(reason=WHY_NOT)]
 

@@ -16,7 +16,14 @@ import psutil
 import pytest
 
 from tests.conftest import ROOT
-from tests.processes import CLUSTER_LIMIT_S, RUN_LIMIT_S, bench, leftover_processes, run_record
+from tests.processes import (
+    CLUSTER_LIMIT_S,
+    RUN_LIMIT_S,
+    bench,
+    leftover_processes,
+    run_record,
+    why_no_emulated_cluster,
+)
 
 NO_TENSORFLOW = True
 NAME = "dbhosts"  # not the user's default cluster name
@@ -67,16 +74,7 @@ def test_the_guard_ends_its_task_when_the_connection_closes():
             guard.kill()
 
 
-def _why_not() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces and tc)"
-    for tool in ("ip", "tc", "unshare"):
-        if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
-            return f"needs {tool} (iproute2 / util-linux)"
-    return None
-
-
-on_hosts = pytest.mark.skipif(_why_not() is not None, reason=str(_why_not()))
+on_hosts = pytest.mark.skipif(why_no_emulated_cluster() is not None, reason=str(why_no_emulated_cluster()))
 
 
 @pytest.fixture(scope="module")
