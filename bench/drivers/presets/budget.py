@@ -45,10 +45,12 @@ PRIOR_STARTUP_PER_WORKER = 0.8
 PRIOR_CONVERGENCE_FACTOR = 1.3  # a convergence run's evaluations on top of its steps
 
 
+LEAST_BUDGET_S = 30.0  # the probe and a few runs' start-ups take that on 2 cores
+
+
 def parse_budget(text: str) -> float:
-    """Seconds from "10m", "90s", "1.5h" or a bare number of seconds; at least a minute (a run's start-up alone
-    takes seconds)."""
-    return parse_duration(text, "--budget")
+    """Seconds from "10m", "90s", "1.5h" or a bare number of seconds; at least LEAST_BUDGET_S."""
+    return parse_duration(text, "--budget", LEAST_BUDGET_S)
 
 
 def parse_ci_width(text: str) -> float:
