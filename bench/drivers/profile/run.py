@@ -188,7 +188,7 @@ def main(argv: Sequence[str]) -> int:
         where.check_output(Path(args.output))
     except UsageError as exc:
         return refuse(exc)
-    began = time.monotonic()
+    began, budget_s = time.monotonic(), args.budget
     out = Path(args.output) / f"profile-{time.strftime('%Y%m%d-%H%M%S')}"
     sized = args.bytes is None
     if sized:
@@ -196,7 +196,7 @@ def main(argv: Sequence[str]) -> int:
         args.bytes = sized_bytes(rate)
         print(f"profile: the probe's rate {rate or 0:.3g} bytes/s: rates at {args.bytes / 2**20:.1f} MiB",
               file=sys.stderr, flush=True)
-    args.budget -= time.monotonic() - began
+    args.budget = budget_s - (time.monotonic() - began)  # what the probe left
     rounds, failures = repetitions(where, args, out)
     if failures:
         print(f"profile: failed: {', '.join(failures)} (see {out}/*/*/profile.log)", file=sys.stderr)
@@ -204,7 +204,7 @@ def main(argv: Sequence[str]) -> int:
     command = f"./run_bench.sh profile --repeats {len(rounds)} --ranks-per-node {args.ranks_per_node} " \
               f"--ps-workers {args.ps_workers} --bytes {args.bytes}, {time.strftime('%Y-%m-%d')}"
     data = fold.fold(rounds, where.describes, software(), command, args.bytes)
-    data["sized"] = {"budget_s": round(args.budget + time.monotonic() - began, 1), "bytes_by_probe": sized,
+    data["sized"] = {"budget_s": budget_s, "bytes_by_probe": sized,
                      "repetitions": len(rounds), "took_s": round(time.monotonic() - began, 1)}
     for path in (out / PROFILE_FILE, Path(args.output) / PROFILE_FILE):
         path.write_text(json.dumps(data, indent=1))
