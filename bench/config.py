@@ -24,6 +24,9 @@ def default_warmup(steps: int) -> int:
     return max(0, min(DEFAULT_WARMUP_STEPS, steps // 5))
 
 
+HOST_LISTS = ("ps_hosts", "worker_hosts", "hosts")  # tuples in a config, lists in its JSON
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One run. Built from flags by bench.cli or directly by code and tests."""
@@ -113,9 +116,8 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["options"] = dict(self.options)
-        out["ps_hosts"] = list(self.ps_hosts)
-        out["worker_hosts"] = list(self.worker_hosts)
-        out["hosts"] = list(self.hosts)
+        for name in HOST_LISTS:
+            out[name] = list(out[name])
         return out
 
     def to_json(self) -> str:
@@ -125,7 +127,7 @@ class RunConfig:
     def from_dict(cls, values: Mapping[str, Any]) -> RunConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in values.items() if k in known}
-        for name in ("ps_hosts", "worker_hosts", "hosts"):
+        for name in HOST_LISTS:
             kwargs[name] = tuple(kwargs.get(name) or ())
         return cls(**kwargs)
 

@@ -80,7 +80,7 @@ def simulate(total_s: float, machine: Machine, probed: Probed, ci_width: float =
 
 
 # the probe saw a quiet machine; the runs see one twice as slow, and strategies slower than the prior says
-PROBED = Probed({"mlp": 0.002, "cnn": 0.05, "embedding": 0.01}, startup_s=2.0, cores=2)
+PROBED = Probed({"mlp": 0.002, "cnn": 0.05, "embedding": 0.01}, startup_s=2.0)
 
 
 def slow_machine(spread: float = 3.0) -> Machine:

@@ -100,7 +100,13 @@ class Probed:
 
     step_s: dict[str, float]  # a global step of the baseline at 1 worker, per model
     startup_s: float  # a 1-process run's wall time outside its steps
-    cores: int
+
+
+def global_step_s(summary: dict[str, Any]) -> float | None:
+    """A run's measured global step from its summary: examples per global step over its throughput (the
+    warm-up's tracing left out); None for a run without them."""
+    rate, steps, examples = (summary.get(k) for k in ("throughput_examples_per_s", "global_steps", "examples"))
+    return examples / steps / rate if rate and steps and examples else None
 
 
 @dataclass
@@ -205,11 +211,10 @@ class Budget:
         throughput: the warm-up's tracing left out), the rest of its wall time as start-up, and its
         interval's width for its steps."""
         self.spent[cell.purpose] += wall_s
-        rate, steps, examples = (summary.get(k) for k in ("throughput_examples_per_s", "global_steps", "examples"))
-        if not rate or not steps or not examples:
+        step_s = global_step_s(summary)
+        if step_s is None:
             return
-        step_s = examples / steps / rate
-        measured = steps - sizing.warmup_steps
+        measured = summary["global_steps"] - sizing.warmup_steps
         key = (cell.strategy, cell.model, cell.workers)
         if cell.purpose == "convergence":
             self.learned.convergence_factor.append(max(0.0, wall_s - self.startup_s(cell))
@@ -221,7 +226,7 @@ class Budget:
         self.learned.startup_s[key].append(max(0.0, wall_s - measured * step_s))
         half = summary.get("throughput_ci95_examples_per_s")
         if half and measured > 0:
-            self.learned.spread[cell.model].append(half / rate * math.sqrt(measured))
+            self.learned.spread[cell.model].append(half / summary["throughput_examples_per_s"] * math.sqrt(measured))
 
     def least_s(self, cells: Sequence[Cell]) -> float:
         """What `cells`' throughput runs need at the least: their start-ups and least measured steps."""

@@ -86,15 +86,14 @@ class BudgetedRuns:
         sizing = self.sizings[index]
         summary = {}
         for path in folders:
-            folder = RunFolder(path)
-            folder.update_run(sizing={**sizing.record(), "wall_s": round(wall_s, 2)})
-            summary = folder.read_run().get("summary") or summary
+            record = RunFolder(path).update_run(sizing={**sizing.record(), "wall_s": round(wall_s, 2)})
+            summary = record.get("summary") or summary
         self.budget.learn(self.cells[index], sizing, wall_s, summary)
 
     def status(self) -> str:
         return self.budget.status()
 
-    def remark(self, elapsed_s: float) -> str:
+    def remark(self) -> str:
         split = self.budget.split()
         rules: dict[str, int] = {}
         for sizing in self.sizings.values():

@@ -5,7 +5,6 @@ seconds; the runs go to a folder of their own that the report never reads."""
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import tempfile
@@ -13,19 +12,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.drivers.presets.budget import LEAST_MEASURED_STEPS, Probed
+from bench.drivers.presets.budget import LEAST_MEASURED_STEPS, Probed, global_step_s
 from bench.drivers.presets.runner import execute, run_folders
-from bench.infra import cpu_quota
 from bench.run.process.records import RunFolder
 
 WARMUP = 5  # the step of a probe is read after its first steps (tracing, the first batch)
-
-
-def cores() -> int:
-    """The cores this process may use: a cgroup's quota where one is set, else the CPUs it is pinned to."""
-    quota = cpu_quota.own_cores()
-    pinned = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, int(quota)) if quota else pinned
 
 
 def probe(baseline: str, models: Sequence[tuple[str, str]], batch_size: int, timeout_s: float) -> Probed:
@@ -43,10 +34,10 @@ def probe(baseline: str, models: Sequence[tuple[str, str]], batch_size: int, tim
                      "--output", str(out)], timeout_s, out, out / "probe.log")
             wall_s = time.monotonic() - began
             summary = next((RunFolder(p).read_run().get("summary") or {} for p in run_folders(out) - before), {})
-            rate, steps, examples = (summary.get(k) for k in ("throughput_examples_per_s", "global_steps", "examples"))
-            if not rate or not steps:
+            step = global_step_s(summary)
+            if step is None:
                 tail = (out / "probe.log").read_text(errors="replace").strip().splitlines()[-1:]
                 raise RuntimeError(f"the probe's run of {model} gave no throughput: {' '.join(tail)}")
-            step_s[model] = examples / steps / rate
-            startup_s.append(max(0.0, wall_s - (steps - WARMUP) * step_s[model]))
-    return Probed(step_s, statistics.median(startup_s), cores())
+            step_s[model] = step
+            startup_s.append(max(0.0, wall_s - (summary["global_steps"] - WARMUP) * step))
+    return Probed(step_s, statistics.median(startup_s))

@@ -142,7 +142,7 @@ class Sizer(Protocol):
     def status(self) -> str:
         """What is left of the budget, for the progress line."""
 
-    def remark(self, elapsed_s: float) -> str:
+    def remark(self) -> str:
         """What the sizing did, for the report's header."""
 
 
@@ -196,7 +196,7 @@ def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, time
     if stopped is not None and not run_folders(folder):
         return 130  # nothing to report
     left_out = f" Left out, as a run of each would be refused: {'; '.join(skipped)}." if skipped else ""
-    sizing = f" {sizer.remark(elapsed)}" if sizer else ""
+    sizing = f" {sizer.remark()}" if sizer else ""
     html = write_report([folder], folder,
                         remark=f"The {name} preset: {said} in {elapsed / 60:.1f} min.{sizing}{left_out}")
     shutil.copy(html, output / "report.html")
