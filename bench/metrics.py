@@ -438,3 +438,29 @@ def split_steps(steps: pd.DataFrame) -> pd.DataFrame:
     })
     out["other_s"] = out["step_s"] - out["compute_s"] - out["communication_s"] - out["waiting_s"]
     return out.reset_index(drop=True)
+
+
+# Exposed communication per tensor (a traced step, bench.run.process.tracing): in each part of a
+# step's exchange, each tensor's exchange runs from its start (its gradient ready, its pull asked
+# for) to its end. From `after` (the end of the backward pass, or the step's start for a pull) until
+# the part's last end, every moment is charged to the tensors in flight then, by their bytes (they
+# share the link and the process); a moment with none in flight (a wake-up, a queue) goes to the
+# tensors that end next. The charges sum to the part's exposed time, from `after` to its last end:
+# the split's communication of the same step, tensor by tensor.
+def exposed_by_tensor(done_s: dict[str, float], after_s: float, sizes: dict[str, float] | None = None,
+                      start_s: dict[str, float] | None = None) -> dict[str, float]:
+    """Each tensor's seconds of its exchange the compute did not hide (see above); a tensor without a
+    start is in flight from `after_s`."""
+    charged = dict.fromkeys(done_s, 0.0)
+    starts = {name: min((start_s or {}).get(name, after_s), done_s[name]) for name in done_s}
+    weight = {name: max(float((sizes or {}).get(name, 0.0)), 1.0) for name in done_s}
+    points = sorted({after_s, *(t for t in [*starts.values(), *done_s.values()] if t > after_s)})
+    for begin, end in zip(points, points[1:]):
+        flight = [n for n in done_s if starts[n] <= begin and done_s[n] >= end]
+        if not flight:
+            next_end = min(e for e in done_s.values() if e >= end)
+            flight = [n for n, e in done_s.items() if e == next_end]
+        total = sum(weight[n] for n in flight)
+        for name in flight:
+            charged[name] += (end - begin) * weight[name] / total
+    return charged

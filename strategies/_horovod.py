@@ -28,6 +28,10 @@ FUSION_MB = Option("hvd_fusion_threshold_mb", float, TUNED_FUSION_MB,
 CYCLE_MS = Option("hvd_cycle_time_ms", float, TUNED_CYCLE_MS,
                   "allreduce: Horovod cycle time in ms (Horovod's default: 1)", check=non_negative)
 SETUP_HINT = "run ./run_bench.sh setup"
+# HOROVOD_TIMELINE at hvd.init: DYNAMIC lets hvd.start_timeline/stop_timeline record the traced
+# steps only (strategies/workers/horovod_trace.py reads them)
+DYNAMIC_TIMELINE = "DYNAMIC"
+TIMELINE_SOURCE = "Horovod's timeline (rank 0's, every rank's negotiation and reduction per tensor)"
 
 
 def horovod_missing() -> str | None:

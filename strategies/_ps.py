@@ -21,6 +21,8 @@ PS_PARTITION_MB = Option("ps_partition_mb", float, 0.0,
                          check=non_negative)
 COMPRESSION = compression_option((NONE, FP16, TOPK), "ps strategies")
 PS_OPTIONS = (PS_PLACEMENT, PS_PARTITION_MB, COMPRESSION)
+STEP_STATS_SOURCE = ("TensorFlow's step statistics (RunOptions FULL_TRACE) of the worker's traced session.run: "
+                     "each variable's pull and its push to its ps task")
 
 
 class ParameterServerStrategy(Strategy):
@@ -29,6 +31,8 @@ class ParameterServerStrategy(Strategy):
     v1_graph = True  # between-graph replication: replica_device_setter, SyncReplicasOptimizer, a v1 Session
     runs_as = TfCluster
     options: ClassVar[tuple[Option, ...]] = PS_OPTIONS
+    traces_exchange = True
+    exchange_trace = STEP_STATS_SOURCE
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:

@@ -19,6 +19,7 @@ TOWER_OPTIONS = (VARIABLE_DEVICE, GPU_MEMORY_FRACTION, ALLOW_GROWTH)
 
 class TowerStrategy(Strategy):
     family = IN_GRAPH
+    exchange_trace = "not traced per tensor: its towers exchange inside one process (the split's communication)"
     checkpoints = True
     options = TOWER_OPTIONS
 

@@ -22,7 +22,7 @@ from bench.options import Option, flag_bool
 from bench.run.contract import ALLREDUCE, SparseExchange
 from strategies._compression import FP16, NONE, TOPK, parse
 from strategies._compression import option as compression_option
-from strategies._horovod import HOROVOD_OPTIONS, HorovodRanks, HorovodStrategy
+from strategies._horovod import DYNAMIC_TIMELINE, HOROVOD_OPTIONS, TIMELINE_SOURCE, HorovodRanks, HorovodStrategy
 
 COMPRESSION = compression_option((NONE, FP16, TOPK), "allreduce")
 SPARSE_AS_DENSE = Option("sparse_as_dense", flag_bool, False,
@@ -37,6 +37,9 @@ class AllreduceRanks(HorovodRanks):
         env = super().environment(config, run_dir)
         if config.option("timeline") and run_dir:
             env["HOROVOD_TIMELINE"] = os.path.join(run_dir, "horovod_timeline.json")
+        elif run_dir:
+            # the traced steps' timeline only (strategies/workers/horovod_trace.py)
+            env["HOROVOD_TIMELINE"] = DYNAMIC_TIMELINE
         return env
 
 
@@ -48,6 +51,8 @@ class Allreduce(HorovodStrategy):
     worker = "strategies.workers.allreduce:AllreduceWorker"
     runs_as = AllreduceRanks
     options = (*HOROVOD_OPTIONS, COMPRESSION, SPARSE_AS_DENSE, TIMELINE)
+    traces_exchange = True
+    exchange_trace = TIMELINE_SOURCE
 
     @classmethod
     def variant(cls, config: RunConfig) -> str:

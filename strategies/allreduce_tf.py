@@ -21,6 +21,8 @@ class AllreduceTF(Strategy):
     # (keras/src/backend/tensorflow/optimizer.py, _all_reduce_sum_gradients, 3.15.1), which TensorFlow
     # packs whole when CommunicationOptions.bytes_per_pack is 0 (cross_device_utils.group_by_size, 2.21)
     exchange_overlaps_backward = False
+    exchange_trace = ("not traced per tensor: every gradient goes in one packed collective after the backward pass "
+                      "(above), so its exposed communication is that one collective, the split's communication")
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:

@@ -46,6 +46,8 @@ class LocalSgd(HorovodStrategy):
     worker = "strategies.workers.local_sgd:LocalSgdWorker"
     checkpoints = True
     options = (SYNC_PERIOD, LOCAL_START, AVERAGE_SLOTS, COMPRESSION, *HOROVOD_OPTIONS)
+    exchange_trace = ("not traced per tensor: it exchanges weights every H steps, not gradients each step; "
+                      "the split's communication is the averaging")
 
     @classmethod
     def variant(cls, config: RunConfig) -> str:

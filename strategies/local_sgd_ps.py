@@ -21,6 +21,9 @@ class LocalSgdPS(ParameterServerStrategy):
     family = PARAMETER_AVERAGING
     worker = "strategies.workers.local_sgd_ps:LocalSgdPSWorker"
     options = (SYNC_PERIOD, PS_PLACEMENT, compression_option((NONE,), "local-sgd-ps"))
+    traces_exchange = False
+    exchange_trace = ("not traced per variable: it pushes model deltas every H steps, not gradients each step; "
+                      "the split's communication is the averaging")
 
     @classmethod
     def variant(cls, config: RunConfig) -> str:

@@ -58,6 +58,9 @@ class PSCoordinator(ParameterServerStrategy):
     checkpoints = False
     v1_graph = False  # eager TensorFlow 2 on the coordinator: a Keras 3 model runs
     options: ClassVar[tuple[Option, ...]] = (STEPS_PER_FUNCTION,)
+    traces_exchange = False
+    exchange_trace = ("not traced per variable: its steps run as scheduled functions on the workers, where no "
+                      "session.run can ask for their statistics; the split's communication is the whole of it")
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:

@@ -11,6 +11,7 @@ import pandas as pd
 
 from bench.run.process.breakdown import BREAKDOWN_FILE, PARTS
 from bench.run.process.stamping import stamped
+from bench.run.process.tracing import traced_steps
 
 STAMPED_PARTS = ("compute_s", "communication_s", "waiting_s")
 # The kernel slews CLOCK_REALTIME (tf.timestamp's clock) against CLOCK_MONOTONIC (the host's step
@@ -54,7 +55,9 @@ def assert_time_split(run_dir: Path, exchanges: bool = True, accounted: float = 
     time communicating or waiting."""
     steps = pd.read_csv(run_dir / "steps.csv")
     parts = pd.read_csv(run_dir / BREAKDOWN_FILE)
-    due = steps["local_step"].map(stamped)
+    record = json.loads((run_dir / "run.json").read_text())
+    traced = set(traced_steps(record["config"]["warmup_steps"])) if record["strategy"]["traces_exchange"] else set()
+    due = steps["local_step"].map(lambda step: stamped(step) or step in traced)
     assert sorted(zip(parts["worker"], parts["local_step"])) == \
         sorted(zip(steps.loc[due, "worker"], steps.loc[due, "local_step"]))
     assert steps.loc[~due, "compute_s"].isna().all()
@@ -70,7 +73,7 @@ def assert_time_split(run_dir: Path, exchanges: bool = True, accounted: float = 
     assert (parts.groupby("worker")["compute_s"].max() > 0).all()
     total = parts[list(PARTS)].sum(axis=1)
     assert ((total - parts["step_s"]).abs() < 1e-9).all()
-    measured = parts[parts["local_step"] >= json.loads((run_dir / "run.json").read_text())["config"]["warmup_steps"]]
+    measured = parts[parts["local_step"] >= record["config"]["warmup_steps"]]
     assert len(measured)
     # Load (other tests' processes) only adds time to a step, to its host part as to its graph's, so
     # each worker's least host time and least step time are its undisturbed ones (timeit's argument for
@@ -80,6 +83,22 @@ def assert_time_split(run_dir: Path, exchanges: bool = True, accounted: float = 
     assert (share >= accounted).all(), (share, per_worker[["other_s", "step_s"]].describe())
     if not exchanges:
         assert (parts["communication_s"] == 0).all() and (parts["waiting_s"] == 0).all()
-    summary = json.loads((run_dir / "run.json").read_text())["summary"]["breakdown"]
+    summary = record["summary"]["breakdown"]
     assert set(summary["per_worker"]) == {str(w) for w in steps["worker"].unique()}
+    if traced:
+        assert_exposure(record, traced)
     return parts
+
+
+def assert_exposure(record: dict, traced: set[int]) -> None:
+    """The traced steps' per-tensor exposed communication: warm-up steps only, tensors named, and
+    their sum no more than the split's communication of the same
+    steps plus what the split leaves unplaced (its other) and 1 ms (Horovod's cycle, in which the
+    timeline's negotiation ends after the last rank is ready)."""
+    exposure = record["summary"]["exposure"]
+    assert exposure["traced"], exposure
+    assert all(set(steps) <= traced for steps in exposure["traced_steps"].values()), exposure["traced_steps"]
+    names = {t["name"] for t in exposure["tensors"]}
+    assert names and exposure["exposed_communication_s"] >= 0
+    assert exposure["exposed_communication_s"] <= (exposure["split_communication_s"] + exposure["split_other_s"]
+                                                   + 1e-3), exposure

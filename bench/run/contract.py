@@ -198,6 +198,10 @@ class Strategy:
     checkpoints: ClassVar[bool] = False  # its Worker implements save_checkpoint (--checkpoint-every-*)
     v1_graph: ClassVar[bool] = False  # its Worker builds a TensorFlow 1 graph (tf.compat.v1): no Keras 3 model there
     baseline: ClassVar[bool] = False  # its 1-worker throughput is what scaling efficiency divides by (one strategy)
+    # what traces its exchange per tensor on the steps bench.run.process.tracing names (its Worker's
+    # trace_exchange writes them), or why nothing does: run.json's exposure says it
+    exchange_trace: ClassVar[str] = "nothing: it exchanges no gradient between processes"
+    traces_exchange: ClassVar[bool] = False
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:
@@ -243,7 +247,8 @@ class Strategy:
                 "baseline": cls.baseline, "asynchronous": cls.asynchronous,
                 "exchange_overlaps_backward": cls.exchange_overlaps_backward, "checkpoints": cls.checkpoints,
                 "parameter_servers": cls.processes(config).get("ps", 0), "sparse_exchange": sparse.how,
-                "table_dense": sparse.table_dense, "wire": cls.wire(config)}
+                "table_dense": sparse.table_dense, "wire": cls.wire(config),
+                "traces_exchange": cls.traces_exchange, "exchange_trace": cls.exchange_trace}
 
     @classmethod
     def worker_batch(cls, config: RunConfig) -> int:
@@ -325,6 +330,12 @@ class Worker(ABC):
     def step(self, stamped: bool = False) -> StepResult:
         """Run one training step on this worker; when `stamped`, with its `times` (the harness
         asks for the steps bench.run.process.stamping.stamped names)."""
+
+    def trace_exchange(self, steps: range | None) -> None:
+        """Trace the exchange of the local `steps` that follow, tensor by tensor, or (None, after the
+        last of them) stop and write what was traced with bench.run.process.tracing.write; called
+        around the steps bench.run.process.tracing.traced_steps names, when the strategy declares
+        traces_exchange."""
 
     def finished(self, result: StepResult) -> bool:
         """True once the run has done its steps (the default counts global steps)."""

@@ -20,6 +20,7 @@ from strategies._compression import FP16, TOPK
 from strategies.workers.compression import Compressor, Encoded
 from strategies.workers.eager import EagerWorker
 from strategies.workers.gradient_step import train_step
+from strategies.workers.horovod_trace import TimelineSample, tensor_name
 
 
 class AllreduceWorker(EagerWorker):
@@ -57,7 +58,7 @@ class AllreduceWorker(EagerWorker):
                 wire = compressor.encode(grad, var)
                 gathered = Encoded(values=hvd.allgather(wire.values), indices=hvd.allgather(wire.indices))
                 return compressor.decode(gathered, var) / hvd.size()
-            return hvd.allreduce(grad, op=hvd.Average, compression=compression)
+            return hvd.allreduce(grad, op=hvd.Average, compression=compression, name=tensor_name(var))
 
         def exchange(grads):
             # allreduce: the gradients come back averaged over all ranks (ring allreduce); one
@@ -72,18 +73,23 @@ class AllreduceWorker(EagerWorker):
         if self.config.option("timeline") and "HOROVOD_TIMELINE" not in os.environ and self.context.run_dir:
             # started by the user's mpirun (our launcher sets HOROVOD_TIMELINE for its ranks)
             hvd.start_timeline(os.path.join(self.context.run_dir, "horovod_timeline.json"))
+        self.timeline = TimelineSample(hvd, self.context.run_dir, os.environ.get("HOROVOD_TIMELINE"))
         # allreduce: every rank starts from rank 0's weights (they are seeded alike; this makes it so)
         hvd.broadcast_variables(model.weights, root_rank=0)
         self.use(model, optimizer, step, collective=True)
 
     def step(self, stamped: bool = False) -> StepResult:
-        result = super().step(stamped)
+        result = self.timeline.timed(lambda: super(AllreduceWorker, self).step(stamped))
         if result.global_step == 1 and self.optimizer.variables():
             # allreduce: optimizer slots exist only after the first step: make them rank 0's too
             self.hvd.broadcast_variables(self.optimizer.variables(), root_rank=0)
         return result
 
+    def trace_exchange(self, steps: range | None) -> None:
+        self.timeline.trace(steps)
+
     def info(self) -> dict[str, Any]:
+        self.timeline.write(self.hvd.rank())
         # the controller Horovod runs with, asked of Horovod rather than read back from the flag
         controller = "gloo" if self.hvd.gloo_enabled() else "mpi" if self.hvd.mpi_enabled() else "none"
         return {"ranks": self.hvd.size(), "controller": controller,

@@ -27,6 +27,7 @@ from bench.run.models.base import Model, initial_values
 from bench.run.process.checkpoints import CHECKPOINT_NAME
 from bench.run.process.training import evaluate_in_chunks, feed_for, make_optimizer
 from strategies.workers.compression import Compressor
+from strategies.workers.ps_trace import StepStatsSample
 from strategies.workers.stamps import Stamps
 
 SESSION_POLL_S = 0.25  # instead of the 30 s default wait of a non-chief for the chief's init
@@ -247,8 +248,21 @@ class ParameterServerWorker(Worker):
 
     def run_step(self, stamped: bool) -> dict[str, Any]:
         """One session.run of the train op's fetches; the stamps only when `stamped` (unfetched,
-        TensorFlow prunes them and the identities they wait on from the step)."""
-        return self.session.run(self.fetches if stamped else self.unstamped_fetches)
+        TensorFlow prunes them and the identities they wait on from the step); traced with its
+        step statistics on the steps trace_exchange names."""
+        fetches = self.fetches if stamped else self.unstamped_fetches
+        sample = getattr(self, "_trace", None)
+        if sample is not None and sample.wanted():
+            return sample.run(self.session, fetches)
+        return self.session.run(fetches)
+
+    def trace_exchange(self, steps: range | None) -> None:
+        if steps is not None:
+            self._trace = StepStatsSample(tf.compat.v1.get_default_graph(), self.context.rank, self.gradient_ops)
+            self._trace.trace(steps)
+        elif getattr(self, "_trace", None) is not None:
+            self._trace.write(self.context.run_dir)
+            self._trace = None
 
     def build_train_op(self, feed, optimizer) -> tuple[dict[str, tf.Tensor], list]:
         raise NotImplementedError
@@ -270,6 +284,9 @@ class ParameterServerWorker(Worker):
         # there), and every worker-side op on them (ps-sync's hand-in) moved them back and forth:
         # twice the rows each way on the links (tests/test_emulated.py)
         grads = tf.compat.v1.gradients(loss, self.model.trainables, colocate_gradients_with_ops=False)
+        # each gradient's op and its variable: where a traced step's pushes begin (ps_trace)
+        self.gradient_ops = {(g.values if isinstance(g, tf.IndexedSlices) else g).op.name: v.op.name
+                             for g, v in zip(grads, self.model.trainables, strict=True) if g is not None}
         stamps.take(grads)
         return stamps, first, loss, grads
 

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from bench.analysis.report.columns import CHECKPOINT_FIGURES
+from bench.analysis.report.exposed import exposure_columns
 from bench.analysis.report.recovery import recovery_columns
 from bench.analysis.report.upgrade import upgrade
 from bench.run import data as data_sources
@@ -54,11 +55,12 @@ def network_columns(network: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def why_columns(summary: dict[str, Any]) -> dict[str, Any]:
-    """What explains a run's step: its model FLOP/s utilization and what its slowest worker cost."""
+    """What explains a run's step: its model FLOP/s utilization, what its slowest worker cost and the
+    tensors whose exchange the compute did not hide."""
     split = summary.get("breakdown") or {}
     return {**{key: summary.get(key) for key in ("model_flops_per_example", "achieved_tflops", "peak_tflops", "mfu",
                                                   "throughput_without_slowest_examples_per_s")},
-            "waiting_caused_s": split.get("waiting_caused_s")}
+            "waiting_caused_s": split.get("waiting_caused_s"), **exposure_columns(summary)}
 
 
 def sizing_columns(record: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:

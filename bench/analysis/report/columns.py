@@ -19,7 +19,8 @@ SUMMARY_COLUMNS = [c for c, *_ in RUN_COLUMNS] + [
     "gradients_dropped", "lost_workers", "scenario", "family", "variant", "straggler", "kill_worker",
     "startup_s", "compute_p50_s", "communication_p50_s", "waiting_p50_s", "other_p50_s", "slowest_worker",
     "slowest_compute_ratio", "waiting_caused_s", "throughput_without_slowest_examples_per_s",
-    "model_flops_per_example", "achieved_tflops", "peak_tflops", "started_at", "host", "cpu_model", "cpu_count",
+    "model_flops_per_example", "achieved_tflops", "peak_tflops", "exposed_traced_s", "exposed_tensors",
+    "exposed_top_share", "exposed_ps_task", "started_at", "host", "cpu_model", "cpu_count",
     "cpu_extensions", "cpu_quota_cores", "suite_commit", "path"]
 # a run's checkpoints (bench.run.process.summary.checkpoint_figures)
 CHECKPOINT_FIGURES = ["checkpoints", "checkpoint_save_s_mean", "checkpoint_save_s_max", "checkpoint_bytes",

@@ -19,6 +19,7 @@ from bench.run.process.breakdown import p50_column
 SAID = {"compute_s": "compute", "communication_s": "communication the compute did not hide",
         "waiting_s": "waiting for other workers", "other_s": "host time outside the graph"}
 KEY = ["model", "workers", "link_mbit", "variant"]
+TEXTS = ("exposed_tensors", "exposed_ps_task")  # bench.analysis.report.exposed
 
 
 def shares(runs: pd.DataFrame) -> pd.DataFrame:
@@ -26,9 +27,13 @@ def shares(runs: pd.DataFrame) -> pd.DataFrame:
     share of the typical step, the largest part, and the MFU."""
     runs = runs.assign(link_mbit=runs["link_mbit"] if "link_mbit" in runs else float("nan"))
     columns = [p50_column(p) for p in STEP_PARTS]
-    grouped = runs.groupby(KEY, dropna=False)[[*columns, *(["mfu"] if "mfu" in runs else [])]].mean()
+    means = [*columns, *[c for c in ("mfu", "exposed_top_share") if c in runs]]
+    grouped = runs.groupby(KEY, dropna=False)[means].mean()
     total = grouped[columns].sum(axis=1)
     out = grouped.copy()
+    for said in [c for c in TEXTS if c in runs]:
+        # a repeat's tensors stand for the others (the traced steps of the first that traced)
+        out[said] = runs.groupby(KEY, dropna=False)[said].first()
     for part, column in zip(STEP_PARTS, columns, strict=True):
         out[f"{part.removesuffix('_s')}_share"] = grouped[column] / total
     out["largest"] = grouped[columns].idxmax(axis=1).map(dict(zip(columns, STEP_PARTS, strict=True)))
@@ -42,6 +47,9 @@ def sentence(row: pd.Series) -> str:
     share = row[f"{row['largest'].removesuffix('_s')}_share"]
     text = f"{row['variant']}, {where}: {100 * share:.0f} % of its {row['step_ms']:.3g} ms step is "
     text += SAID[row["largest"]]
+    if row["largest"] == "communication_s" and isinstance(row.get("exposed_tensors"), str):
+        text += (f", {100 * row['exposed_top_share']:.0f} % of it on {row['exposed_tensors']}"
+                 + (f" (ps {row['exposed_ps_task']})" if isinstance(row.get("exposed_ps_task"), str) else ""))
     if pd.notna(row.get("mfu")):
         text += f"; MFU {100 * row['mfu']:.3g} %"
     return text + "."
@@ -64,5 +72,6 @@ def why_section(runs: pd.DataFrame) -> str:
         table(rows, [("model", "model", "text"), ("workers", "workers", "int"), ("link_mbit", "link Mbit/s", "int"),
                      ("variant", "strategy", "text"), ("step_ms", "step ms", "ratio"),
                      ("compute_share", "compute", "pct"), ("communication_share", "exposed communication", "pct"),
-                     ("waiting_share", "waiting", "pct"), ("other_share", "other", "pct"), ("mfu", "MFU", "pct")],
+                     ("waiting_share", "waiting", "pct"), ("other_share", "other", "pct"), ("mfu", "MFU", "pct"),
+                     ("exposed_tensors", "tensors the compute did not hide (traced steps)", "text")],
               "why-table"))

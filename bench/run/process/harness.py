@@ -27,6 +27,7 @@ from bench.run.process.progress import Progress
 from bench.run.process.records import RunFolder
 from bench.run.process.stamping import stamped
 from bench.run.process.step_log import StepLog
+from bench.run.process.tracing import traced_steps
 
 
 @dataclass
@@ -102,6 +103,8 @@ class StepLoop:
         self.faults = FaultInjection.for_run(config, folder, context.rank,
                                              strategy_cls.runs_as.steps_elsewhere(config))
         self.val = data.val
+        self.traces = strategy_cls.traces_exchange
+        self.warmup_steps = config.warmup_steps
 
     def flush(self, now: float) -> None:
         written = self.log.flush(now)
@@ -113,12 +116,17 @@ class StepLoop:
     def run(self, worker: Worker, local_step: int) -> tuple[StepResult, int]:
         """Step until the worker says the run is done: its last result and local step count."""
         clock, faults = self.clock, self.faults
+        traced = traced_steps(self.warmup_steps, local_step) if self.traces else range(0)
         while True:
             if faults:
                 faults.die_if_due(local_step, lambda: self.flush(clock()))
+            if traced and local_step == traced.start:
+                worker.trace_exchange(traced)
             t_start = clock()
-            result = worker.step(stamped(local_step))
+            result = worker.step(stamped(local_step) or local_step in traced)
             t_end = clock()
+            if traced and local_step == traced[-1]:
+                worker.trace_exchange(None)
             slept = 0.0
             if faults:
                 t_end, slept = faults.slow_down(local_step, t_start, t_end, clock)

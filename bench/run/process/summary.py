@@ -19,7 +19,7 @@ from bench.metrics import (
     throughput_between_saves,
     time_to_accuracy,
 )
-from bench.run.process import breakdown, utilization
+from bench.run.process import breakdown, exposure, utilization
 from bench.run.process.checkpoints import CHECKPOINTS_FILE
 from bench.run.process.records import EVALS_FILE, RECOVERIES, STEPS_FILE, RunFolder, restarts_s
 
@@ -80,6 +80,8 @@ def summarize(run_dir: Path, warmup_steps: int, target_accuracy: float,
     parts = split_steps(steps)
     if write_breakdown:
         breakdown.write(run_dir, parts)
+    out["exposure"] = exposure.summarize(run_dir, parts, record.get("strategy") or {},
+                                         exposure.last_ready(steps, record.get("run_start_epoch_s")))
     parts = parts[parts["local_step"] >= warmup_steps]
     if not parts.empty:
         synchronous = not (record.get("strategy") or {}).get("asynchronous", False)
