@@ -28,10 +28,14 @@ FUSION_MB = Option("hvd_fusion_threshold_mb", float, TUNED_FUSION_MB,
 CYCLE_MS = Option("hvd_cycle_time_ms", float, TUNED_CYCLE_MS,
                   "allreduce: Horovod cycle time in ms (Horovod's default: 1)", check=non_negative)
 SETUP_HINT = "run ./run_bench.sh setup"
-# HOROVOD_TIMELINE at hvd.init: DYNAMIC lets hvd.start_timeline/stop_timeline record the traced
-# steps only (strategies/workers/horovod_trace.py reads them)
-DYNAMIC_TIMELINE = "DYNAMIC"
-TIMELINE_SOURCE = "Horovod's timeline (rank 0's, every rank's negotiation and reduction per tensor)"
+TIMELINE_SOURCE = ("Horovod's timeline with --timeline true (rank 0's, every rank's negotiation and reduction per "
+                   "tensor)")
+# Horovod's timeline taxes every step while HOROVOD_TIMELINE is set at hvd.init, even as DYNAMIC with
+# nothing recorded: allreduce, cnn, 2 ranks, 250 steps, interleaved on the project's 2-core machine
+# (2026-12-02): 2,360-2,790 examples/s with DYNAMIC (6 runs; 2,620-2,960 never started, 3) against
+# 2,630-3,530 without (9). So a run traces per tensor only when it asks for the timeline.
+NO_TIMELINE = ("not traced: Horovod's timeline cost allreduce 10-20 % of its examples/s while enabled (even with "
+               "nothing recorded); --timeline true records it and traces the last warm-up steps from it")
 
 
 def horovod_missing() -> str | None:

@@ -22,13 +22,14 @@ from bench.options import Option, flag_bool
 from bench.run.contract import ALLREDUCE, SparseExchange
 from strategies._compression import FP16, NONE, TOPK, parse
 from strategies._compression import option as compression_option
-from strategies._horovod import DYNAMIC_TIMELINE, HOROVOD_OPTIONS, TIMELINE_SOURCE, HorovodRanks, HorovodStrategy
+from strategies._horovod import HOROVOD_OPTIONS, TIMELINE_SOURCE, HorovodRanks, HorovodStrategy
 
 COMPRESSION = compression_option((NONE, FP16, TOPK), "allreduce")
 SPARSE_AS_DENSE = Option("sparse_as_dense", flag_bool, False,
                          "allreduce: send an embedding table's gradient dense (a ring allreduce of the whole table) "
                          "instead of allgathering its touched rows (true|false)")
-TIMELINE = Option("timeline", flag_bool, False, "allreduce: write Horovod's Chrome-trace timeline into the run folder")
+TIMELINE = Option("timeline", flag_bool, False, "allreduce: write Horovod's Chrome-trace timeline into the run folder "
+                  "(and trace the exchange per tensor from it; the timeline costs throughput)")
 
 
 class AllreduceRanks(HorovodRanks):
@@ -37,9 +38,6 @@ class AllreduceRanks(HorovodRanks):
         env = super().environment(config, run_dir)
         if config.option("timeline") and run_dir:
             env["HOROVOD_TIMELINE"] = os.path.join(run_dir, "horovod_timeline.json")
-        elif run_dir:
-            # the traced steps' timeline only (strategies/workers/horovod_trace.py)
-            env["HOROVOD_TIMELINE"] = DYNAMIC_TIMELINE
         return env
 
 

@@ -59,7 +59,8 @@ def test_two_ranks_step_equals_one_single_step_of_the_whole_batch(results, strat
 ])
 def test_after_20_steps_every_rank_holds_the_same_weights(results, strategy, extra):
     # a warm-up of 6 holds the traced steps (bench.run.process.tracing): assert_time_split checks them
-    done = bench("--strategy", strategy, "--workers", "2", *extra, "--steps", "20", "--warmup-steps", "6",
+    timeline = ["--timeline", "true"] if strategy == "allreduce" else []
+    done = bench("--strategy", strategy, "--workers", "2", *extra, *timeline, "--steps", "20", "--warmup-steps", "6",
                  "--data", "synthetic", "--model", "cnn", "--batch-size", "8", "--save-weights",
                  "--output", str(results))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -70,6 +71,7 @@ def test_after_20_steps_every_rank_holds_the_same_weights(results, strategy, ext
     steps = pd.read_csv(folder / "steps.csv")
     assert sorted(steps["worker"].unique()) == [0, 1] and len(steps) == 40
     assert_time_split(folder, accounted=STAMPED_CNN)
+    assert record["summary"]["exposure"]["traced"] == (strategy == "allreduce"), record["summary"]["exposure"]
     assert record["exchange"]["worker_sent_per_step"] > 0
 
 

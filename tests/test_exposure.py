@@ -129,3 +129,11 @@ def test_the_trace_file_round_trips(tmp_path):
     tracing.write(tmp_path, 3, [ps_step(5, 1.0)], "src")
     (trace,) = tracing.read_all(tmp_path)
     assert trace["worker"] == 3 and trace["source"] == "src" and json.dumps(trace)
+
+
+def test_the_why_sentence_says_when_the_links_idled_through_the_exposed_communication():
+    row = pd.Series({"model": "cnn", "workers": 4, "link_mbit": 10000.0, "variant": "allreduce",
+                     "largest": "communication_s", "communication_share": 0.59, "step_ms": 215.0, "links_busy": 0.019})
+    assert "its busiest link was 1.9 % busy: the exchange waited on the hosts' CPUs" in sentence(row)
+    bound = sentence(row.copy().replace({0.019: 0.40}))
+    assert "busy" not in bound  # at 100 Mbit/s the ring's link was 40 % busy: the link bound it

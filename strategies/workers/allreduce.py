@@ -70,10 +70,12 @@ class AllreduceWorker(EagerWorker):
         def step(stamped: bool):
             return train_step(stamped, feed.batch, model, variables, optimizer, exchange)
 
-        if self.config.option("timeline") and "HOROVOD_TIMELINE" not in os.environ and self.context.run_dir:
+        timeline = os.environ.get("HOROVOD_TIMELINE")
+        if self.config.option("timeline") and not timeline and self.context.run_dir:
             # started by the user's mpirun (our launcher sets HOROVOD_TIMELINE for its ranks)
-            hvd.start_timeline(os.path.join(self.context.run_dir, "horovod_timeline.json"))
-        self.timeline = TimelineSample(hvd, self.context.run_dir, os.environ.get("HOROVOD_TIMELINE"))
+            timeline = os.path.join(self.context.run_dir, "horovod_timeline.json")
+            hvd.start_timeline(timeline)
+        self.timeline = TimelineSample(self.context.run_dir, timeline)
         # allreduce: every rank starts from rank 0's weights (they are seeded alike; this makes it so)
         hvd.broadcast_variables(model.weights, root_rank=0)
         self.use(model, optimizer, step, collective=True)

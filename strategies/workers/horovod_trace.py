@@ -5,8 +5,8 @@ every rank: per tensor a process named as the op was (`HorovodAllreduce_<op>` if
 NEGOTIATE_ALLREDUCE phase (ended once every rank has handed the tensor in: its gradient is ready
 everywhere) and its ALLREDUCE phase (ended with the tensor's dtype and shape once it is reduced). Timestamps are
 microseconds from `start_time_since_epoch_in_micros`, the epoch clock every process here reads.
-With HOROVOD_TIMELINE=DYNAMIC at hvd.init, hvd.start_timeline/stop_timeline record only the traced
-steps; with `--timeline true` the whole run's file is read for them."""
+Only a run with `--timeline true` has one (its cost: strategies/_horovod.py, NO_TIMELINE); the
+traced steps are read from it."""
 
 from __future__ import annotations
 
@@ -19,11 +19,10 @@ from typing import Any
 import numpy as np
 
 from bench.run.process import tracing
-from strategies._horovod import DYNAMIC_TIMELINE, TIMELINE_SOURCE
+from strategies._horovod import NO_TIMELINE, TIMELINE_SOURCE
 
 OPERATIONS = ("ALLREDUCE", "ALLGATHER")  # a table's touched rows are allgathered
 UNNAMED_PREFIXES = ("HorovodAllreduce_", "HorovodAllgather_")
-SAMPLE_FILE = "horovod_timeline_traced.json"
 
 
 def tensor_name(variable: Any) -> str:
@@ -106,30 +105,19 @@ def traced_steps(phases: list[dict[str, Any]], spans: dict[int, tuple[float, flo
 
 
 class TimelineSample:
-    """Rank 0's traced steps: their spans, the timeline around them, and the trace file from it."""
+    """Rank 0's traced steps: their spans, and the trace file from the run's timeline (`path`, None
+    where the run has none)."""
 
-    def __init__(self, hvd: Any, run_dir: str | None, environment_value: str | None) -> None:
-        self.hvd = hvd
+    def __init__(self, run_dir: str | None, path: str | None) -> None:
         self.run_dir = run_dir
-        self.dynamic = environment_value == DYNAMIC_TIMELINE
-        self.whole = Path(environment_value) if environment_value and not self.dynamic else None
+        self.path = Path(path) if path else None
         self.steps: range | None = None
         self.spans: dict[int, tuple[float, float]] = {}
         self._next = 0
 
-    @property
-    def possible(self) -> bool:
-        return bool(self.run_dir) and (self.dynamic or self.whole is not None)
-
     def trace(self, steps: range | None) -> None:
-        if not self.possible:
-            return
         if steps is not None:
             self.steps, self._next = steps, 0
-            if self.dynamic:
-                self.hvd.start_timeline(str(Path(self.run_dir) / SAMPLE_FILE))
-        elif self.dynamic:
-            self.hvd.stop_timeline()
 
     def timed(self, step: Any) -> Any:
         """Run `step()`; while tracing, keep its span under its local step."""
@@ -142,9 +130,11 @@ class TimelineSample:
         return out
 
     def write(self, rank: int) -> None:
-        """The trace file of the traced steps (rank 0 holds the timeline)."""
-        if not self.possible or not self.spans or rank != 0:
+        """The trace file of the traced steps, or of why there are none (rank 0 holds the timeline)."""
+        if not self.run_dir or rank != 0 or self.steps is None:
             return
-        path = self.whole or Path(self.run_dir) / SAMPLE_FILE
-        phases = tensor_phases(read_events(path)) if path.is_file() else []
+        if self.path is None:
+            tracing.write(self.run_dir, rank, [], NO_TIMELINE)
+            return
+        phases = tensor_phases(read_events(self.path)) if self.path.is_file() else []
         tracing.write(self.run_dir, rank, traced_steps(phases, dict(sorted(self.spans.items()))), TIMELINE_SOURCE)

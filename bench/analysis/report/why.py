@@ -12,7 +12,7 @@ import pandas as pd
 
 from bench.analysis.report import plots
 from bench.analysis.report.html import figure, note, section, table
-from bench.metrics import STEP_PARTS
+from bench.metrics import STEP_PARTS, significant
 from bench.run.process.breakdown import p50_column
 
 # how a part of the step reads in a sentence
@@ -20,6 +20,12 @@ SAID = {"compute_s": "compute", "communication_s": "communication the compute di
         "waiting_s": "waiting for other workers", "other_s": "host time outside the graph"}
 KEY = ["model", "workers", "link_mbit", "variant"]
 TEXTS = ("exposed_tensors", "exposed_ps_task")  # bench.analysis.report.exposed
+LINKS_BUSY = ("net_worker_link_utilisation", "net_ps_link_utilisation")  # emulated runs' meters
+# Where the link binds (cnn x4 at 100 Mbit/s on the emulated cluster), its busiest link was busy 0.44
+# (ring) to 0.57 (ps) of the step's exposed-communication share: one direction at a time in parts of
+# an exchange. Below a quarter of it the links idled through most of the exposed time: the exchange
+# waited on the hosts' CPUs (cnn x4 at 10 Gbit/s on 2 cores: 0.03).
+LINK_BOUND_SHARE = 0.25
 
 
 def shares(runs: pd.DataFrame) -> pd.DataFrame:
@@ -27,7 +33,9 @@ def shares(runs: pd.DataFrame) -> pd.DataFrame:
     share of the typical step, the largest part, and the MFU."""
     runs = runs.assign(link_mbit=runs["link_mbit"] if "link_mbit" in runs else float("nan"))
     columns = [p50_column(p) for p in STEP_PARTS]
-    means = [*columns, *[c for c in ("mfu", "exposed_top_share") if c in runs]]
+    busy = [c for c in LINKS_BUSY if c in runs]
+    runs = runs.assign(links_busy=runs[busy].max(axis=1) if busy else float("nan"))
+    means = [*columns, "links_busy", *[c for c in ("mfu", "exposed_top_share") if c in runs]]
     grouped = runs.groupby(KEY, dropna=False)[means].mean()
     total = grouped[columns].sum(axis=1)
     out = grouped.copy()
@@ -45,11 +53,15 @@ def sentence(row: pd.Series) -> str:
     where = f"{row['model']} x{int(row['workers'])}" + (
         f" @{row['link_mbit']:g} Mbit/s" if pd.notna(row["link_mbit"]) else "")
     share = row[f"{row['largest'].removesuffix('_s')}_share"]
-    text = f"{row['variant']}, {where}: {100 * share:.0f} % of its {row['step_ms']:.3g} ms step is "
+    text = f"{row['variant']}, {where}: {100 * share:.0f} % of its {significant(row['step_ms'])} ms step is "
     text += SAID[row["largest"]]
     if row["largest"] == "communication_s" and isinstance(row.get("exposed_tensors"), str):
         text += (f", {100 * row['exposed_top_share']:.0f} % of it on {row['exposed_tensors']}"
                  + (f" (ps {row['exposed_ps_task']})" if isinstance(row.get("exposed_ps_task"), str) else ""))
+    busy = row.get("links_busy")
+    if row["largest"] == "communication_s" and pd.notna(busy) and busy < LINK_BOUND_SHARE * share:
+        text += (f"; its busiest link was {100 * busy:.2g} % busy: the exchange waited on the hosts' CPUs, "
+                 "not the network")
     if pd.notna(row.get("mfu")):
         text += f"; MFU {100 * row['mfu']:.3g} %"
     return text + "."

@@ -27,9 +27,9 @@ def summarize(run_dir: Path, parts: pd.DataFrame, strategy: dict[str, Any],
     traces = tracing.read_all(run_dir)
     rows = [(trace["worker"], step) for trace in traces for step in trace["steps"]]
     if not rows:
-        return {"traced": False, "why": "no traced step was complete (a warm-up shorter than "
-                                        f"{tracing.TRACED_STEPS + 2} steps traces none, and a run started by "
-                                        "your own launcher may not have enabled the trace)"}
+        said = next((t["source"] for t in traces if t["source"].startswith("not traced")), None)
+        return {"traced": False, "why": said or ("no traced step was complete (a warm-up shorter than "
+                                                 f"{tracing.TRACED_STEPS + 2} steps traces none)")}
     per_tensor: dict[tuple[str, str], dict[str, Any]] = {}
     charged: dict[tuple[str, str], float] = defaultdict(float)
     for _, step in rows:

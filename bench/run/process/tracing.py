@@ -39,7 +39,8 @@ def phase(name: str, after_s: float, tensors: list[dict[str, Any]], collective: 
 
 
 def write(run_dir: str | Path, worker: int, steps: list[dict[str, Any]], source: str) -> None:
-    """A worker's traced steps ({"local_step", "phases": [phase(...)]}) and what traced them."""
+    """A worker's traced steps ({"local_step", "phases": [phase(...)]}) and what traced them; with no
+    steps, `source` says why nothing was ("not traced: ...")."""
     path = Path(run_dir) / f"{TRACE_PREFIX}{worker}.json"
     path.write_text(json.dumps({"worker": worker, "source": source, "steps": steps}))
 
