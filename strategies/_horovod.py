@@ -28,6 +28,7 @@ FUSION_MB = Option("hvd_fusion_threshold_mb", float, TUNED_FUSION_MB,
 CYCLE_MS = Option("hvd_cycle_time_ms", float, TUNED_CYCLE_MS,
                   "allreduce: Horovod cycle time in ms (Horovod's default: 1)", check=non_negative)
 SETUP_HINT = "run ./run_bench.sh setup"
+TIMELINE_FILE = "horovod_timeline.json"  # in the run folder, with --timeline true
 TIMELINE_SOURCE = ("Horovod's timeline with --timeline true (rank 0's, every rank's negotiation and reduction per "
                    "tensor)")
 # Horovod's timeline taxes every step while HOROVOD_TIMELINE is set at hvd.init, even as DYNAMIC with

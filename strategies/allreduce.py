@@ -22,7 +22,7 @@ from bench.options import Option, flag_bool
 from bench.run.contract import ALLREDUCE, SparseExchange
 from strategies._compression import FP16, NONE, TOPK, parse
 from strategies._compression import option as compression_option
-from strategies._horovod import HOROVOD_OPTIONS, TIMELINE_SOURCE, HorovodRanks, HorovodStrategy
+from strategies._horovod import HOROVOD_OPTIONS, TIMELINE_FILE, TIMELINE_SOURCE, HorovodRanks, HorovodStrategy
 
 COMPRESSION = compression_option((NONE, FP16, TOPK), "allreduce")
 SPARSE_AS_DENSE = Option("sparse_as_dense", flag_bool, False,
@@ -37,7 +37,7 @@ class AllreduceRanks(HorovodRanks):
     def environment(cls, config: RunConfig, run_dir: str | None) -> dict[str, str]:
         env = super().environment(config, run_dir)
         if config.option("timeline") and run_dir:
-            env["HOROVOD_TIMELINE"] = os.path.join(run_dir, "horovod_timeline.json")
+            env["HOROVOD_TIMELINE"] = os.path.join(run_dir, TIMELINE_FILE)
         return env
 
 

@@ -38,6 +38,8 @@ class AllreduceWorker(EagerWorker):
         import horovod.tensorflow as hvd
 
         self.hvd = hvd
+        # local-sgd's worker starts its ranks here too; it traces nothing (traces_exchange is False)
+        self.timeline = TimelineSample(self.context.run_dir, os.environ.get("HOROVOD_TIMELINE"))
         return (hvd, models.for_run(self.config), make_optimizer(self.config),
                 feed_for(self.config, data, hvd.rank(), hvd.size()))
 
@@ -70,12 +72,9 @@ class AllreduceWorker(EagerWorker):
         def step(stamped: bool):
             return train_step(stamped, feed.batch, model, variables, optimizer, exchange)
 
-        timeline = os.environ.get("HOROVOD_TIMELINE")
-        if self.config.option("timeline") and not timeline and self.context.run_dir:
+        if self.config.option("timeline") and "HOROVOD_TIMELINE" not in os.environ and self.context.run_dir:
             # started by the user's mpirun (our launcher sets HOROVOD_TIMELINE for its ranks)
-            timeline = os.path.join(self.context.run_dir, "horovod_timeline.json")
-            hvd.start_timeline(timeline)
-        self.timeline = TimelineSample(self.context.run_dir, timeline)
+            hvd.start_timeline(self.timeline.path_for_user_launch())
         # allreduce: every rank starts from rank 0's weights (they are seeded alike; this makes it so)
         hvd.broadcast_variables(model.weights, root_rank=0)
         self.use(model, optimizer, step, collective=True)

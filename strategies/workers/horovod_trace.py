@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from bench.run.process import tracing
-from strategies._horovod import NO_TIMELINE, TIMELINE_SOURCE
+from strategies._horovod import NO_TIMELINE, TIMELINE_FILE, TIMELINE_SOURCE
 
 OPERATIONS = ("ALLREDUCE", "ALLGATHER")  # a table's touched rows are allgathered
 UNNAMED_PREFIXES = ("HorovodAllreduce_", "HorovodAllgather_")
@@ -114,6 +114,11 @@ class TimelineSample:
         self.steps: range | None = None
         self.spans: dict[int, tuple[float, float]] = {}
         self._next = 0
+
+    def path_for_user_launch(self) -> str:
+        """Where a run started by the user's own mpirun writes its timeline (--timeline true)."""
+        self.path = Path(self.run_dir) / TIMELINE_FILE
+        return str(self.path)
 
     def trace(self, steps: range | None) -> None:
         if steps is not None:
