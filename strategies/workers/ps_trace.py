@@ -38,7 +38,7 @@ def _variable_of(op: tf.Operation) -> str | None:
         source = t.op
         if source.type == "VarHandleOp":
             return source.name
-        if "Accumulator" in source.type:
+        if source.type.endswith("ConditionalAccumulator"):  # dense, sparse, resource or ref
             shared = source.get_attr("shared_name").decode()
             if shared.endswith(ACCUMULATED):
                 return shared[: -len(ACCUMULATED)].split(":")[0]
