@@ -11,6 +11,8 @@ from bench.analysis.report.why import sentence
 from bench.metrics import exposed_by_tensor
 from bench.run.process import exposure, tracing
 from strategies.workers.horovod_trace import tensor_phases, traced_steps
+from tests.processes import bench, run_record
+from tests.time_split import assert_time_split
 
 
 def test_each_moment_after_the_compute_is_charged_to_the_tensors_in_flight_by_their_bytes():
@@ -137,3 +139,17 @@ def test_the_why_sentence_says_when_the_links_idled_through_the_exposed_communic
     assert "its busiest link was 1.9 % busy: the exchange waited on the hosts' CPUs" in sentence(row)
     bound = sentence(row.copy().replace({0.019: 0.40}))
     assert "busy" not in bound  # at 100 Mbit/s the ring's link was 40 % busy: the link bound it
+
+
+@pytest.mark.slow
+def test_a_ps_sync_table_split_over_two_ps_tasks_is_traced_per_piece_and_task(results):
+    # sparse accumulators and a partitioned table: the pieces a default comparison does not name
+    done = bench("--strategy", "ps-sync", "--workers", "2", "--ps", "2", "--ps-partition-mb", "0.1",
+                 "--model", "embedding", "--data", "synthetic-ids", "--steps", "12", "--warmup-steps", "6",
+                 "--output", str(results))
+    assert done.returncode == 0, done.stderr[-3000:]
+    folder = next(p for p in results.iterdir() if p.is_dir())
+    assert_time_split(folder)
+    exposure = run_record(results)["summary"]["exposure"]
+    assert {t["phase"] for t in exposure["tensors"]} <= {"pull", "push"}
+    assert {t["ps_task"] for t in exposure["tensors"]} == {0, 1}
