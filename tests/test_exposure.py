@@ -106,7 +106,7 @@ def test_a_runs_exposure_sums_its_tensors_beside_the_split_of_the_same_steps(tmp
     assert (top["name"], top["phase"], top["exposed_s"]) == ("fc_w", "pull", pytest.approx(0.028))
     assert out["exposed_by_ps_task_s"] == pytest.approx({"0": 0.048, "1": 0.002})
     columns = exposure_columns({"exposure": out})
-    assert columns["exposed_tensors"].startswith("fc_w pull 4.00 MB +28.0 ms; fc_w push 4.00 MB +20.0 ms")
+    assert columns["exposed_tensors"].startswith("fc_w pull 3.81 MiB +28.0 ms; fc_w push 3.81 MiB +20.0 ms")
     assert columns["exposed_ps_task"] == "task 0: 96 %"
 
 
@@ -121,10 +121,10 @@ def test_the_why_sentence_names_the_tensors_when_communication_is_the_largest_pa
     row = pd.Series({"model": "cnn", "workers": 4, "link_mbit": 100.0, "variant": "ps-sync",
                      "largest": "communication_s",
                      "communication_share": 0.61, "step_ms": 900.0, "mfu": 0.01, "exposed_top_share": 0.7,
-                     "exposed_tensors": "fc1_w pull 3.21 MB +300 ms", "exposed_ps_task": "task 0: 100 %"})
+                     "exposed_tensors": "fc1_w pull 3.06 MiB +300 ms", "exposed_ps_task": "task 0: 100 %"})
     said = sentence(row)
     assert "61 % of its 900 ms step is communication the compute did not hide" in said
-    assert "70 % of it on fc1_w pull 3.21 MB +300 ms (ps task 0: 100 %)" in said
+    assert "70 % of it on fc1_w pull 3.06 MiB +300 ms (ps task 0: 100 %)" in said
 
 
 def test_the_trace_file_round_trips(tmp_path):

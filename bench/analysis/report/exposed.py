@@ -6,16 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.analysis.report.html import fmt
 from bench.metrics import significant
 
 NAMED = 3  # tensors named in a row's text and in the "why" sentence
-
-
-def size_text(nbytes: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if nbytes >= scale:
-            return f"{significant(nbytes / scale)} {unit}"
-    return f"{nbytes:.0f} B"
 
 
 def exposure_columns(summary: dict[str, Any]) -> dict[str, Any]:
@@ -28,7 +22,7 @@ def exposure_columns(summary: dict[str, Any]) -> dict[str, Any]:
     if not exposure.get("traced") or not tensors or not total:
         return {"exposed_traced_s": total if exposure.get("traced") else None,
                 "exposed_tensors": None, "exposed_top_share": None, "exposed_ps_task": None}
-    text = "; ".join(f"{t['name']} {t['phase']} {size_text(t['bytes'])} +{significant(1e3 * t['exposed_s'])} ms"
+    text = "; ".join(f"{t['name']} {t['phase']} {fmt(t['bytes'], 'bytes')} +{significant(1e3 * t['exposed_s'])} ms"
                      for t in tensors)
     tasks = exposure.get("exposed_by_ps_task_s") or {}
     busiest = max(tasks, key=tasks.get) if tasks else None

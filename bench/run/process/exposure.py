@@ -34,16 +34,16 @@ def summarize(run_dir: Path, parts: pd.DataFrame, strategy: dict[str, Any],
     charged: dict[tuple[str, str], float] = defaultdict(float)
     for _, step in rows:
         for ph in step["phases"]:
-            sizes = {t["name"]: t.get("bytes", 0.0) for t in ph["tensors"]}
-            done = {t["name"]: t["done_s"] for t in ph["tensors"]}
-            starts = {t["name"]: t["start_s"] for t in ph["tensors"] if t.get("start_s") is not None}
+            tensors = {t["name"]: t for t in ph["tensors"]}
+            sizes = {name: t.get("bytes", 0.0) for name, t in tensors.items()}
+            done = {name: t["done_s"] for name, t in tensors.items()}
+            starts = {name: t["start_s"] for name, t in tensors.items() if t.get("start_s") is not None}
             after = last_ready.get(step["local_step"], ph["after_s"]) if ph.get("collective") else ph["after_s"]
             for name, seconds in exposed_by_tensor(done, after, sizes, starts).items():
                 key = (name, ph["phase"])
                 charged[key] += seconds
-                tensor = next(t for t in ph["tensors"] if t["name"] == name)
                 per_tensor[key] = {"name": name, "phase": ph["phase"], "bytes": sizes[name],
-                                   **({"ps_task": tensor["ps_task"]} if "ps_task" in tensor else {})}
+                                   **({"ps_task": tensors[name]["ps_task"]} if "ps_task" in tensors[name] else {})}
     tensors = sorted(({**per_tensor[k], "exposed_s": v / len(rows)} for k, v in charged.items()),
                      key=lambda t: -t["exposed_s"])
     total = sum(t["exposed_s"] for t in tensors)
