@@ -10,7 +10,6 @@ everything else on the worker.
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +27,7 @@ from bench.run.process.checkpoints import CHECKPOINT_NAME
 from bench.run.process.training import evaluate_in_chunks, feed_for, make_optimizer
 from strategies.workers.compression import Compressor
 from strategies.workers.ps_trace import StepStatsSample
+from strategies.workers.ps_variables import handle_bytes, ps_task
 from strategies.workers.stamps import Stamps
 
 SESSION_POLL_S = 0.25  # instead of the 30 s default wait of a non-chief for the chief's init
@@ -111,11 +111,8 @@ class GreedyByBytes:
         self.loads = [0] * num_tasks
 
     def __call__(self, op: tf.Operation) -> int:
-        shape = tf.TensorShape(op.get_attr("shape"))
-        dtype = tf.as_dtype(op.get_attr("dtype"))
-        size = int(np.prod(shape.as_list())) * dtype.size if shape.is_fully_defined() else 0
         task = self.loads.index(min(self.loads))
-        self.loads[task] += size
+        self.loads[task] += handle_bytes(op)
         return task
 
 
@@ -130,10 +127,9 @@ def bytes_per_ps(num_ps: int) -> tuple[list[int], dict[str, int]]:
     totals = [0] * num_ps
     where: dict[str, int] = {}
     for var in tf.compat.v1.global_variables():
-        match = re.search(r"/job:ps/task:(\d+)", var.device)
-        if not match:
+        task = ps_task(var.device)
+        if task is None:
             continue
-        task = int(match.group(1))
         totals[task] += int(np.prod(var.shape)) * var.dtype.size
         where[var.op.name] = task
     return totals, where

@@ -18,17 +18,13 @@ import tensorflow as tf
 
 from bench.run.process import tracing
 from strategies._ps import STEP_STATS_SOURCE
+from strategies.workers.ps_variables import handle_bytes, ps_task
 
 WHOLE_READ = "ReadVariableOp"
 READS = (WHOLE_READ, "ResourceGather")
 ACCUMULATED = "/grad_accum"  # SyncReplicasOptimizer's shared_name of a variable's gradient accumulator
 RECV = re.compile(r"^\[(?P<size>[\d.]+)(?P<unit>B|KB|MB|GB)\].*?edge_\d+_(?P<op>\S+) from /job:ps")
 UNITS = {"B": 1, "KB": 2**10, "MB": 2**20, "GB": 2**30}
-
-
-def _task(device: str) -> int | None:
-    found = re.search(r"/job:ps/(?:replica:\d+/)?task:(\d+)", device or "")
-    return int(found.group(1)) if found else None
 
 
 def _variable_of(op: tf.Operation) -> str | None:
@@ -45,12 +41,6 @@ def _variable_of(op: tf.Operation) -> str | None:
     return None
 
 
-def _bytes(op: tf.Operation) -> float:
-    shape = tf.TensorShape(op.get_attr("shape"))
-    dtype = tf.as_dtype(op.get_attr("dtype"))
-    return float(shape.num_elements() or 0) * dtype.size
-
-
 class StepStatsSample:
     """The traced steps' statistics of one ps worker, and its trace file from them."""
 
@@ -64,9 +54,9 @@ class StepStatsSample:
         self.tasks: dict[str, int] = {}
         operations = graph.get_operations()
         for op in operations:
-            task = _task(op.device)
+            task = ps_task(op.device)
             if op.type == "VarHandleOp" and task is not None:
-                self.sizes[op.name], self.tasks[op.name] = _bytes(op), task
+                self.sizes[op.name], self.tasks[op.name] = float(handle_bytes(op)), task
         for op in operations:
             # a read has no device of its own: TensorFlow places it beside its variable, on the ps task
             variable = _variable_of(op)

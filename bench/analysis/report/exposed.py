@@ -29,4 +29,4 @@ def exposure_columns(summary: dict[str, Any]) -> dict[str, Any]:
     return {"exposed_traced_s": total, "exposed_tensors": text,
             "exposed_top_share": sum(t["exposed_s"] for t in tensors) / total,
             "exposed_ps_task": (f"task {busiest}: {100 * tasks[busiest] / total:.0f} %"
-                                if busiest is not None and len(tasks) > 0 else None)}
+                                if busiest is not None else None)}
