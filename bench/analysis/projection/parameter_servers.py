@@ -66,16 +66,31 @@ class Layout:
     tasks: int
     colocated: bool  # task k on worker host k % hosts; else each on a host of its own
     aggregated: bool  # one pusher per host, after summing its devices' gradients
+    # (each device's host, each task's host): tasks placed as given, as `--hosts` wraps a run's tasks over
+    # fewer hosts (bench.run.launch.ssh_hosts.wrapped); None: as `colocated` and the devices per host say
+    on: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+
+    @property
+    def hosts(self) -> int:
+        return max((*self.on[0], *self.on[1])) + 1 if self.on else self.cluster.hosts
 
     def pushers_on(self, host: int) -> int:
-        return 1 if self.aggregated else self.cluster.devices_on(host)
+        devices = self.on[0].count(host) if self.on else self.cluster.devices_on(host)
+        return min(1, devices) if self.aggregated else devices
 
     @functools.cached_property
     def pushers(self) -> int:
-        return sum(self.pushers_on(h) for h in range(self.cluster.hosts))
+        return sum(self.pushers_on(h) for h in range(self.hosts))
 
     def host_of(self, task: int) -> int | None:
+        if self.on:
+            return self.on[1][task]
         return task % self.cluster.hosts if self.colocated else None
+
+    def beside(self, task: int) -> bool:
+        """The task shares its host with a worker (its CPU)."""
+        host = self.host_of(task)
+        return host is not None and self.pushers_on(host) > 0
 
     def remote_pushers(self, task: int) -> int:
         host = self.host_of(task)
@@ -86,17 +101,18 @@ class Layout:
         return self.cluster.batch_size * (self.cluster.devices_per_host if self.aggregated else 1)
 
 
-def _copy_s(nbytes: float, transport: Transport, tensors: int = 1, concurrent: int | None = None) -> float:
+def _copy_s(nbytes: float, transport: Transport, tensors: int = 1, concurrent: int | None = None,
+            beside: bool = False) -> float:
     """A task's process's work on one pusher's copy of `tensors` variables of `nbytes` in all, one
-    way, while it serves `concurrent` pushers at once: the bytes at its rate then, and a message
-    per tensor."""
-    rate = transport.message_rate(nbytes / tensors, concurrent)
+    way, while it serves `concurrent` pushers at once (`beside` a worker on its host): the bytes at
+    its rate then, and a message per tensor."""
+    rate = transport.message_rate(nbytes / tensors, concurrent, beside)
     return (nbytes / rate if rate else 0.0) + tensors * transport.message_s
 
 
-def _process_s(layout: Layout, nbytes: float, transport: Transport) -> float:
+def _process_s(layout: Layout, task: int, nbytes: float, transport: Transport) -> float:
     """The task's process's work for one push (or pull) of a variable, of every pusher, all at once."""
-    return layout.pushers * _copy_s(nbytes, transport, concurrent=layout.pushers)
+    return layout.pushers * _copy_s(nbytes, transport, concurrent=layout.pushers, beside=layout.beside(task))
 
 
 def _link_s(layout: Layout, task: int, nbytes: float, transport: Transport) -> float:
@@ -108,7 +124,7 @@ def _pulls_done_s(layout: Layout, task: int, variables: list[Tensor], transport:
     """When each of the task's variables has reached every pusher, all asked for at once at the
     step's start and served side by side (an even share each of the task's process and of its
     link's outbound direction, as processor sharing): a small one arrives early, the largest last."""
-    demand = [max(_process_s(layout, t.pull_bytes, transport), _link_s(layout, task, t.pull_bytes, transport))
+    demand = [max(_process_s(layout, task, t.pull_bytes, transport), _link_s(layout, task, t.pull_bytes, transport))
               for t in variables]
     done = [0.0] * len(demand)
     finished = 0.0  # the demand of those already done
@@ -124,7 +140,7 @@ def _pushes_end_s(layout: Layout, task: int, variables: list[tuple[float, Tensor
     inbound direction, in ready order: when the task's last push ends."""
     process_free = inbound_free = pushed = 0.0
     for ready, tensor in variables:
-        work = _process_s(layout, tensor.push_bytes, transport)
+        work = _process_s(layout, task, tensor.push_bytes, transport)
         wire = _link_s(layout, task, tensor.push_bytes, transport)
         start = max(ready, process_free, inbound_free)
         pushed = start + max(work, wire)
@@ -155,7 +171,7 @@ def _links_bound_s(layout: Layout, tensors: ModelTensors, tasks_of: list[int],
     def busiest(sent: list[float]) -> float:
         """The bytes `sent` per pusher to each task (pushes), or from each task (pulls), on the busiest link."""
         most = max((layout.pushers * sent[k] for k in range(layout.tasks) if layout.host_of(k) is None), default=0.0)
-        for host in range(layout.cluster.hosts):
+        for host in range(layout.hosts):
             mine = tasks_on.get(host, [])
             # its pushers' bytes with tasks elsewhere one way, its tasks' bytes with remote pushers the other
             ours = layout.pushers_on(host) * (sum(sent) - sum(sent[k] for k in mine))
@@ -198,23 +214,32 @@ def synchronous_step(tensors: ModelTensors, layout: Layout, placement: str, tran
                         other_s=cluster.other_s)
 
 
+def _alone_step_s(tensors: ModelTensors, layout: Layout, host: int, placement: str, transport: Transport) -> float:
+    """A pusher's own step on `host` with no other pusher: its reads and pushes, over its host's link
+    to the tasks elsewhere (each on a host of its own) and not to a task beside it."""
+    tasks = range(layout.tasks)
+    on = ((0,), tuple(0 if layout.host_of(k) == host else 1 + k for k in tasks))
+    alone = Layout(dataclasses.replace(layout.cluster, workers=1, devices_per_host=1), layout.tasks, False, False, on)
+    return synchronous_step(tensors, alone, placement, transport).step_s
+
+
 def asynchronous_rate(tensors: ModelTensors, layout: Layout, placement: str,
                       transport: Transport) -> tuple[float, StepTerms]:
     """(examples/s, one pusher's step): each pusher alone on the links, capped by the tasks."""
-    alone = Layout(dataclasses.replace(layout.cluster, workers=1, devices_per_host=1), layout.tasks, False, False)
-    own = synchronous_step(tensors, alone, placement, transport).step_s
-    own += _aggregation_s(layout, tensors.nbytes) if layout.aggregated else 0.0
+    extra = _aggregation_s(layout, tensors.nbytes) if layout.aggregated else 0.0
+    alone = {h: _alone_step_s(tensors, layout, h, placement, transport) + extra
+             for h in range(layout.hosts) if layout.pushers_on(h)}
     tasks_of = place(tensors, layout.tasks, placement)
     pushed, pulled, count = _per_task(tensors, tasks_of, layout.tasks)
     # per update a task's process takes in and sends out its bytes (both its work); its link's
     # two directions carry them at once, the remote pushers' share of the updates
     remote = [layout.remote_pushers(k) / layout.pushers for k in range(layout.tasks)]
     net = transport.network_bytes_per_s(layout.cluster.link_gbit)
-    cap = min(1.0 / max(_copy_s(pushed[k], transport, count[k], layout.pushers)
-                        + _copy_s(pulled[k], transport, count[k], layout.pushers),
+    cap = min(1.0 / max(_copy_s(pushed[k], transport, count[k], layout.pushers, layout.beside(k))
+                        + _copy_s(pulled[k], transport, count[k], layout.pushers, layout.beside(k)),
                         remote[k] * max(pushed[k], pulled[k]) / net)
               for k in range(layout.tasks) if pushed[k] or pulled[k])
-    updates = min(layout.pushers / own, cap)
+    updates = min(sum(layout.pushers_on(h) / own for h, own in alone.items()), cap)
     step_s = layout.pushers / updates
     return updates * layout.examples_per_push, StepTerms.of(step_s, layout.cluster.compute_s,
                                                             other_s=layout.cluster.other_s)

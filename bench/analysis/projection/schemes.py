@@ -51,6 +51,7 @@ class PsSetup:
     tasks: int
     colocated: bool  # on worker hosts, else each on a host of its own
     placement: str  # bench.analysis.projection.parameter_servers.PLACEMENTS
+    on: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # parameter_servers.Layout.on
 
 
 def tf_cnn_benchmarks_ps(cluster: Cluster) -> PsSetup:
@@ -74,7 +75,7 @@ def predict(scheme: str, chosen: Transport, tensors: ModelTensors, cluster: Clus
         terms = allreduce.step(tensors.dense() if scheme == RING_DENSE else tensors, cluster, chosen,
                                hierarchical=scheme == HIERARCHICAL)
         return cluster.workers * cluster.batch_size / terms.step_s, terms
-    layout = Layout(cluster, ps.tasks, ps.colocated, aggregated=scheme == PS_SYNC_AGGREGATED)
+    layout = Layout(cluster, ps.tasks, ps.colocated, aggregated=scheme == PS_SYNC_AGGREGATED, on=ps.on)
     if scheme == PS_ASYNC:
         return parameter_servers.asynchronous_rate(tensors, layout, ps.placement, chosen)
     if scheme == PS_COORDINATOR:

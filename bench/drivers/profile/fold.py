@@ -11,9 +11,10 @@ from pathlib import Path
 
 from bench.analysis.micro_summary import one_tensor, summarize
 from bench.analysis.projection import levels, profile
-from bench.drivers.profile.ps_rate import MANY, MANY_TENSORS, ONE_TENSOR, workers_of
+from bench.drivers.profile.ps_rate import LAYOUT, MANY, MANY_TENSORS, ONE_TENSOR, workers_of
 from bench.metrics import messages
 
+RATE, BESIDE = "grpc.process_bytes_per_s", "grpc.beside_bytes_per_s"  # a ps task alone on its node; beside a worker
 AT = "@"  # a figure's name at one buffer size: "mpi.process_bytes_per_s@1048576"
 WITH = "*"  # a figure's name with some workers at once: "grpc.process_bytes_per_s*4"
 # the buffer of raw MPI's allreduce whose time per ring step is the latency: its bytes take 0.08 us at 100
@@ -34,7 +35,8 @@ COMPUTING_MEANS = ("Horovod's allreduce of {size} over {wire} alone, its median 
 
 # the unit of each constant the profile measures (those of `means`)
 UNITS = {"latency_s": "s", "latency_computing_s": "s", "mpi.process_bytes_per_s": "B/s",
-         "gloo.process_bytes_per_s": "B/s", "grpc.process_bytes_per_s": "B/s", "mpi.wait_cpu_share": "cores",
+         "gloo.process_bytes_per_s": "B/s", "grpc.process_bytes_per_s": "B/s", BESIDE: "B/s",
+         "mpi.wait_cpu_share": "cores",
          "gloo.wait_cpu_share": "cores", "grpc.message_s": "s", "mpi.compute_stretch": "x",
          "gloo.compute_stretch": "x", "mpi.rate_share_computing": "of its rate",
          "gloo.rate_share_computing": "of its rate"}
@@ -64,6 +66,8 @@ def means(rate_bytes: int) -> dict[str, str]:
         "grpc.process_bytes_per_s": "one ps task's process: bytes pushed and pulled per second in all while every "
                                     f"worker pushes its share of {size} into it and pulls it back at once; "
                                     "by_workers: the same with 1, 2, 4 ... workers at once",
+        BESIDE: "the same, with worker 0 on the ps task's node (its CPU shared with a worker, that worker's "
+                "bytes off the link) and the others on the other node; by_workers: with 1, 2, 4 ... workers",
         "grpc.message_s": f"a ps task's cost per tensor: a 64 KiB push and pull in {MANY} tensors against 1, "
                           "per message",
     }
@@ -112,24 +116,33 @@ def compute_figures(folder: Path) -> dict[str, float]:
     return {name: statistics.fmean(values) for name, values in found.items()}
 
 
-def grpc_figures(folder: Path) -> dict[str, float]:
-    """The ps task's rate with each number of workers at once (`grpc.process_bytes_per_s*k`: every
-    worker's bytes over the span from the first start to the last end), with every worker as
-    `grpc.process_bytes_per_s`, and its cost per message, from ps-worker*.json."""
+def grpc_figures(folder: Path, rate: str = RATE) -> dict[str, float]:
+    """The ps task's rate with each number of workers at once (`<rate>*k`: every worker's bytes over
+    the span from the first start to the last end), with every worker as `<rate>`, and (the task
+    alone on its node, `RATE`) its cost per message, from ps-worker*.json."""
     reports = [json.loads(p.read_text()) for p in sorted(folder.glob("ps-worker*.json"))]
     out: dict[str, float] = {}
     levels = sorted({k for r in reports for k in map(workers_of, r) if k is not None})
     for k in levels:
-        rate = [part for r in reports for name, part in r.items() if workers_of(name) == k]
-        span = max(r["end"] for r in rate) - min(r["start"] for r in rate)
-        out[f"grpc.process_bytes_per_s{WITH}{k}"] = sum(r["bytes"] for r in rate) / span
+        out[f"{rate}{WITH}{k}"] = served([part for r in reports for name, part in r.items() if workers_of(name) == k])
     if levels:
-        out["grpc.process_bytes_per_s"] = out[f"grpc.process_bytes_per_s{WITH}{levels[-1]}"]
+        out[rate] = out[f"{rate}{WITH}{levels[-1]}"]
     first = next((r for r in reports if ONE_TENSOR in r and MANY_TENSORS in r), None)
-    if first:
+    if first and rate == RATE:
         one, many = (statistics.median(first[part]["round_s"]) for part in (ONE_TENSOR, MANY_TENSORS))
         out["grpc.message_s"] = max(0.0, (many - one) / (2 * (MANY - 1)))  # a push and a pull per tensor
     return out
+
+
+def served(parts: list[dict]) -> float:
+    """Bytes/s of workers' parts run at once: every worker's bytes over the span from the first
+    start to the last end."""
+    return sum(p["bytes"] for p in parts) / (max(p["end"] for p in parts) - min(p["start"] for p in parts))
+
+
+def layout_rate(folder: Path) -> float:
+    """What the ps tasks of the layout check served in all, bytes/s pushed and pulled, from ps-worker*.json."""
+    return served([json.loads(p.read_text())[LAYOUT] for p in sorted(folder.glob("ps-worker*.json"))])
 
 
 def by_bytes(rounds: list[dict[str, float]], name: str) -> list[list[float]]:

@@ -9,7 +9,10 @@ and MANY_TENSORS, worker 0 alone, the same bytes in 1 and in `MANY` variables (e
 message). Each worker writes `ps-worker<i>.json`: per part, its rounds' start, end and bytes
 moved (push and pull).
 
-    python -m bench.drivers.profile.ps_rate OUT CLUSTER_JSON ROLE INDEX ROUNDS RATE_BYTES
+With TASKS (the layout check, `python -m bench profile --ps-layout`), one part instead: every
+worker at once, each pushing RATE_BYTES split evenly over the TASKS ps tasks and pulling it back.
+
+    python -m bench.drivers.profile.ps_rate OUT CLUSTER_JSON ROLE INDEX ROUNDS RATE_BYTES [TASKS]
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 from bench.drivers.micro.ps_graph import push_pull
 
 MESSAGE_BYTES, MANY = 64 * 1024, 64  # a ps task's cost per tensor: the same bytes in 1 and in MANY tensors
-RATE, ONE_TENSOR, MANY_TENSORS = "rate", "one-tensor", "many-tensors"
+RATE, ONE_TENSOR, MANY_TENSORS, LAYOUT = "rate", "one-tensor", "many-tensors", "layout"
 LEAST_PUSH_BYTES = 2**20  # a worker's push at the highest concurrency: below it a message's fixed cost shows
 
 
@@ -56,9 +59,10 @@ def barrier(out: Path, name: str, index: int, workers: int) -> None:
         time.sleep(0.01)
 
 
-def round_trip(tf, worker: object, index: int, nbytes: int, tensors: int):
-    """A callable pushing `nbytes` in `tensors` variables into ps task 0, then pulling them back."""
-    graph, init, pull = push_pull(tf, index, 1, nbytes, tensors, prefix=f"w{index}_remote")
+def round_trip(tf, worker: object, index: int, nbytes: int, tensors: int, tasks: int = 1):
+    """A callable pushing `nbytes` in `tensors` variables per ps task into ps tasks 0 to `tasks` - 1,
+    then pulling them back."""
+    graph, init, pull = push_pull(tf, index, tasks, nbytes, tensors, prefix=f"w{index}_remote")
     session = tf.compat.v1.Session(worker.target, graph=graph)
     session.run(init)
     step = session.make_callable(pull)
@@ -66,14 +70,16 @@ def round_trip(tf, worker: object, index: int, nbytes: int, tensors: int):
     return step, session
 
 
-def parts(rate_bytes: int, workers: int) -> tuple[tuple[str, int, int, int], ...]:
+def parts(rate_bytes: int, workers: int, layout: bool = False) -> tuple[tuple[str, int, int, int], ...]:
     """(part, bytes a worker moves each way a round, tensors, how many workers run it): the rate at each
-    concurrency, then the cost per message."""
+    concurrency, then the cost per message; or (`layout`) every worker's `rate_bytes` at once."""
+    if layout:
+        return ((LAYOUT, rate_bytes // 4 * 4, 1, workers),)
     rates = tuple((rate_part(k), max(LEAST_PUSH_BYTES, rate_bytes // k) // 4 * 4, 1, k) for k in concurrency(workers))
     return (*rates, (ONE_TENSOR, MESSAGE_BYTES, 1, 1), (MANY_TENSORS, MESSAGE_BYTES, MANY, 1))
 
 
-def work(out: Path, cluster: dict, index: int, rounds: int, rate_bytes: int) -> None:
+def work(out: Path, cluster: dict, index: int, rounds: int, rate_bytes: int, tasks: int | None = None) -> None:
     from bench.run.quiet_tf import import_tensorflow_quietly
 
     import_tensorflow_quietly()
@@ -82,9 +88,9 @@ def work(out: Path, cluster: dict, index: int, rounds: int, rate_bytes: int) -> 
     workers = len(cluster["worker"])
     server = tf.distribute.Server(tf.train.ClusterSpec(cluster), "worker", index)
     report = {}
-    for name, nbytes, tensors, who in parts(rate_bytes, workers):
+    for name, nbytes, tensors, who in parts(rate_bytes, workers, layout=tasks is not None):
         runs = index < who
-        step, session = round_trip(tf, server, index, nbytes, tensors) if runs else (None, None)
+        step, session = round_trip(tf, server, index, nbytes, tensors, tasks or 1) if runs else (None, None)
         barrier(out, name, index, workers)
         if runs:
             times = []
@@ -114,7 +120,7 @@ def main() -> None:
     if role == "ps":
         serve(cluster, index)
     else:
-        work(out, cluster, index, int(sys.argv[5]), int(sys.argv[6]))
+        work(out, cluster, index, int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]) if len(sys.argv) > 7 else None)
 
 
 if __name__ == "__main__":

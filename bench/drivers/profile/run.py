@@ -10,7 +10,8 @@ and at each buffer of a sweep from 1 MiB up to B in steps of sqrt(2); the rate b
 allreduce while every rank computes; a CPU rank's compute beside Horovod's loop against the
 same compute alone), then gRPC (1, 2, 4 ... workers pushing B between them into one ps task
 and pulling it back at once: the task's rate under concurrency; then one worker's 64 KiB in 1
-and in 64 tensors, a ps task's cost per message). Each constant's value is the median of the
+and in 64 tensors, a ps task's cost per message; then the rates again with worker 0 on the ps
+task's node, a task sharing its host with a worker). Each constant's value is the median of the
 repetitions, which it keeps for its prediction interval.
 
 Sized by time (--budget, default 5 minutes): without --bytes, a probe first (Horovod's allreduce at
@@ -31,8 +32,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.analysis.projection import levels
 from bench.analysis.projection.profile import PROFILE_FILE
-from bench.drivers.profile import fold
+from bench.drivers.profile import fold, layout_check
 from bench.drivers.profile.where import Where
 from bench.errors import UsageError
 from bench.run.launch import processes
@@ -104,6 +106,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", default="5m",
                    help="the time the profile may take: repetitions past the least 3 only while it holds "
                         "(default: %(default)s; 10m, 300, 90s)")
+    p.add_argument("--ps-layout", metavar="W:P", default=None,
+                   help="instead of a profile, the check of ps tasks under concurrency: W workers and P ps tasks "
+                        "over the nodes as --hosts places them, measured, and predicted from --against "
+                        "(bench.drivers.profile.layout_check)")
+    p.add_argument("--against", metavar="PROFILE", default=None, help="with --ps-layout: the profile that predicts it")
+    p.add_argument("--link-gbit", type=float, default=None, help="with --ps-layout: the nodes' link, Gbit/s")
+    p.add_argument("--level", type=float, default=levels.DEFAULT_LEVEL,
+                   help="with --ps-layout: the prediction interval's level (default %(default)s)")
     p.add_argument("--output", default="results", help=f"folder for {PROFILE_FILE}")
     p.add_argument("--timeout-s", type=float, default=600, help="limit of each measurement's processes")
     return p
@@ -116,6 +126,9 @@ def check(args: argparse.Namespace) -> None:
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
     args.budget = parse_duration(args.budget, "--budget")
+    if args.ps_layout is not None:
+        layout_check.layout(args.ps_layout)
+        layout_check.check_args(args)
     if args.bytes is not None and args.bytes < LEAST_RATE_BYTES:
         raise UsageError(f"--bytes must be >= {LEAST_RATE_BYTES} (1 MiB): a smaller buffer measures a message's "
                          "fixed cost more than the link's rate")
@@ -152,6 +165,12 @@ def measure(where: Where, args: argparse.Namespace, folder: Path) -> tuple[dict[
         figures.update(fold.grpc_figures(part))
     else:
         failed.append("grpc")
+    part = folder / "grpc-beside"
+    part.mkdir()
+    if where.ps_job(args.ps_workers, part, args.rounds, args.bytes, args.timeout_s, beside=True):
+        figures.update(fold.grpc_figures(part, fold.BESIDE))
+    else:
+        failed.append("grpc-beside")
     return figures, failed
 
 
@@ -197,6 +216,8 @@ def main(argv: Sequence[str]) -> int:
         print(f"profile: the probe's rate {rate or 0:.3g} bytes/s: rates at {args.bytes / 2**20:.1f} MiB",
               file=sys.stderr, flush=True)
     args.budget = budget_s - (time.monotonic() - began)  # what the probe left
+    if args.ps_layout is not None:
+        return layout_check.run(args, where, out)
     rounds, failures = repetitions(where, args, out)
     if failures:
         print(f"profile: failed: {', '.join(failures)} (see {out}/*/*/profile.log)", file=sys.stderr)

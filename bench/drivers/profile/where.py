@@ -16,6 +16,7 @@ from bench.drivers.profile.fold import LATENCY_BYTES
 from bench.errors import UsageError
 from bench.infra.tools import free_ports
 from bench.run.launch.slurm import gloo, srun
+from bench.run.launch.ssh_hosts import wrapped
 
 RANK = [sys.executable, "-m", "bench.drivers.micro.rank_pytest"]
 COLLECTIVES = Path(__file__).parent.parent / "micro" / "collective_test.py"
@@ -28,6 +29,7 @@ ROUNDS = 5
 # on one machine MPI would move its bytes through shared memory: TCP, as between hosts
 LOOPBACK_TCP = {"OMPI_MCA_btl": "tcp,self"}
 ENDING_S = 10  # a measurement past its limit: SIGTERM, then SIGKILL after this
+PLACEMENT_FILE = "placement.json"  # a gRPC measurement's tasks' nodes, per role
 
 
 @dataclass
@@ -88,37 +90,48 @@ class Where:
         with gloo.rendezvous(placement if transport == "horovod-gloo" else None) as meet:  # srun meets MPI by PMIx
             return _run(placement.srun_ranks(argv, mpi=transport != "horovod-gloo"), {**env, **meet}, out, timeout_s)
 
-    def ps_job(self, workers: int, out: Path, rounds: int, rate_bytes: int, timeout_s: float) -> bool:
+    def ps_job(self, workers: int, out: Path, rounds: int, rate_bytes: int, timeout_s: float,
+               tasks: int | None = None, beside: bool = False) -> bool:
         """One ps task and `workers` workers of the gRPC measurement (bench.drivers.profile.ps_rate):
-        the ps on a node of its own, the workers on another."""
-        ps_argv, worker_argvs = self._ps_commands(workers, [str(out)], [str(rounds), str(rate_bytes)])
+        the ps on a node of its own, the workers on another; `beside`: worker 0 on the ps task's node,
+        sharing its CPU (and its bytes off the link). Or (`tasks`: the layout check) `tasks`
+        ps tasks beside the workers, every task on the node `--hosts` would put it on (workers first,
+        then the ps tasks, round-robin over the nodes: ssh_hosts.wrapped); `out`/placement.json says which."""
+        after = [str(rounds), str(rate_bytes), *([str(tasks)] if tasks else [])]
+        commands = self._ps_commands(workers, tasks, [str(out)], after, out, beside)
         with _log(out) as log:
-            ps = subprocess.Popen(ps_argv, stdout=subprocess.DEVNULL, stderr=log)
+            servers = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log) for argv in commands["ps"]]
             try:
-                done = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log) for argv in worker_argvs]
+                done = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log) for argv in commands["worker"]]
                 return all(_wait(p, timeout_s) == 0 for p in done)
             finally:
-                _end(ps)  # a ps task serves until it is ended
+                for ps in servers:
+                    _end(ps)  # a ps task serves until it is ended
 
-    def _ps_commands(self, workers: int, before: list[str], after: list[str]) -> tuple[list[str], list[list[str]]]:
-        """The ps task's command and each worker's: `before` CLUSTER ROLE INDEX `after`."""
+    def _ps_commands(self, workers: int, tasks: int | None, before: list[str], after: list[str],
+                     out: Path, beside: bool = False) -> dict[str, list[list[str]]]:
+        """Each role's commands: `before` CLUSTER ROLE INDEX `after`."""
+        counts = {"worker": workers, "ps": tasks or 1}
         if self.placement_of is None:
-            ports = free_ports(workers + 1)
-            cluster = {"ps": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{p}" for p in ports[1:]]}
+            ports = iter(free_ports(workers + counts["ps"]))
+            cluster = {role: [f"127.0.0.1:{next(ports)}" for _ in range(n)] for role, n in counts.items()}
+            nodes = {role: ["localhost"] * n for role, n in counts.items()}
 
             def wrap(role: str, index: int) -> list[str]:
                 return list(PS_TASK)
         else:
-            placement = self.placement_of({"worker": [self.nodes[0]] * workers, "ps": [self.nodes[1]]})
+            first = self.nodes[1] if beside else self.nodes[0]
+            nodes = wrapped(self.nodes, counts) if tasks else {"worker": [first] + [self.nodes[0]] * (workers - 1),
+                                                                "ps": [self.nodes[1]]}
+            placement = self.placement_of(nodes)
             cluster = placement.tf_cluster()
 
             def wrap(role: str, index: int) -> list[str]:
                 return placement.srun(role, index, PS_TASK)
 
-        def command(role: str, index: int) -> list[str]:
-            return [*wrap(role, index), *before, json.dumps(cluster), role, str(index), *after]
-
-        return command("ps", 0), [command("worker", i) for i in range(workers)]
+        (out / PLACEMENT_FILE).write_text(json.dumps(nodes))
+        return {role: [[*wrap(role, i), *before, json.dumps(cluster), role, str(i), *after] for i in range(n)]
+                for role, n in counts.items()}
 
 
 def _log(out: Path):

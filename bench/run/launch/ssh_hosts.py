@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 TF_PORT = 2222  # TensorFlow's customary port; a host's second task takes the next
@@ -33,6 +34,18 @@ def ssh_command() -> list[str]:
     return shlex.split(given) if given else list(DEFAULT_SSH)
 
 
+def wrapped(hosts: Sequence[str], processes: dict[str, int]) -> dict[str, list[str]]:
+    """Each role's tasks' hosts: workers first, then the other roles by name, round-robin over `hosts`
+    (with fewer hosts than tasks, wrapping around)."""
+    order = ["worker"] + sorted(r for r in processes if r != "worker")
+    out, k = {}, 0
+    for role in order:
+        for _ in range(processes.get(role, 0)):
+            out.setdefault(role, []).append(hosts[k % len(hosts)])
+            k += 1
+    return out
+
+
 @dataclass(frozen=True)
 class HostPlacement:
     """Which host (and port) each task of a run goes on."""
@@ -42,15 +55,11 @@ class HostPlacement:
 
     @classmethod
     def for_processes(cls, hosts: tuple[str, ...], processes: dict[str, int]) -> HostPlacement:
-        order = ["worker"] + sorted(r for r in processes if r != "worker")
         slots, used = {}, {}
-        k = 0
-        for role in order:
-            for _ in range(processes.get(role, 0)):
-                host = hosts[k % len(hosts)]
+        for role, on in wrapped(hosts, processes).items():
+            for host in on:
                 used[host] = used.get(host, -1) + 1
                 slots.setdefault(role, []).append((host, TF_PORT + used[host]))
-                k += 1
         return cls(hosts, slots)
 
     def tf_cluster(self) -> dict[str, list[str]]:
