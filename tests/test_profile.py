@@ -11,7 +11,16 @@ import pytest
 
 from bench.analysis.projection import profile
 from bench.drivers.profile import fold
-from bench.drivers.profile.ps_rate import MANY, MANY_TENSORS, ONE_TENSOR, concurrency, parts, rate_part, workers_of
+from bench.drivers.profile.ps_rate import (
+    EVERY_WORKER,
+    MANY,
+    MANY_TENSORS,
+    ONE_TENSOR,
+    concurrency,
+    parts,
+    rate_part,
+    workers_of,
+)
 from bench.drivers.profile.run import last_line, parser, rate_sizes
 from tests.processes import bench
 
@@ -222,27 +231,22 @@ def test_repetitions_go_past_the_least_three_only_while_the_budget_holds_the_nex
     assert not another_fits(6, 6, 10.0, 300)
 
 
-def test_a_ps_tasks_rate_beside_a_worker_is_its_own_curve_and_only_tasks_sharing_a_host_take_it(tmp_path):
-    (tmp_path / "ps-worker0.json").write_text(json.dumps({
-        rate_part(1): {"start": 0.0, "end": 2.0, "bytes": 100, "tensors": 1, "round_s": [0.4] * 5},
-        ONE_TENSOR: {"start": 0, "end": 1, "bytes": 1, "tensors": 1, "round_s": [1e-3] * 3},
-        MANY_TENSORS: {"start": 0, "end": 1, "bytes": 1, "tensors": MANY, "round_s": [2e-3] * 3}}))
-    beside = fold.grpc_figures(tmp_path, fold.BESIDE)
-    assert beside == {f"{fold.BESIDE}{fold.WITH}1": 50.0, fold.BESIDE: 50.0}  # no cost per message of its own
+def test_a_ps_tasks_share_beside_a_computing_process_is_taken_by_tasks_on_a_cpu_workers_host_only(tmp_path):
+    alone = {"grpc.process_bytes_per_s": 2.0e8}
+    assert fold.share_computing(alone, {"grpc.process_bytes_per_s": 1.5e8}) == {fold.SHARE_COMPUTING: 0.75}
+    assert fold.share_computing(alone, {}) == {}  # the computing part failed: no share
+    assert [p[3] for p in parts(2**24, 4, EVERY_WORKER)] == [4]  # beside the neighbour: every worker only
     name = "grpc.process_bytes_per_s"
-    rounds = [{name: r4, f"{name}{fold.WITH}1": r1, f"{name}{fold.WITH}4": r4,
-               fold.BESIDE: b4, f"{fold.BESIDE}{fold.WITH}1": b1, f"{fold.BESIDE}{fold.WITH}4": b4}
-              for r1, r4, b1, b4 in ((1.0e8, 2.0e8, 0.5e8, 1.0e8), (1.1e8, 2.1e8, 0.55e8, 1.05e8),
-                                     (0.9e8, 1.9e8, 0.45e8, 0.95e8))]
+    rounds = [{name: r4, fold.SHARE_COMPUTING: share} for r4, share in ((2.0e8, 0.5), (2.1e8, 0.55), (1.9e8, 0.45))]
     data = fold.fold(rounds, "two test nodes", "tensorflow x", "./run_bench.sh profile, today", 2**22)
-    assert data["constants"][fold.BESIDE]["by_workers"] == [[1.0, 0.5e8], [4.0, 1.0e8]]
+    assert data["constants"][fold.SHARE_COMPUTING]["value"] == 0.5
     transport = profile.parse(data, "test").transports()["grpc"]
-    assert transport.concurrency_share(4, beside=True) == pytest.approx(0.5)
-    assert transport.concurrency_share(1, beside=True) == pytest.approx(0.25)
-    assert transport.concurrency_share(4) == pytest.approx(1.0)
+    assert transport.message_rate(2**20, computing=True) == pytest.approx(0.5 * transport.message_rate(2**20))
     from bench.analysis.projection.cluster import Cluster
     from bench.analysis.projection.parameter_servers import Layout
 
-    cluster = Cluster(4, 1, 1.0, 1e12, 1, float("inf"))
-    placed = Layout(cluster, 2, True, False, on=((0, 1, 2, 0), (1, 3)))
-    assert placed.beside(0) and not placed.beside(1)  # task 1 has a host of its own
+    on = ((0, 1, 2, 0), (1, 3))  # task 0 beside worker 1, task 1 on a host of its own
+    cpus = Layout(Cluster(4, 1, 1.0, 1e12, 1, float("inf"), on_host=True), 2, True, False, on=on)
+    assert cpus.computing_beside(0) and not cpus.computing_beside(1)
+    gpus = Layout(Cluster(4, 1, 1.0, 1e12, 1, float("inf")), 2, True, False, on=on)
+    assert not gpus.computing_beside(0)  # a GPU worker's compute leaves its host's CPU to the task

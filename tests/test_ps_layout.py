@@ -5,6 +5,7 @@ the measurement it is checked against. Across emulated hosts: docs/projection-ch
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -91,3 +92,47 @@ def test_a_layout_check_over_loopback_measures_every_repetition_and_says_whether
     assert predicted["low"] <= predicted["bytes_per_s"] <= predicted["high"] and predicted["level"] == 0.9
     assert result["inside"] == [predicted["low"] <= m <= predicted["high"] for m in result["measured_bytes_per_s"]]
     assert "inside" in done.stdout
+
+
+def test_asynchronous_updates_are_capped_by_the_busiest_host_link_both_ways_at_once():
+    from bench.analysis.projection import parameter_servers
+    from bench.analysis.projection.transports import Transport
+
+    no_process_limit = Transport("grpc", 1.0, None, True, "test")
+    b = 1e6  # one pusher's bytes each way per update, half to each task
+    tensors = ps_round.round_tensors(int(b), 2)
+    cluster = Cluster(4, 2, 8.0, 1e12, 1, float("inf"))  # 1e9 B/s each way
+    # both tasks on host 1 beside its 2 workers: host 0's 2 workers push b each to it, and read b each back,
+    # over one link: a round of the 4 updates takes 2b / 1e9 s each way, whatever the tasks' own links
+    both = Layout(cluster, 2, True, False, on=((0, 0, 1, 1), (1, 1)))
+    rate, _ = parameter_servers.asynchronous_rate(tensors, both, "round-robin", no_process_limit)
+    assert rate == pytest.approx(4 / (2 * b / 1e9), rel=0.01)
+    # one task on each host: each link carries its 2 workers' halves to the other host's task (b) and its
+    # own task's halves to the other host's 2 workers (b) each way, 2b in all: the same cap, where a bound
+    # per task (its remote pushers' halves alone, b) would give twice the rate
+    spread = Layout(cluster, 2, True, False, on=((0, 0, 1, 1), (0, 1)))
+    rate, _ = parameter_servers.asynchronous_rate(tensors, spread, "round-robin", no_process_limit)
+    assert rate == pytest.approx(4 / (2 * b / 1e9), rel=0.01)
+
+
+def test_a_checks_model_error_comes_from_the_earlier_checks_predicted_again_and_never_its_own(tmp_path):
+    from bench.drivers.profile.layout_check import earlier_checks, predicted
+
+    shipped = str(profile.SHIPPED / f"{profile.DEFAULT}.json")
+    checks = {"a": (shipped, [1.0e8, 1.2e8, 1.1e8]), "b": (shipped, [3.0e8]), "gone": ("/no/such.json", [1e8])}
+    for name, (source, measured) in checks.items():
+        (tmp_path / f"profile-{name}").mkdir()
+        result = {"layout": {"workers": 2, "ps": 1, "worker_nodes": ["h0", "h1"], "ps_nodes": ["h2"]},
+                  "link_gbit": 1.0, "bytes_per_worker": MIB, "predicted": {"from": source, "bytes_per_s": 1.0},
+                  "measured_bytes_per_s": measured}
+        (tmp_path / f"profile-{name}" / RESULT_FILE).write_text(json.dumps(result))
+    found, files = earlier_checks(tmp_path, 0.9)
+    assert [f.split("/")[-2] for f in files] == ["profile-a", "profile-b"]  # one whose profile is gone: left out
+    again = predicted(json.loads((tmp_path / "profile-a" / RESULT_FILE).read_text()), 0.9)
+    assert found[0] == (1.1e8, again["bytes_per_s"], again["u_log"])  # the median, against the model as it is now
+    model = ps_round.checked_error(found)
+    residuals = [math.log(m / p) for m, p, _ in found]
+    assert model.u == pytest.approx(math.sqrt(max(0.0, sum(r * r for r in residuals) / 2
+                                                  - sum(u * u for _, _, u in found) / 2)))
+    with_error = ps_round.served(profile.load(shipped), (0, 1), (2,), 1.0, MIB, model=model)
+    assert with_error["high"] / with_error["bytes_per_s"] > again["high"] / again["bytes_per_s"]

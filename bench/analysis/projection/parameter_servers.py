@@ -18,7 +18,9 @@
   waits only for its own variables. A push is the same the other way, each taken when its
   gradient is ready, in that order. The task's one process does the work of every push and
   every pull (its rate is measured with both), at the rate it has serving that many pushers at once
-  where the profile measured it with several (Transport.concurrency_share).
+  where the profile measured it with several (Transport.concurrency_share), and at the share of it
+  the profile measured beside a busy CPU where a task shares its host with a worker whose device is
+  that CPU (Transport.rate_share_computing).
 - A ps on a worker host (colocated) shares that host's link with the host's own workers:
   every host's link carries, each way, what its workers send to tasks elsewhere plus what
   its task receives from workers elsewhere, a bound on the exchange.
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import dataclass
 
 from bench.analysis.projection.cluster import Cluster, StepTerms
@@ -87,10 +90,10 @@ class Layout:
             return self.on[1][task]
         return task % self.cluster.hosts if self.colocated else None
 
-    def beside(self, task: int) -> bool:
-        """The task shares its host with a worker (its CPU)."""
+    def computing_beside(self, task: int) -> bool:
+        """The task shares its host's CPU with a worker whose device is that CPU (Cluster.on_host)."""
         host = self.host_of(task)
-        return host is not None and self.pushers_on(host) > 0
+        return self.cluster.on_host and host is not None and self.pushers_on(host) > 0
 
     def remote_pushers(self, task: int) -> int:
         host = self.host_of(task)
@@ -102,17 +105,18 @@ class Layout:
 
 
 def _copy_s(nbytes: float, transport: Transport, tensors: int = 1, concurrent: int | None = None,
-            beside: bool = False) -> float:
+            computing: bool = False) -> float:
     """A task's process's work on one pusher's copy of `tensors` variables of `nbytes` in all, one
-    way, while it serves `concurrent` pushers at once (`beside` a worker on its host): the bytes at
-    its rate then, and a message per tensor."""
-    rate = transport.message_rate(nbytes / tensors, concurrent, beside)
+    way, while it serves `concurrent` pushers at once (`computing`: beside a busy CPU on its host):
+    the bytes at its rate then, and a message per tensor."""
+    rate = transport.message_rate(nbytes / tensors, concurrent, computing)
     return (nbytes / rate if rate else 0.0) + tensors * transport.message_s
 
 
 def _process_s(layout: Layout, task: int, nbytes: float, transport: Transport) -> float:
     """The task's process's work for one push (or pull) of a variable, of every pusher, all at once."""
-    return layout.pushers * _copy_s(nbytes, transport, concurrent=layout.pushers, beside=layout.beside(task))
+    computing = layout.computing_beside(task)
+    return layout.pushers * _copy_s(nbytes, transport, concurrent=layout.pushers, computing=computing)
 
 
 def _link_s(layout: Layout, task: int, nbytes: float, transport: Transport) -> float:
@@ -223,6 +227,24 @@ def _alone_step_s(tensors: ModelTensors, layout: Layout, host: int, placement: s
     return synchronous_step(tensors, alone, placement, transport).step_s
 
 
+def _duplex_round_s(layout: Layout, pushed: list[float], pulled: list[float], transport: Transport) -> float:
+    """Every pusher's update once (`pushed`, `pulled`: one pusher's bytes per task) on the busiest host
+    link, whose two directions carry at once what leaves the host (its pushers' pushes to tasks
+    elsewhere, its tasks' reads to remote pushers) and what reaches it (the reverse)."""
+    net = transport.network_bytes_per_s(layout.cluster.link_gbit)
+    most = max((layout.pushers * max(pushed[k], pulled[k]) for k in range(layout.tasks) if layout.host_of(k) is None),
+               default=0.0)
+    for host in range(layout.hosts):
+        mine = [k for k in range(layout.tasks) if layout.host_of(k) == host]
+        ours = layout.pushers_on(host)
+        leaving = ours * (sum(pushed) - sum(pushed[k] for k in mine)) + sum(layout.remote_pushers(k) * pulled[k]
+                                                                            for k in mine)
+        reaching = ours * (sum(pulled) - sum(pulled[k] for k in mine)) + sum(layout.remote_pushers(k) * pushed[k]
+                                                                             for k in mine)
+        most = max(most, leaving, reaching)
+    return most / net if most else 0.0
+
+
 def asynchronous_rate(tensors: ModelTensors, layout: Layout, placement: str,
                       transport: Transport) -> tuple[float, StepTerms]:
     """(examples/s, one pusher's step): each pusher alone on the links, capped by the tasks."""
@@ -231,14 +253,12 @@ def asynchronous_rate(tensors: ModelTensors, layout: Layout, placement: str,
              for h in range(layout.hosts) if layout.pushers_on(h)}
     tasks_of = place(tensors, layout.tasks, placement)
     pushed, pulled, count = _per_task(tensors, tasks_of, layout.tasks)
-    # per update a task's process takes in and sends out its bytes (both its work); its link's
-    # two directions carry them at once, the remote pushers' share of the updates
-    remote = [layout.remote_pushers(k) / layout.pushers for k in range(layout.tasks)]
-    net = transport.network_bytes_per_s(layout.cluster.link_gbit)
-    cap = min(1.0 / max(_copy_s(pushed[k], transport, count[k], layout.pushers, layout.beside(k))
-                        + _copy_s(pulled[k], transport, count[k], layout.pushers, layout.beside(k)),
-                        remote[k] * max(pushed[k], pulled[k]) / net)
-              for k in range(layout.tasks) if pushed[k] or pulled[k])
+    # per update a task's process takes in and sends out its bytes (both its work)
+    work = [_copy_s(pushed[k], transport, count[k], layout.pushers, layout.computing_beside(k))
+            + _copy_s(pulled[k], transport, count[k], layout.pushers, layout.computing_beside(k))
+            for k in range(layout.tasks) if count[k]]
+    links_s = _duplex_round_s(layout, pushed, pulled, transport)
+    cap = min([1.0 / w for w in work if w > 0] + ([layout.pushers / links_s] if links_s else []), default=math.inf)
     updates = min(sum(layout.pushers_on(h) / own for h, own in alone.items()), cap)
     step_s = layout.pushers / updates
     return updates * layout.examples_per_push, StepTerms.of(step_s, layout.cluster.compute_s,

@@ -115,8 +115,6 @@ class Profile:
                 steps_per_function=int(self.get("coordinator_steps_per_function") or 1),
                 rate_by_bytes=self._curve(f"{name}.process_bytes_per_s"),
                 rate_by_workers=self._curve(f"{name}.process_bytes_per_s", "by_workers"),
-                beside_bytes_per_s=self.get(f"{name}.beside_bytes_per_s"),
-                beside_by_workers=self._curve(f"{name}.beside_bytes_per_s", "by_workers"),
                 compute_stretch=self.get(f"{name}.compute_stretch") or 1.0,
                 rate_share_computing=self.get(f"{name}.rate_share_computing") or 1.0)
         return out

@@ -6,6 +6,8 @@ check of a ps task under concurrency: a profile made on 2 hosts predicts what ta
 
 from __future__ import annotations
 
+import math
+
 from bench.analysis.projection import levels
 from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.parameter_servers import ROUND_ROBIN
@@ -25,18 +27,28 @@ def round_tensors(nbytes: int, tasks: int) -> ModelTensors:
 
 
 def served(profile: Profile, worker_hosts: tuple[int, ...], task_hosts: tuple[int, ...], link_gbit: float,
-           nbytes: int, level: float = levels.DEFAULT_LEVEL) -> dict[str, float]:
+           nbytes: int, level: float = levels.DEFAULT_LEVEL, model: levels.Term | None = None) -> dict[str, float]:
     """Bytes/s the tasks serve in all, pushed and pulled (point, low, high at `level`), while worker i on
     host `worker_hosts[i]` pushes `nbytes` split over the tasks, task k on host `task_hosts[k]`, and
-    pulls it back, every worker at once."""
+    pulls it back, every worker at once. `model`: the model's error of form, where known (checked_error)."""
     workers, tasks = len(worker_hosts), len(task_hosts)
     per_host = max(worker_hosts.count(h) for h in set(worker_hosts))
+    # on_host: a worker's process keeps its host's CPU busy (moving bytes, where a training worker computes)
     cluster = Cluster(workers, per_host, link_gbit, NO_COMPUTE_EXAMPLES_PER_S, batch_size=1,
-                      intra_host_bytes_per_s=float("inf"))
+                      intra_host_bytes_per_s=float("inf"), on_host=True)
     ps = PsSetup(tasks, True, ROUND_ROBIN, on=(worker_hosts, task_hosts))
     found = interval(PS_ASYNC, GRPC, round_tensors(nbytes, tasks), cluster, ps, profile,
                      intra_host_from_profile=False, level=level)
+    if model is not None:
+        found = found.with_model(model)
     moved = 2 * (nbytes // tasks) * tasks  # bytes a worker's step moves: its push and its pull
     u, dof = levels.combined(found.parts)
     return {"bytes_per_s": found.point * moved, "low": found.low * moved, "high": found.high * moved,
-            "level": level, "u_log": u, "u_dof": dof, "step_s": found.step_s}
+            "level": level, "u_log": u, "u_dof": dof, "step_s": found.step_s,
+            "model_error_u_log": model.u if model else 0.0, "model_error_dof": model.dof if model else levels.INFINITE}
+
+
+def checked_error(others: list[tuple[float, float, float]]) -> levels.Term:
+    """The model's error of form from other checks it did not see, each (measured, predicted point, the u
+    its other terms gave it): what their log residuals hold beyond those terms (levels.model_error)."""
+    return levels.model_error([math.log(m / p) for m, p, _ in others], [u for _, _, u in others])

@@ -33,12 +33,11 @@ class Transport:
     as `./run_bench.sh profile` measures it), between its points log-log, flat beyond them;
     `rate_by_workers`: ((workers, bytes/s), ...) where a ps task's rate depends on how many workers
     push and pull at once (`./run_bench.sh profile` measures it with 1, 2, 4 ...), read between its
-    points log-log, flat beyond them (`concurrency_share`); `beside_bytes_per_s`, `beside_by_workers`:
-    the same of a task that shares its host with a worker (the profile's worker 0 on the task's node);
+    points log-log, flat beyond them (`concurrency_share`);
     `compute_stretch`: how much longer a CPU device's compute takes beside the transport's own
     threads (Horovod's loop, which over MPI polls while it waits for the other ranks);
-    `rate_share_computing`: the share of its rate a reduction keeps while a CPU device computes
-    beside it (its threads and the compute share the host's CPU); `latency_computing_s`: one
+    `rate_share_computing`: the share of its rate a reduction (or a ps task) keeps while a CPU
+    device computes beside it (its threads and the compute share the host's CPU); `latency_computing_s`: one
     message's fixed cost between hosts whose CPUs are busy computing (None: not measured)."""
 
     name: str
@@ -55,30 +54,22 @@ class Transport:
     steps_per_function: int = 1
     rate_by_bytes: tuple[tuple[float, float], ...] = ()
     rate_by_workers: tuple[tuple[float, float], ...] = ()
-    # the same rate where the ps task shares its host with a worker (its CPU), the curve as rate_by_workers
-    # (None: not measured, taken as the task's alone)
-    beside_bytes_per_s: float | None = None
-    beside_by_workers: tuple[tuple[float, float], ...] = ()
     compute_stretch: float = 1.0
     rate_share_computing: float = 1.0
     latency_computing_s: float | None = None
 
-    def message_rate(self, nbytes: float, concurrent: int | None = None, beside: bool = False) -> float | None:
+    def message_rate(self, nbytes: float, concurrent: int | None = None, computing: bool = False) -> float | None:
         """What one process of it moves per second in a message of `nbytes`, serving `concurrent`
-        workers at once (None: as its rate was measured), `beside` a worker on its host."""
+        workers at once (None: as its rate was measured), `computing`: beside a busy CPU on its host
+        (at `rate_share_computing` of its rate)."""
         rate = _log_log(self.rate_by_bytes, nbytes) if self.rate_by_bytes else self.process_bytes_per_s
-        return rate * self.concurrency_share(concurrent, beside) if rate is not None else None
+        if rate is None:
+            return None
+        return rate * self.concurrency_share(concurrent) * (self.rate_share_computing if computing else 1.0)
 
-    def concurrency_share(self, concurrent: int | None, beside: bool = False) -> float:
-        """A ps task's rate serving `concurrent` workers at once (`beside` a worker on its host) over its
-        rate as measured alone with every worker (1 without a curve)."""
-        if not self.process_bytes_per_s:
-            return 1.0
-        if beside and self.beside_bytes_per_s:
-            curve = self.beside_by_workers or ((1.0, self.beside_bytes_per_s),)
-            at = concurrent if concurrent is not None else curve[-1][0]
-            return _log_log(curve, at) / self.process_bytes_per_s
-        if concurrent is None or not self.rate_by_workers:
+    def concurrency_share(self, concurrent: int | None) -> float:
+        """A ps task's rate serving `concurrent` workers at once over its rate as measured (1 without a curve)."""
+        if concurrent is None or not self.rate_by_workers or not self.process_bytes_per_s:
             return 1.0
         return _log_log(self.rate_by_workers, concurrent) / self.process_bytes_per_s
 

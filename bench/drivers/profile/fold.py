@@ -14,7 +14,7 @@ from bench.analysis.projection import levels, profile
 from bench.drivers.profile.ps_rate import LAYOUT, MANY, MANY_TENSORS, ONE_TENSOR, workers_of
 from bench.metrics import messages
 
-RATE, BESIDE = "grpc.process_bytes_per_s", "grpc.beside_bytes_per_s"  # a ps task alone on its node; beside a worker
+RATE, SHARE_COMPUTING = "grpc.process_bytes_per_s", "grpc.rate_share_computing"
 AT = "@"  # a figure's name at one buffer size: "mpi.process_bytes_per_s@1048576"
 WITH = "*"  # a figure's name with some workers at once: "grpc.process_bytes_per_s*4"
 # the buffer of raw MPI's allreduce whose time per ring step is the latency: its bytes take 0.08 us at 100
@@ -35,7 +35,7 @@ COMPUTING_MEANS = ("Horovod's allreduce of {size} over {wire} alone, its median 
 
 # the unit of each constant the profile measures (those of `means`)
 UNITS = {"latency_s": "s", "latency_computing_s": "s", "mpi.process_bytes_per_s": "B/s",
-         "gloo.process_bytes_per_s": "B/s", "grpc.process_bytes_per_s": "B/s", BESIDE: "B/s",
+         "gloo.process_bytes_per_s": "B/s", "grpc.process_bytes_per_s": "B/s", SHARE_COMPUTING: "of its rate",
          "mpi.wait_cpu_share": "cores",
          "gloo.wait_cpu_share": "cores", "grpc.message_s": "s", "mpi.compute_stretch": "x",
          "gloo.compute_stretch": "x", "mpi.rate_share_computing": "of its rate",
@@ -66,8 +66,8 @@ def means(rate_bytes: int) -> dict[str, str]:
         "grpc.process_bytes_per_s": "one ps task's process: bytes pushed and pulled per second in all while every "
                                     f"worker pushes its share of {size} into it and pulls it back at once; "
                                     "by_workers: the same with 1, 2, 4 ... workers at once",
-        BESIDE: "the same, with worker 0 on the ps task's node (its CPU shared with a worker, that worker's "
-                "bytes off the link) and the others on the other node; by_workers: with 1, 2, 4 ... workers",
+        SHARE_COMPUTING: "a ps task's rate with every worker at once while a process beside it on its node computes "
+                         "(numpy matmuls), over the same rate alone in the same repetition",
         "grpc.message_s": f"a ps task's cost per tensor: a 64 KiB push and pull in {MANY} tensors against 1, "
                           "per message",
     }
@@ -116,10 +116,11 @@ def compute_figures(folder: Path) -> dict[str, float]:
     return {name: statistics.fmean(values) for name, values in found.items()}
 
 
-def grpc_figures(folder: Path, rate: str = RATE) -> dict[str, float]:
-    """The ps task's rate with each number of workers at once (`<rate>*k`: every worker's bytes over
-    the span from the first start to the last end), with every worker as `<rate>`, and (the task
-    alone on its node, `RATE`) its cost per message, from ps-worker*.json."""
+def grpc_figures(folder: Path) -> dict[str, float]:
+    """The ps task's rate with each number of workers at once (`grpc.process_bytes_per_s*k`: every
+    worker's bytes over the span from the first start to the last end), with every worker as
+    `grpc.process_bytes_per_s`, and its cost per message, from ps-worker*.json."""
+    rate = RATE
     reports = [json.loads(p.read_text()) for p in sorted(folder.glob("ps-worker*.json"))]
     out: dict[str, float] = {}
     levels = sorted({k for r in reports for k in map(workers_of, r) if k is not None})
@@ -128,10 +129,18 @@ def grpc_figures(folder: Path, rate: str = RATE) -> dict[str, float]:
     if levels:
         out[rate] = out[f"{rate}{WITH}{levels[-1]}"]
     first = next((r for r in reports if ONE_TENSOR in r and MANY_TENSORS in r), None)
-    if first and rate == RATE:
+    if first:
         one, many = (statistics.median(first[part]["round_s"]) for part in (ONE_TENSOR, MANY_TENSORS))
         out["grpc.message_s"] = max(0.0, (many - one) / (2 * (MANY - 1)))  # a push and a pull per tensor
     return out
+
+
+def share_computing(alone: dict[str, float], computing: dict[str, float]) -> dict[str, float]:
+    """`grpc.rate_share_computing` of one repetition: the rate with every worker beside a computing
+    process (`computing`'s grpc_figures) over the same alone (`alone`'s), where both were measured."""
+    if RATE not in alone or RATE not in computing:
+        return {}
+    return {SHARE_COMPUTING: computing[RATE] / alone[RATE]}
 
 
 def served(parts: list[dict]) -> float:

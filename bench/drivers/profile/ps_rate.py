@@ -9,10 +9,13 @@ and MANY_TENSORS, worker 0 alone, the same bytes in 1 and in `MANY` variables (e
 message). Each worker writes `ps-worker<i>.json`: per part, its rounds' start, end and bytes
 moved (push and pull).
 
+A NEIGHBOUR computes until it is ended, beside the ps task on its node: the same rates with the
+task's CPU shared with a busy worker's compute.
+
 With TASKS (the layout check, `python -m bench profile --ps-layout`), one part instead: every
 worker at once, each pushing RATE_BYTES split evenly over the TASKS ps tasks and pulling it back.
 
-    python -m bench.drivers.profile.ps_rate OUT CLUSTER_JSON ROLE INDEX ROUNDS RATE_BYTES [TASKS]
+    python -m bench.drivers.profile.ps_rate OUT CLUSTER_JSON ROLE INDEX ROUNDS RATE_BYTES [TASKS | every-worker]
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from bench.drivers.micro.ps_graph import push_pull
 
 MESSAGE_BYTES, MANY = 64 * 1024, 64  # a ps task's cost per tensor: the same bytes in 1 and in MANY tensors
 RATE, ONE_TENSOR, MANY_TENSORS, LAYOUT = "rate", "one-tensor", "many-tensors", "layout"
+EVERY_WORKER = "every-worker"  # a worker's MODE: the rate with every worker only (beside a NEIGHBOUR)
+NEIGHBOUR = "neighbour"  # a computing process beside the ps task (not a TensorFlow task)
+COMPUTE_SIDE = 256  # its matmuls' side: as the profile's compute beside Horovod (collective_test.COMPUTE_SIDE)
 LEAST_PUSH_BYTES = 2**20  # a worker's push at the highest concurrency: below it a message's fixed cost shows
 
 
@@ -70,16 +76,27 @@ def round_trip(tf, worker: object, index: int, nbytes: int, tensors: int, tasks:
     return step, session
 
 
-def parts(rate_bytes: int, workers: int, layout: bool = False) -> tuple[tuple[str, int, int, int], ...]:
+def share_bytes(rate_bytes: int, workers: int) -> int:
+    """A worker's bytes each way a round with `workers` at once: its share of the buffer, at least
+    LEAST_PUSH_BYTES, in whole float32s."""
+    return max(LEAST_PUSH_BYTES, rate_bytes // workers) // 4 * 4
+
+
+def parts(rate_bytes: int, workers: int, mode: str = "") -> tuple[tuple[str, int, int, int], ...]:
     """(part, bytes a worker moves each way a round, tensors, how many workers run it): the rate at each
-    concurrency, then the cost per message; or (`layout`) every worker's `rate_bytes` at once."""
-    if layout:
+    concurrency, then the cost per message; or (LAYOUT) every worker's `rate_bytes` at once; or
+    (EVERY_WORKER) the rate with every worker alone."""
+    if mode == LAYOUT:
         return ((LAYOUT, rate_bytes // 4 * 4, 1, workers),)
-    rates = tuple((rate_part(k), max(LEAST_PUSH_BYTES, rate_bytes // k) // 4 * 4, 1, k) for k in concurrency(workers))
+    if mode == EVERY_WORKER:
+        return ((rate_part(workers), share_bytes(rate_bytes, workers), 1, workers),)
+    rates = tuple((rate_part(k), share_bytes(rate_bytes, k), 1, k) for k in concurrency(workers))
     return (*rates, (ONE_TENSOR, MESSAGE_BYTES, 1, 1), (MANY_TENSORS, MESSAGE_BYTES, MANY, 1))
 
 
-def work(out: Path, cluster: dict, index: int, rounds: int, rate_bytes: int, tasks: int | None = None) -> None:
+def work(out: Path, cluster: dict, index: int, rounds: int, rate_bytes: int, mode: str = "") -> None:
+    """`mode`: "" (every part), EVERY_WORKER, or the layout check's ps tasks (a number)."""
+    tasks = int(mode) if mode.isdigit() else None
     from bench.run.quiet_tf import import_tensorflow_quietly
 
     import_tensorflow_quietly()
@@ -88,7 +105,7 @@ def work(out: Path, cluster: dict, index: int, rounds: int, rate_bytes: int, tas
     workers = len(cluster["worker"])
     server = tf.distribute.Server(tf.train.ClusterSpec(cluster), "worker", index)
     report = {}
-    for name, nbytes, tensors, who in parts(rate_bytes, workers, layout=tasks is not None):
+    for name, nbytes, tensors, who in parts(rate_bytes, workers, LAYOUT if tasks else mode):
         runs = index < who
         step, session = round_trip(tf, server, index, nbytes, tensors, tasks or 1) if runs else (None, None)
         barrier(out, name, index, workers)
@@ -115,12 +132,25 @@ def serve(cluster: dict, index: int) -> None:
     tf.distribute.Server(tf.train.ClusterSpec(cluster), "ps", index).join()
 
 
+def compute() -> None:
+    """A busy CPU beside a ps task, as a worker whose device is its host's CPU: numpy matmuls (in
+    BLAS's threads, every core the host gives it) until it is ended."""
+    import numpy as np
+
+    x = np.random.default_rng(0).standard_normal((COMPUTE_SIDE, COMPUTE_SIDE), dtype=np.float32)
+    y = x
+    while True:
+        y = np.tanh(y @ x)
+
+
 def main() -> None:
     out, cluster, role, index = Path(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-    if role == "ps":
+    if role == NEIGHBOUR:
+        compute()
+    elif role == "ps":
         serve(cluster, index)
     else:
-        work(out, cluster, index, int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]) if len(sys.argv) > 7 else None)
+        work(out, cluster, index, int(sys.argv[5]), int(sys.argv[6]), sys.argv[7] if len(sys.argv) > 7 else "")
 
 
 if __name__ == "__main__":

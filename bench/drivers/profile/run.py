@@ -10,9 +10,9 @@ and at each buffer of a sweep from 1 MiB up to B in steps of sqrt(2); the rate b
 allreduce while every rank computes; a CPU rank's compute beside Horovod's loop against the
 same compute alone), then gRPC (1, 2, 4 ... workers pushing B between them into one ps task
 and pulling it back at once: the task's rate under concurrency; then one worker's 64 KiB in 1
-and in 64 tensors, a ps task's cost per message; then the rates again with worker 0 on the ps
-task's node, a task sharing its host with a worker). Each constant's value is the median of the
-repetitions, which it keeps for its prediction interval.
+and in 64 tensors, a ps task's cost per message; then the rate with every worker again, a
+computing process beside the ps task on its node: the share of its rate it keeps). Each
+constant's value is the median of the repetitions, which it keeps for its prediction interval.
 
 Sized by time (--budget, default 5 minutes): without --bytes, a probe first (Horovod's allreduce at
 1 MiB) finds the link's rate, and the rate buffer is what one allreduce moves in about a quarter of
@@ -165,12 +165,12 @@ def measure(where: Where, args: argparse.Namespace, folder: Path) -> tuple[dict[
         figures.update(fold.grpc_figures(part))
     else:
         failed.append("grpc")
-    part = folder / "grpc-beside"
+    part = folder / "grpc-computing"
     part.mkdir()
-    if where.ps_job(args.ps_workers, part, args.rounds, args.bytes, args.timeout_s, beside=True):
-        figures.update(fold.grpc_figures(part, fold.BESIDE))
+    if where.ps_job(args.ps_workers, part, args.rounds, args.bytes, args.timeout_s, computing=True):
+        figures.update(fold.share_computing(figures, fold.grpc_figures(part)))
     else:
-        failed.append("grpc-beside")
+        failed.append("grpc-computing")
     return figures, failed
 
 

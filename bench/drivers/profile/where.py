@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bench.drivers.micro.run import collective_argv, horovod_environment
 from bench.drivers.profile.fold import LATENCY_BYTES
+from bench.drivers.profile.ps_rate import EVERY_WORKER, NEIGHBOUR
 from bench.errors import UsageError
 from bench.infra.tools import free_ports
 from bench.run.launch.slurm import gloo, srun
@@ -91,16 +92,18 @@ class Where:
             return _run(placement.srun_ranks(argv, mpi=transport != "horovod-gloo"), {**env, **meet}, out, timeout_s)
 
     def ps_job(self, workers: int, out: Path, rounds: int, rate_bytes: int, timeout_s: float,
-               tasks: int | None = None, beside: bool = False) -> bool:
+               tasks: int | None = None, computing: bool = False) -> bool:
         """One ps task and `workers` workers of the gRPC measurement (bench.drivers.profile.ps_rate):
-        the ps on a node of its own, the workers on another; `beside`: worker 0 on the ps task's node,
-        sharing its CPU (and its bytes off the link). Or (`tasks`: the layout check) `tasks`
+        the ps on a node of its own, the workers on another; `computing`: a computing process beside
+        the ps task on its node (ps_rate.NEIGHBOUR). Or (`tasks`: the layout check) `tasks`
         ps tasks beside the workers, every task on the node `--hosts` would put it on (workers first,
         then the ps tasks, round-robin over the nodes: ssh_hosts.wrapped); `out`/placement.json says which."""
-        after = [str(rounds), str(rate_bytes), *([str(tasks)] if tasks else [])]
-        commands = self._ps_commands(workers, tasks, [str(out)], after, out, beside)
+        mode = str(tasks) if tasks else EVERY_WORKER if computing else ""
+        after = [str(rounds), str(rate_bytes), *([mode] if mode else [])]
+        commands = self._ps_commands(workers, tasks, [str(out)], after, out, computing)
         with _log(out) as log:
-            servers = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log) for argv in commands["ps"]]
+            servers = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
+                       for argv in [*commands["ps"], *commands.get(NEIGHBOUR, [])]]
             try:
                 done = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log) for argv in commands["worker"]]
                 return all(_wait(p, timeout_s) == 0 for p in done)
@@ -109,22 +112,24 @@ class Where:
                     _end(ps)  # a ps task serves until it is ended
 
     def _ps_commands(self, workers: int, tasks: int | None, before: list[str], after: list[str],
-                     out: Path, beside: bool = False) -> dict[str, list[list[str]]]:
+                     out: Path, computing: bool = False) -> dict[str, list[list[str]]]:
         """Each role's commands: `before` CLUSTER ROLE INDEX `after`."""
         counts = {"worker": workers, "ps": tasks or 1}
         if self.placement_of is None:
             ports = iter(free_ports(workers + counts["ps"]))
             cluster = {role: [f"127.0.0.1:{next(ports)}" for _ in range(n)] for role, n in counts.items()}
             nodes = {role: ["localhost"] * n for role, n in counts.items()}
-
+        else:
+            nodes = wrapped(self.nodes, counts) if tasks else {"worker": [self.nodes[0]] * workers,
+                                                                "ps": [self.nodes[1]]}
+        if computing:
+            counts[NEIGHBOUR], nodes[NEIGHBOUR] = 1, list(nodes["ps"])
+        if self.placement_of is None:
             def wrap(role: str, index: int) -> list[str]:
                 return list(PS_TASK)
         else:
-            first = self.nodes[1] if beside else self.nodes[0]
-            nodes = wrapped(self.nodes, counts) if tasks else {"worker": [first] + [self.nodes[0]] * (workers - 1),
-                                                                "ps": [self.nodes[1]]}
             placement = self.placement_of(nodes)
-            cluster = placement.tf_cluster()
+            cluster = {role: hosts for role, hosts in placement.tf_cluster().items() if role != NEIGHBOUR}
 
             def wrap(role: str, index: int) -> list[str]:
                 return placement.srun(role, index, PS_TASK)
