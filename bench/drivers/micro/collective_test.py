@@ -75,10 +75,8 @@ class Horovod:
 # raw MPI's latency while every rank computes: a 1 KiB allreduce (its bytes take 0.08 us at 100 Gbit/s), timed
 # this many times, beside a thread of numpy matmuls (which release the GIL) as busy as a training step's compute
 BUSY_LATENCY_BYTES, BUSY_LATENCY_ROUNDS = 1024, 60
-# the compute timed beside Horovod's loop: 48 matmuls of 256 x 256 (1.6 GFLOP), 25 ms on this machine's 2
-# cores (24 of them took 11-18 ms, 2026-11-29), so that on a host of 0.33 cores (`cluster up --host-cores`)
-# it spans many of the CPU budget's 10 ms periods, as a training step's compute does
-COMPUTE_SIDE, COMPUTE_MATMULS = 256, 48
+# the compute timed beside Horovod's loop: 48 matmuls of settings.COMPUTE_SIDE (its comment says why)
+COMPUTE_SIDE, COMPUTE_MATMULS = settings.COMPUTE_SIDE, 48
 
 
 class TFCollective:
@@ -184,8 +182,7 @@ def test_latency_while_every_rank_computes(benchmark, transport):
     if not isinstance(impl, MPI4Py):
         pytest.skip("raw MPI only")
     call = impl.prepare(BUSY_LATENCY_BYTES)
-    a = np.random.default_rng(0).standard_normal((COMPUTE_SIDE, COMPUTE_SIDE)).astype(np.float32)
-    with Computing(lambda: np.tanh(a @ a)):
+    with Computing(settings.numpy_compute()):
         benchmark.group = "latency while computing"
         benchmark.pedantic(call, setup=impl.barrier, rounds=BUSY_LATENCY_ROUNDS, iterations=1, warmup_rounds=1)
     hops = messages(ALLREDUCE_OP, impl.size)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 # buffer sizes and timed rounds (the bandwidth definitions are in bench.metrics)
 FAST_SIZES = (64 * 1024, 4 * 2**20)
@@ -18,6 +19,19 @@ PS_ROUNDS_FACTOR = 5
 PS_TENSORS, PS_TENSORS_BYTES = (16, 64), 64 * 1024
 # empty functions a ClusterCoordinator schedules at once to time its dispatch (a round lasts ~1 s here)
 COORDINATOR_FUNCTIONS = 200
+# a CPU worker's compute beside an exchange: matmuls of this side. 48 of them in TensorFlow (1.6 GFLOP) took
+# 25 ms on a 2-core machine (24 took 11-18 ms, 2026-11-29), so that on a host of 0.33 cores (`cluster up
+# --host-cores`) a step's compute spans many of the CPU budget's 10 ms periods, as a training step's does
+COMPUTE_SIDE = 256
+
+
+def numpy_compute() -> Callable[[], object]:
+    """One numpy matmul and tanh of COMPUTE_SIDE (in BLAS's threads, which release the GIL): a
+    busy CPU's unit of work, looped beside what is measured."""
+    import numpy as np
+
+    a = np.random.default_rng(0).standard_normal((COMPUTE_SIDE, COMPUTE_SIDE)).astype(np.float32)
+    return lambda: np.tanh(a @ a)
 
 
 def fast() -> bool:

@@ -120,14 +120,13 @@ def grpc_figures(folder: Path) -> dict[str, float]:
     """The ps task's rate with each number of workers at once (`grpc.process_bytes_per_s*k`: every
     worker's bytes over the span from the first start to the last end), with every worker as
     `grpc.process_bytes_per_s`, and its cost per message, from ps-worker*.json."""
-    rate = RATE
     reports = [json.loads(p.read_text()) for p in sorted(folder.glob("ps-worker*.json"))]
     out: dict[str, float] = {}
     levels = sorted({k for r in reports for k in map(workers_of, r) if k is not None})
     for k in levels:
-        out[f"{rate}{WITH}{k}"] = served([part for r in reports for name, part in r.items() if workers_of(name) == k])
+        out[f"{RATE}{WITH}{k}"] = served([part for r in reports for name, part in r.items() if workers_of(name) == k])
     if levels:
-        out[rate] = out[f"{rate}{WITH}{levels[-1]}"]
+        out[RATE] = out[f"{RATE}{WITH}{levels[-1]}"]
     first = next((r for r in reports if ONE_TENSOR in r and MANY_TENSORS in r), None)
     if first:
         one, many = (statistics.median(first[part]["round_s"]) for part in (ONE_TENSOR, MANY_TENSORS))

@@ -26,12 +26,12 @@ import time
 from pathlib import Path
 
 from bench.drivers.micro.ps_graph import push_pull
+from bench.drivers.micro.settings import numpy_compute
 
 MESSAGE_BYTES, MANY = 64 * 1024, 64  # a ps task's cost per tensor: the same bytes in 1 and in MANY tensors
 RATE, ONE_TENSOR, MANY_TENSORS, LAYOUT = "rate", "one-tensor", "many-tensors", "layout"
 EVERY_WORKER = "every-worker"  # a worker's MODE: the rate with every worker only (beside a NEIGHBOUR)
 NEIGHBOUR = "neighbour"  # a computing process beside the ps task (not a TensorFlow task)
-COMPUTE_SIDE = 256  # its matmuls' side: as the profile's compute beside Horovod (collective_test.COMPUTE_SIDE)
 LEAST_PUSH_BYTES = 2**20  # a worker's push at the highest concurrency: below it a message's fixed cost shows
 
 
@@ -133,14 +133,11 @@ def serve(cluster: dict, index: int) -> None:
 
 
 def compute() -> None:
-    """A busy CPU beside a ps task, as a worker whose device is its host's CPU: numpy matmuls (in
-    BLAS's threads, every core the host gives it) until it is ended."""
-    import numpy as np
-
-    x = np.random.default_rng(0).standard_normal((COMPUTE_SIDE, COMPUTE_SIDE), dtype=np.float32)
-    y = x
+    """A busy CPU beside a ps task, as a worker whose device is its host's CPU: the micro-benchmarks'
+    numpy compute (every core the host gives BLAS's threads) until it is ended."""
+    work = numpy_compute()
     while True:
-        y = np.tanh(y @ x)
+        work()
 
 
 def main() -> None:
