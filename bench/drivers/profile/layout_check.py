@@ -86,7 +86,7 @@ def run(args: argparse.Namespace, where: Where, out: Path) -> int:
     result = {"layout": {"workers": workers, "ps": tasks, "worker_nodes": nodes["worker"], "ps_nodes": nodes["ps"]},
               "where": where.describes, "link_gbit": args.link_gbit, "rounds": args.rounds,
               "bytes_per_worker": share_bytes(args.bytes, workers),  # each worker's, as the profile's rate parts
-              "predicted": {"from": args.against_profile.path}}
+              "predicted": {"from": str(Path(args.against_profile.path).resolve())}}  # read again by later checks
     # the model's error of form, from the earlier checks in the same folder (each predicted again)
     others, files = earlier_checks(Path(args.output), args.level)
     model = ps_round.checked_error(others) if others else None
