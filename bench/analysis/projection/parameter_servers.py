@@ -162,28 +162,25 @@ def _per_task(tensors: ModelTensors, tasks_of: list[int], tasks: int) -> tuple[l
     return pushed, pulled, count
 
 
+def _link_bytes(layout: Layout, sent: list[float]) -> list[tuple[float, float]]:
+    """Per host link, (what its pushers' `sent` bytes per task carry between them and tasks elsewhere,
+    what its tasks' carry between them and remote pushers): the two directions of a push (or, the
+    other way round, of a read). Hosts first, then each task on a host of its own."""
+    out = []
+    for host in range(layout.hosts):
+        mine = [k for k in range(layout.tasks) if layout.host_of(k) == host]
+        out.append((layout.pushers_on(host) * (sum(sent) - sum(sent[k] for k in mine)),
+                    sum(layout.remote_pushers(k) * sent[k] for k in mine)))
+    return out + [(0.0, layout.pushers * sent[k]) for k in range(layout.tasks) if layout.host_of(k) is None]
+
+
 def _links_bound_s(layout: Layout, tensors: ModelTensors, tasks_of: list[int],
                    transport: Transport) -> tuple[float, float]:
     """(pulls, pushes): the busiest host link's bytes in its busier direction, at the link's rate."""
     pushed, pulled, _ = _per_task(tensors, tasks_of, layout.tasks)
-    tasks_on: dict[int, list[int]] = {}
-    for k in range(layout.tasks):
-        if layout.host_of(k) is not None:
-            tasks_on.setdefault(layout.host_of(k), []).append(k)
     net = transport.network_bytes_per_s(layout.cluster.link_gbit)
-
-    def busiest(sent: list[float]) -> float:
-        """The bytes `sent` per pusher to each task (pushes), or from each task (pulls), on the busiest link."""
-        most = max((layout.pushers * sent[k] for k in range(layout.tasks) if layout.host_of(k) is None), default=0.0)
-        for host in range(layout.hosts):
-            mine = tasks_on.get(host, [])
-            # its pushers' bytes with tasks elsewhere one way, its tasks' bytes with remote pushers the other
-            ours = layout.pushers_on(host) * (sum(sent) - sum(sent[k] for k in mine))
-            theirs = sum(layout.remote_pushers(k) * sent[k] for k in mine)
-            most = max(most, ours, theirs)
-        return most / net
-
-    return busiest(pulled), busiest(pushed)
+    pulls, pushes = (max(max(pair) for pair in _link_bytes(layout, sent)) / net for sent in (pulled, pushed))
+    return pulls, pushes
 
 
 def _aggregation_s(layout: Layout, nbytes: int) -> float:
@@ -232,16 +229,9 @@ def _duplex_round_s(layout: Layout, pushed: list[float], pulled: list[float], tr
     link, whose two directions carry at once what leaves the host (its pushers' pushes to tasks
     elsewhere, its tasks' reads to remote pushers) and what reaches it (the reverse)."""
     net = transport.network_bytes_per_s(layout.cluster.link_gbit)
-    most = max((layout.pushers * max(pushed[k], pulled[k]) for k in range(layout.tasks) if layout.host_of(k) is None),
-               default=0.0)
-    for host in range(layout.hosts):
-        mine = [k for k in range(layout.tasks) if layout.host_of(k) == host]
-        ours = layout.pushers_on(host)
-        leaving = ours * (sum(pushed) - sum(pushed[k] for k in mine)) + sum(layout.remote_pushers(k) * pulled[k]
-                                                                            for k in mine)
-        reaching = ours * (sum(pulled) - sum(pulled[k] for k in mine)) + sum(layout.remote_pushers(k) * pushed[k]
-                                                                             for k in mine)
-        most = max(most, leaving, reaching)
+    pairs = zip(_link_bytes(layout, pushed), _link_bytes(layout, pulled), strict=True)
+    most = max(max(ours_push + theirs_pull, ours_pull + theirs_push)
+               for (ours_push, theirs_push), (ours_pull, theirs_pull) in pairs)
     return most / net if most else 0.0
 
 

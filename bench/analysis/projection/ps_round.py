@@ -32,9 +32,9 @@ def served(profile: Profile, worker_hosts: tuple[int, ...], task_hosts: tuple[in
     host `worker_hosts[i]` pushes `nbytes` split over the tasks, task k on host `task_hosts[k]`, and
     pulls it back, every worker at once. `model`: the model's error of form, where known (checked_error)."""
     workers, tasks = len(worker_hosts), len(task_hosts)
-    per_host = max(worker_hosts.count(h) for h in set(worker_hosts))
-    # on_host: a worker's process keeps its host's CPU busy (moving bytes, where a training worker computes)
-    cluster = Cluster(workers, per_host, link_gbit, NO_COMPUTE_EXAMPLES_PER_S, batch_size=1,
+    # on_host: a worker's process keeps its host's CPU busy (moving bytes, where a training worker computes);
+    # its devices per host (1) are moot: the hosts are PsSetup.on's
+    cluster = Cluster(workers, 1, link_gbit, NO_COMPUTE_EXAMPLES_PER_S, batch_size=1,
                       intra_host_bytes_per_s=float("inf"), on_host=True)
     ps = PsSetup(tasks, True, ROUND_ROBIN, on=(worker_hosts, task_hosts))
     found = interval(PS_ASYNC, GRPC, round_tensors(nbytes, tasks), cluster, ps, profile,

@@ -48,11 +48,6 @@ def check_args(args: argparse.Namespace) -> None:
     check_level(args)
 
 
-def placed(where: Where, workers: int, tasks: int) -> dict[str, list[str]]:
-    """Each role's nodes, as --hosts places a run's tasks."""
-    return wrapped(where.nodes, {"worker": workers, "ps": tasks})
-
-
 def host_indexes(layout: dict) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(each worker's host, each task's host) as numbers, from a check's recorded nodes."""
     names = sorted({*layout["worker_nodes"], *layout["ps_nodes"]})
@@ -82,7 +77,7 @@ def earlier_checks(output: Path, level: float) -> tuple[list[tuple[float, float,
 
 def run(args: argparse.Namespace, where: Where, out: Path) -> int:
     workers, tasks = layout(args.ps_layout)
-    nodes = placed(where, workers, tasks)
+    nodes = wrapped(where.nodes, {"worker": workers, "ps": tasks})  # as --hosts places a run's tasks
     result = {"layout": {"workers": workers, "ps": tasks, "worker_nodes": nodes["worker"], "ps_nodes": nodes["ps"]},
               "where": where.describes, "link_gbit": args.link_gbit, "rounds": args.rounds,
               "bytes_per_worker": share_bytes(args.bytes, workers),  # each worker's, as the profile's rate parts
