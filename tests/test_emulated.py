@@ -264,7 +264,8 @@ def test_hosts_with_a_cpu_budget_hold_every_process_to_it_and_down_removes_it(tm
         spin = [sys.executable, "-c", SPIN]
         placement = Placement.for_processes(budgeted, {"worker": 2})
         # what a run on these hosts records, and its summary row shows
-        assert network_columns(placement.describe())["host_cores"] == 0.5
+        recorded = network_columns(placement.describe())
+        assert recorded["host_cores"] == 0.5 and recorded["host_cpu_period_s"] == cpu_budget.PERIOD_US / 1e6
         agent = agent_environment(placement, tmp_path / "bin")
         ways = {  # by hand (a TF task), by Slurm (a job step of the host's slurmd), by mpirun's agent
             0: subprocess.run(network.enter(budgeted.hosts[0], spin), capture_output=True, text=True, timeout=60),

@@ -255,3 +255,14 @@ def test_a_budget_the_preset_s_hosts_cannot_all_have_is_refused_in_one_line(caps
     assert preset.main(["--workers", "2", "--host-cores", "1000"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--host-cores" in err, err
+
+
+def test_repeated_link_runs_come_in_rounds_each_named_for_its_round():
+    from bench.drivers.presets.network import in_rounds
+
+    runs = [(100.0, "a", ["--run-name", "n-a", "--x"]), (1000.0, "b", ["--run-name", "n-b"])]
+    assert in_rounds(runs, 1) == runs
+    rounds = in_rounds(runs, 2)
+    assert [(link, label) for link, label, _ in rounds] == [
+        (100.0, "a (1 of 2)"), (1000.0, "b (1 of 2)"), (100.0, "a (2 of 2)"), (1000.0, "b (2 of 2)")]
+    assert rounds[2][2] == ["--run-name", "n-a-r2", "--x"]

@@ -72,3 +72,19 @@ def test_the_level_is_the_users_and_narrows_or_widens_every_interval(tmp_path):
     assert wide["published"]["summary"]["level"] == 0.95
     refused = bench(*argv, "--level", "1.5")
     assert refused.returncode == 2 and "--level" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_a_figures_repeats_never_calibrate_one_another_and_unscored_ones_calibrate_nothing():
+    residuals, explained = [0.1, 0.12, -0.3, 0.5], [0.0] * 4
+    terms = levels.left_out(residuals, explained, figures=["a", "a", "b", "c"], scored=[True, True, True, False])
+    # the first two are one figure measured twice: each is calibrated on b alone (c is not scored)
+    assert terms[0].u == terms[1].u == pytest.approx(0.3)
+    assert terms[2].u == pytest.approx(math.sqrt((0.1**2 + 0.12**2) / 2))
+    assert terms[3].u == pytest.approx(math.sqrt((0.1**2 + 0.12**2 + 0.3**2) / 3))
+    assert levels.left_out(residuals, explained)[0].u == pytest.approx(math.sqrt((0.12**2 + 0.3**2 + 0.5**2) / 3))
+
+
+def test_the_rigs_repeat_error_is_each_measurement_against_its_figures_other_repeats():
+    errors = levels.repeat_errors([100.0, 110.0, 90.0, 50.0], ["a", "a", "a", "b"])
+    assert errors[:3] == [pytest.approx(0.0), pytest.approx(95 / 110 - 1), pytest.approx(105 / 90 - 1)]
+    assert errors[3] is None  # measured once

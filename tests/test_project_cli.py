@@ -302,3 +302,34 @@ def test_each_exchanges_host_work_per_step_is_its_1_worker_runs_beyond_the_basel
     rings = (after["scheme"] == RING).to_numpy()  # no 1-worker run of a ring: no host work known
     assert (after.loc[rings, "other_s"] == 0).all()
     assert after.loc[rings, "step_s"].to_numpy() == pytest.approx(before.loc[rings, "step_s"].to_numpy())
+
+
+def test_a_figure_measured_three_times_is_scored_three_times_beside_the_rigs_repeat_error(tmp_path, capsys):
+    run_folder(tmp_path, "single", "single", 1, 64 / STEP_S, steps=True)
+    micro_sweep(tmp_path, alpha=20e-6, bandwidth=1e9)
+    for k, step_s in enumerate((0.55, 0.5, 0.6)):  # one figure, three repeats
+        run_folder(tmp_path, f"ar-100-r{k}", "allreduce", 4, 4 * 64 / step_s, link=100)
+    run_folder(tmp_path, "tf-100", "allreduce-tf", 4, 4 * 64 / 0.6, link=100)
+    # hosts whose CPU comes in 10 ms periods: a 15 ms step spans fewer than two, and is not scored
+    run_folder(tmp_path, "tf-fast", "allreduce-tf", 4, 4 * 64 / 0.015, link=1000)
+    for name in ("tf-100", "tf-fast"):
+        record = json.loads((tmp_path / name / "run.json").read_text())
+        record["network"]["host_cpu_period_s"] = 0.01
+        (tmp_path / name / "run.json").write_text(json.dumps(record))
+    assert main(["project", "--from", str(tmp_path), "--workers", "8", "--link-gbit", "10", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {r["run_id"]: r for r in out["validation"]}
+    assert [rows[f"ar-100-r{k}"]["repeat_error"] for k in range(3)] == [
+        pytest.approx((4 * 64 / 0.5 + 4 * 64 / 0.6) / 2 / (4 * 64 / 0.55) - 1),
+        pytest.approx((4 * 64 / 0.55 + 4 * 64 / 0.6) / 2 / (4 * 64 / 0.5) - 1),
+        pytest.approx((4 * 64 / 0.55 + 4 * 64 / 0.5) / 2 / (4 * 64 / 0.6) - 1)]
+    assert len({rows[f"ar-100-r{k}"]["figure"] for k in range(3)}) == 1
+    assert rows["tf-100"]["scored"] and not rows["tf-fast"]["scored"]
+    summary = out["validation_summary"]
+    counts = ("settings", "figures", "not_scored", "repeated_settings")
+    assert [summary[k] for k in counts] == [4, 2, 1, 3]
+    assert summary["rig_median_repeat_error"] == pytest.approx(
+        sorted(abs(rows[f"ar-100-r{k}"]["repeat_error"]) for k in range(3))[1])
+    assert "15.0 ms spans fewer than 2" in summary["not_scored_why"][0]
+    assert main(["project", "--from", str(tmp_path), "--workers", "8", "--link-gbit", "10"]) == 0
+    assert "the rig's own repeat error: median" in capsys.readouterr().out

@@ -23,6 +23,7 @@ from bench.analysis.projection.from_runs import (
     crossover,
     error_summary,
     projection,
+    summary_line,
     validated_error,
     validation,
     winners,
@@ -140,8 +141,6 @@ def show(cal: Calibration, best: pd.DataFrame, crossing: pd.DataFrame, checked: 
             index=False, float_format=lambda v: f"{v:,.2f}"))
         print("\nThe same, term by term (ms per step, predicted / measured by the runs' split)")
         print(terms(checked).to_string(index=False))
-        print(f"{summary['inside']} of {summary['settings']} measured figures inside their {summary['level']:.0%} "
-              f"intervals (median half-width {summary['median_half_width']:.0%}); points: median |error| "
-              f"{summary['median_abs_error']:.0%}, worst {summary['worst_abs_error']:.0%}")
+        print(summary_line(summary))
     for why in summary.get("left_out", []):
         print(f"  not predicted: {why}")

@@ -29,10 +29,14 @@ from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.parameter_servers import PLACEMENTS, ROUND_ROBIN
 from bench.analysis.projection.profile import Profile
 from bench.analysis.projection.schemes import ASYNCHRONOUS, PsSetup
+from bench.analysis.report.collect import GROUP_KEY
 from bench.errors import UsageError
 from bench.run.contract import GRPC
 from bench.run.models import tensors
 from bench.run.models.tensors import ModelTensors
+
+# a step that spans fewer of its hosts' CPU-quota periods meets a spent quota or not by chance: reported, not scored
+LEAST_PERIODS_PER_STEP = 2
 
 
 def model_tensors(model: ModelCalibration) -> ModelTensors:
@@ -169,6 +173,7 @@ def validation(cal: Calibration, runs: pd.DataFrame,
         ceiling = cpu.loopback
         measured = float(run["throughput_examples_per_s"])
         rows.append({"model": run["model"], "variant": run["variant"], "scheme": scheme, "wire": run.get("wire"),
+                     "figure": figure_of(run), "run_id": run.get("run_id"), **scoring(run, measured),
                      "workers": int(run["workers"]), "ps": int(run["ps"] or 0), "link_mbit": float(run["link_mbit"]),
                      "measured_examples_per_s": measured, "interval": bounded,
                      "terms_examples_per_s": found.point,
@@ -196,9 +201,26 @@ def bounded(found: schemes.Interval, ceiling: tuple[float, float, str] | None) -
     return dataclasses.replace(found, point=rate, parts=(levels.Term(what, math.log(high / rate) / 1.96),))
 
 
+def figure_of(run: pd.Series) -> str:
+    """Which figure a run measured: its setting (the report's GROUP_KEY), the same for its repeats."""
+    return "|".join(str(run.get(key)) for key in GROUP_KEY)
+
+
+def scoring(run: pd.Series, measured: float) -> dict:
+    """A worker's step as measured, and whether the figure is scored: not where its hosts' CPU budget
+    comes in periods of which the step spans fewer than LEAST_PERIODS_PER_STEP."""
+    step_s = int(run["batch_size"]) * int(run["workers"]) / measured
+    period = recorded(run.get("host_cpu_period_s"))
+    short = period is not None and step_s < LEAST_PERIODS_PER_STEP * period
+    return {"worker_step_s": step_s, "host_cpu_period_s": period, "scored": not short,
+            "not_scored_why": f"a step of {step_s * 1e3:.1f} ms spans fewer than {LEAST_PERIODS_PER_STEP} of its "
+                              f"hosts' {period * 1e3:g} ms CPU periods" if short else None}
+
+
 def with_model_error(rows: list[dict]) -> pd.DataFrame:
-    """The validation rows with each figure's interval: its own terms (bounded), and the model's error
-    of its form from every other figure of that form (levels.left_out)."""
+    """The validation rows with each measurement's interval: its own terms (bounded), and the model's
+    error of its form from the scored measurements of every other figure of that form (levels.left_out:
+    a figure's repeats never calibrate one another); and the rig's own repeat error beside it."""
     if not rows:
         return pd.DataFrame()
     found = [bounded(r.pop("interval"), r.pop("cpu_ceiling")) for r in rows]
@@ -207,13 +229,16 @@ def with_model_error(rows: list[dict]) -> pd.DataFrame:
     for form in set(forms):
         mine = [i for i, f in enumerate(forms) if f == form]
         residuals = [math.log(rows[i]["measured_examples_per_s"] / found[i].point) for i in mine]
-        errors.update(zip(mine, levels.left_out(residuals, [found[i].u for i in mine]), strict=True))
+        found_errors = levels.left_out(residuals, [found[i].u for i in mine], [rows[i]["figure"] for i in mine],
+                                       [rows[i]["scored"] for i in mine])
+        errors.update(zip(mine, found_errors, strict=True))
+    repeats = levels.repeat_errors([r["measured_examples_per_s"] for r in rows], [r["figure"] for r in rows])
     out = []
     for i, row in enumerate(rows):
         columns = schemes.interval_columns(found[i].with_model(errors[i]), "predicted")
         measured = row["measured_examples_per_s"]
         out.append({**row, **columns, "inside": bool(columns["predicted_low"] <= measured <= columns["predicted_high"]),
-                    "error": columns["predicted_examples_per_s"] / measured - 1})
+                    "error": columns["predicted_examples_per_s"] / measured - 1, "repeat_error": repeats[i]})
     return pd.DataFrame(out)
 
 
@@ -299,14 +324,39 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
 
 
 def error_summary(checked: pd.DataFrame, left_out: Sequence[str] = ()) -> dict:
-    """How the validated settings fared; `left_out`: the emulated runs not predicted, and why."""
+    """How the scored measurements fared, and the rig's own repeat error beside the projection's;
+    `left_out`: the emulated runs not predicted, and why."""
     left_out = list(left_out)
     if checked.empty:
         return {"settings": 0, "left_out": left_out}
-    errors = checked["error"].abs()
-    half = (checked["predicted_high"] - checked["predicted_low"]) / (checked["predicted_high"]
-                                                                     + checked["predicted_low"])
-    return {"settings": int(len(checked)), "level": float(checked["level"].iloc[0]),
-            "inside": int(checked["inside"].sum()), "coverage": float(checked["inside"].mean()),
+    not_scored = checked[~checked["scored"]]
+    scored = checked[checked["scored"]]
+    rig = scored["repeat_error"].dropna().abs()
+    out = {"settings": int(len(scored)), "figures": int(scored["figure"].nunique()),
+           "level": float(checked["level"].iloc[0]), "not_scored": int(len(not_scored)),
+           "not_scored_why": sorted(set(not_scored["not_scored_why"])),
+           "rig_median_repeat_error": float(rig.median()) if len(rig) else None,
+           "repeated_settings": int(len(rig)), "left_out": left_out}
+    if scored.empty:
+        return out
+    errors = scored["error"].abs()
+    half = (scored["predicted_high"] - scored["predicted_low"]) / (scored["predicted_high"] + scored["predicted_low"])
+    return {**out, "inside": int(scored["inside"].sum()), "coverage": float(scored["inside"].mean()),
             "median_half_width": float(half.median()),
-            "median_abs_error": float(errors.median()), "worst_abs_error": float(errors.max()), "left_out": left_out}
+            "median_abs_error": float(errors.median()), "worst_abs_error": float(errors.max())}
+
+
+def summary_line(summary: dict) -> str:
+    """The check in one sentence: coverage of the scored measurements, the points' error, and the rig's
+    own repeat error beside it (the CLI's and the report's)."""
+    if not summary.get("settings"):
+        return f"no scored measurement ({summary.get('not_scored', 0)} not scored)"
+    rig = summary.get("rig_median_repeat_error")
+    out = (f"{summary['inside']} of {summary['settings']} scored measurements ({summary['figures']} figures) inside "
+           f"their {summary['level']:.0%} intervals (median half-width {summary['median_half_width']:.0%}); points: "
+           f"median |error| {summary['median_abs_error']:.0%}, worst {summary['worst_abs_error']:.0%}; "
+           + (f"the rig's own repeat error: median {rig:.1%} over {summary['repeated_settings']} repeated measurements"
+              if rig is not None else "no figure measured twice, so no repeat error of the rig"))
+    if summary.get("not_scored"):
+        out += f"; {summary['not_scored']} not scored ({'; '.join(summary['not_scored_why'][:3])})"
+    return out

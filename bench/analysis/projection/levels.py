@@ -110,7 +110,23 @@ def model_error(residuals: Sequence[float], explained: Sequence[float]) -> Term:
     return Term("model error", math.sqrt(max(0.0, excess)), len(residuals))
 
 
-def left_out(residuals: Sequence[float], explained: Sequence[float]) -> list[Term]:
-    """Each figure's model error from every other figure (leave-one-out)."""
-    return [model_error([r for j, r in enumerate(residuals) if j != i], [u for j, u in enumerate(explained) if j != i])
-            for i in range(len(residuals))]
+def left_out(residuals: Sequence[float], explained: Sequence[float], figures: Sequence[object] | None = None,
+             scored: Sequence[bool] | None = None) -> list[Term]:
+    """Each measurement's model error from the scored measurements of every other figure
+    (leave-one-out; `figures` names each measurement's figure, so that a figure's repeats never
+    calibrate one another; without it every measurement is a figure of its own)."""
+    figures = list(range(len(residuals))) if figures is None else list(figures)
+    scored = [True] * len(residuals) if scored is None else list(scored)
+    others = [[j for j in range(len(residuals)) if scored[j] and figures[j] != figures[i]]
+              for i in range(len(residuals))]
+    return [model_error([residuals[j] for j in js], [explained[j] for j in js]) for js in others]
+
+
+def repeat_errors(measured: Sequence[float], figures: Sequence[object]) -> list[float | None]:
+    """The rig's own error, in the projection's form (predicted / measured - 1): each measurement
+    against the mean of its figure's other repeats; None where the figure was measured once."""
+    out: list[float | None] = []
+    for i, figure in enumerate(figures):
+        others = [m for j, m in enumerate(measured) if j != i and figures[j] == figure]
+        out.append(statistics.fmean(others) / measured[i] - 1 if others else None)
+    return out

@@ -41,7 +41,8 @@ def network_columns(network: dict[str, Any] | None) -> dict[str, Any]:
     machine's cores) and, per role, the mean bytes per step measured on the
     hosts' links against the formulas, and the busiest link's utilisation."""
     network = network or {}
-    out: dict[str, Any] = {"link_mbit": network.get("link_mbit"), "host_cores": network.get("host_cores")}
+    out: dict[str, Any] = {"link_mbit": network.get("link_mbit"), "host_cores": network.get("host_cores"),
+                           "host_cpu_period_s": network.get("host_cpu_period_s")}
     hosts = [h for h in (network.get("per_host") or {}).values() if isinstance(h, dict)]
     for role in ("worker", "ps"):
         mine = [h for h in hosts if h.get("role", "").startswith(f"{role} ")]

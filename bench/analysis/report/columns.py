@@ -28,7 +28,7 @@ CHECKPOINT_FIGURES = ["checkpoints", "checkpoint_save_s_mean", "checkpoint_save_
 SUMMARY_COLUMNS += CHECKPOINT_FIGURES + ["kill_ps", *RECOVERY_COLUMNS]
 # runs on the emulated cluster (bench.infra.emulated) add these
 NETWORK_COLUMNS = [
-    "link_mbit", "host_cores", "net_worker_sent_per_step", "net_worker_predicted_sent_per_step",
+    "link_mbit", "host_cores", "host_cpu_period_s", "net_worker_sent_per_step", "net_worker_predicted_sent_per_step",
     "net_worker_received_per_step", "net_worker_predicted_received_per_step", "net_ps_sent_per_step",
     "net_ps_received_per_step", "net_ps_predicted_received_per_step", "net_ps_link_utilisation",
     "net_worker_link_utilisation"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.analysis.projection.from_runs import summary_line
 from bench.analysis.report import plots
 from bench.analysis.report.html import figure, note, section, table
 
@@ -133,10 +134,8 @@ def calibrated_parts(result: dict, ident: str) -> list[str]:
             ("predicted_low", "low", "rate"), ("predicted_high", "high", "rate"), ("error", "error", "pct"),
             *[(f"{side}_{term}_s", f"{term} ms, {side}", "ms") for term in ("compute", "communication", "waiting")
               for side in ("predicted", "measured")]], f"{ident}-validation"),
-            note(f"Checked against {summary['settings']} emulated-cluster settings left out of the calibration: "
-                 f"{summary['inside']} measured figures inside their {level_of(result['validation'])} intervals; "
-                 "points: median |error| "
-                 f"{100 * summary['median_abs_error']:.0f}%, worst {100 * summary['worst_abs_error']:.0f}%.")]
+            note("Checked against emulated-cluster runs, each interval's model error from the other figures: "
+                 f"{summary_line(summary)}.")]
     else:
         parts.append(note("No emulated-cluster run to check the model against (./run_bench.sh network)."))
     return parts

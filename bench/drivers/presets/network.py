@@ -14,6 +14,10 @@ and each model is also run by one worker on one such host (`srun -N 1`, strategy
 the compute that `python -m bench project --from` calibrates these runs with. Those runs are
 made --one-host-repeats times (default 3), before the link runs, among them and after them,
 so that the compute's interval is what the repetitions gave over the preset's time.
+
+With --repeats R every link run is made R times, in rounds (every run once, then every run again):
+the rig's own repeat error, which `project --from` sets beside the projection's, comes from them,
+and a drift over the preset's time falls on every figure alike.
 """
 
 from __future__ import annotations
@@ -55,7 +59,8 @@ def _floats(text: str) -> list[float]:
 
 
 def plan(workers: int, links: Sequence[float], models: Sequence[str], steps: int | None,
-         batch_size: int, variants: Sequence[str] | None = None) -> list[tuple[float, str, list[str]]]:
+         batch_size: int, variants: Sequence[str] | None = None,
+         repeats: int = 1) -> list[tuple[float, str, list[str]]]:
     from bench.run import models as known_models
     from bench.run.data import IDS
     from bench.run.validation import model_refusal
@@ -81,7 +86,20 @@ def plan(workers: int, links: Sequence[float], models: Sequence[str], steps: int
                 runs.append((link, f"{link:g} Mbit/s {known_models.label(model)} {label}", [
                     *args, *training(model, steps_here, default_warmup(n_steps), batch_size), "--workers",
                     str(workers), "--run-name", name, "--emulated-cluster", CLUSTER]))
-    return runs
+    return in_rounds(runs, repeats)
+
+
+def in_rounds(runs: list[tuple[float, str, list[str]]], repeats: int) -> list[tuple[float, str, list[str]]]:
+    """Every run once, then every run again, `repeats` rounds; beyond one, each run's name and label
+    say its round."""
+    if repeats == 1:
+        return runs
+    out = []
+    for k in range(1, repeats + 1):
+        for link, label, args in runs:
+            at = args.index("--run-name") + 1
+            out.append((link, f"{label} ({k} of {repeats})", [*args[:at], f"{args[at]}-r{k}", *args[at + 1:]]))
+    return out
 
 
 def steps_of(model: str, steps: int | None) -> int:
@@ -140,6 +158,8 @@ def parser() -> argparse.ArgumentParser:
                         "the machine's cores); each model is then also run by one worker on one host")
     p.add_argument("--one-host-repeats", type=int, default=3,
                    help="with --host-cores: how many times each model's one-host run is made (default: 3)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="each link run made this many times, in rounds: the rig's repeat error (default: 1)")
     p.add_argument("--output", default="results")
     p.add_argument("--timeout-s", type=float, default=900, help="longest a single run may take (default: 900)")
     return p
@@ -161,13 +181,14 @@ def main(argv: Sequence[str]) -> int:
         if unknown:
             raise UsageError(f"--variants: unknown {', '.join(sorted(unknown))}")
         if args.workers < 2 or (args.steps is not None and args.steps < 10) or not args.links \
-                or min(args.links) <= 0 or args.one_host_repeats < 1:
-            raise UsageError("--workers must be >= 2, --steps >= 10, --one-host-repeats >= 1 and every link cap > 0")
+                or min(args.links) <= 0 or args.one_host_repeats < 1 or args.repeats < 1:
+            raise UsageError("--workers must be >= 2, --steps >= 10, --repeats and --one-host-repeats >= 1 and "
+                             "every link cap > 0")
         if args.host_cores is not None:
             cpu_budget.check(args.workers + MAX_PS, args.host_cores)
     except UsageError as exc:
         return refuse(exc)
-    runs = plan(args.workers, args.links, args.models, args.steps, args.batch_size, args.variants)
+    runs = plan(args.workers, args.links, args.models, args.steps, args.batch_size, args.variants, args.repeats)
     left_out = refused_cells((strategy_of(variant[1]), model) for model in args.models
                              for variant in VARIANTS if not args.variants or variant[0] in args.variants)
     one_host = [on_one_host(args.models, args.steps, args.batch_size, k) for k in range(args.one_host_repeats)] \
