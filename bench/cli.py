@@ -175,8 +175,9 @@ def _topology(p: argparse.ArgumentParser, d: RunConfig) -> None:
                    help="run each ps and worker on its own host of the emulated cluster NAME (default: bench; "
                    "see ./run_bench.sh cluster up)")
     g.add_argument("--hosts", type=lambda t: tuple(h for h in t.split(",") if h), default=(), metavar="H1,H2,...",
-                   help="hosts without a scheduler: each task started on its host over ssh (workers first, then "
-                        "ps tasks; DISTBENCH_SSH sets the command, docs/hosts.md)")
+                   help="hosts without a scheduler: each task started on its host over ssh, an MPI strategy's "
+                        "ranks through mpirun -H (workers first, then ps tasks; DISTBENCH_SSH sets the command, "
+                        "docs/several-hosts.md)")
 
 
 def resumed(parsed: argparse.Namespace, argv: Sequence[str]) -> RunConfig:

@@ -81,7 +81,7 @@ def test_the_mpirun_path_converges_on_digits(results, tmp_path):
 
     mpirun = find_tool("mpirun")
     assert mpirun, "run_bench.sh setup installs an MPI"
-    from bench.run.launch.mpi import mpirun_command
+    from bench.run.launch.mpi_launchers import mpirun_command
 
     argv = [*mpirun_command(2), sys.executable, "-m", "bench", "--model", "mlp", "--data", "digits",
             "--steps", "100", "--eval-every", "50", "--optimizer", "momentum", "--lr", "0.02", "--save-weights",

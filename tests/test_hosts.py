@@ -1,6 +1,7 @@
 """Hosts without a scheduler (--hosts, bench.run.launch.ssh_hosts): the placement and the guard that
-ends a remote task with its connection; then every TensorFlow-cluster strategy from one command on
-the emulated cluster through its ssh stand-in, a killed worker and a lost host (root only)."""
+ends a remote task with its connection; then every TensorFlow-cluster strategy and allreduce's MPI
+ranks from one command on the emulated cluster through its ssh stand-in, a killed worker and a lost
+host (root only)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,33 @@ def test_a_tasks_command_carries_its_environment_and_runs_under_the_guard(monkey
     assert not any(w.startswith("UNRELATED=") for w in words)
     assert words[-7:] == ["-m", "bench.run.launch.remote_task", "python", "-m", "bench", "--config-json",
                           '{"a": "b c"}']
+
+
+def test_an_mpi_jobs_ranks_go_one_per_worker_host_through_mpirun_or_horovodrun_over_the_same_ssh(
+        monkeypatch, tmp_path):
+    from bench.run.launch.ssh_hosts import HostPlacement
+
+    monkeypatch.setenv("DISTBENCH_SSH", "myssh -p 2200")
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+    monkeypatch.setenv("UNRELATED", "x")
+    placed = HostPlacement.for_processes(("node1", "node2"), {"worker": 3})
+    rank = ["python", "-m", "bench", "--config-json", "{}"]
+    argv, added = placed.ranks(rank, False, {"DISTBENCH_RUN_DIR": "/r"}, tmp_path)
+    assert argv[-len(rank):] == rank and added == {}
+    flags = argv[:-len(rank)]
+    # three ranks over two hosts: node1 holds ranks 0 and 2, as the TF tasks wrap around
+    assert flags[flags.index("-H") + 1] == "node1:2,node2:1" and flags[flags.index("-np") + 1] == "3"
+    assert flags[flags.index("plm_rsh_agent") + 1] == "myssh -p 2200"
+    exported = {flags[i + 1] for i, flag in enumerate(flags) if flag == "-x"}
+    assert {"DISTBENCH_RUN_DIR", "TF_CPP_MIN_LOG_LEVEL", "DISTBENCH_SSH"} <= exported and "UNRELATED" not in exported
+    # horovodrun's driver (the ranks' rendezvous) runs on the first worker host, reaching the hosts with a shim
+    argv, added = placed.ranks(rank, True, {}, tmp_path)
+    assert argv[:4] == ["myssh", "-p", "2200", "node1"] and added == {}
+    words = shlex.split(argv[4])
+    assert "--gloo" in words and words[words.index("-H") + 1] == "node1:2,node2:1" and words[-len(rank):] == rank
+    path = next(w for w in words if w.startswith("PATH=")).removeprefix("PATH=")
+    shim = Path(path.split(":")[0]) / "ssh"
+    assert shlex.split(shim.read_text().splitlines()[1]) == ["exec", "myssh", "-p", "2200", "$@"]
 
 
 def test_the_guard_ends_its_task_when_the_connection_closes():
@@ -126,6 +154,29 @@ def test_every_tensorflow_cluster_strategy_runs_from_one_command_one_task_per_ho
     nothing_left(cluster, tmp_path)
 
 
+@pytest.mark.slow
+@on_hosts
+@pytest.mark.parametrize("controller", ["mpi", "gloo"])
+def test_allreduces_ranks_run_from_one_command_one_per_host_through_mpirun_or_horovodrun(hosts, tmp_path,
+                                                                                         controller):
+    from bench.infra.emulated import network
+
+    cluster, env = hosts
+    before = network.counters(cluster)
+    done = subprocess.run(hosts_command(cluster, tmp_path, "allreduce", "--workers", "3", "--steps", "40",
+                                        "--hvd-controller", controller), cwd=ROOT, env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=2 * RUN_LIMIT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = run_record(tmp_path)
+    assert record["status"] == "ok" and record["placement"]["launch"] == "ssh"
+    assert sorted(record["placement"]["hosts"].values()) == sorted(h.address for h in cluster.hosts)
+    # every rank ran on its own host: each host sent its share of every step's ring through its link
+    after = network.counters(cluster)
+    gradient = record["model"]["gradient_bytes_per_step"]
+    assert all(after[i][0] - before[i][0] > 40 * gradient / 3 for i in range(3)), (before, after)
+    nothing_left(cluster, tmp_path)
+
+
 def training_process(namespace: str) -> int:
     from bench.infra.emulated import network
 
@@ -172,7 +223,11 @@ def test_a_killed_worker_or_a_lost_host_ends_the_run_with_its_reason_and_nothing
 
 
 @pytest.mark.slow
-def test_the_guides_launch_kind_runs_a_ps_cluster(tmp_path):
+@pytest.mark.parametrize("strategy, extra, tasks", [
+    ("ps-sync", ["--ps", "1"], {"worker 0", "worker 1", "ps 0"}),
+    ("allreduce", [], {"worker 0", "worker 1"}),  # an MPI job's ranks, through the kind's `ranks`
+])
+def test_the_guides_launch_kind_runs_a_ps_cluster_and_an_mpi_job(tmp_path, strategy, extra, tasks):
     import re
 
     guide = (ROOT / "docs" / "adding-a-launcher.md").read_text()
@@ -185,11 +240,11 @@ def test_the_guides_launch_kind_runs_a_ps_cluster(tmp_path):
         "RunHosts.of = classmethod(lambda cls, config, processes: cls(None, None, Pinned(processes)))",
         "runpy.run_module('bench', run_name='__main__')"])
     results = tmp_path / "results"
-    done = subprocess.run([sys.executable, "-c", driver, "--strategy", "ps-sync", "--workers", "2", "--ps", "1",
+    done = subprocess.run([sys.executable, "-c", driver, "--strategy", strategy, "--workers", "2", *extra,
                            "--steps", "30", "--model", "mlp", "--data", "synthetic", "--eval-every", "0",
                            "--output", str(results)], cwd=ROOT, capture_output=True, text=True, timeout=RUN_LIMIT_S)
     assert done.returncode == 0, done.stderr[-3000:]
     record = run_record(results)
     assert record["status"] == "ok" and record["placement"]["launch"] == "pinned"
-    assert set(record["placement"]["cores"]) == {"worker 0", "worker 1", "ps 0"}
+    assert set(record["placement"]["cores"]) == tasks
     assert not leftover_processes(str(results))

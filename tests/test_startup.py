@@ -62,7 +62,7 @@ def test_mpiruns_version_is_asked_once_per_process(monkeypatch):
     # the launcher's command, run.json's environment and the profile's software each read it
     import bench.infra.tools as tools
     from bench.drivers.profile.run import software
-    from bench.run.launch.mpi import mpirun_command
+    from bench.run.launch.mpi_launchers import mpirun_command
     from bench.run.process.environment import mpi_version
 
     asked = []

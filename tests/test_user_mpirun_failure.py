@@ -29,7 +29,7 @@ sys.exit(main(sys.argv[1:]))
 
 @pytest.mark.slow
 def test_a_failing_rank_0_under_the_users_mpirun_says_why_in_run_json(results):
-    from bench.run.launch.mpi import mpirun_command
+    from bench.run.launch.mpi_launchers import mpirun_command
 
     argv = [*mpirun_command(2), sys.executable, "-c", FAILING_RANK_0, "--model", "mlp", "--data", "digits",
             "--steps", "20", "--output", str(results)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from bench.config import OPTIMIZERS, RunConfig, check_injection, check_numbers, check_output, check_topology
 from bench.errors import UsageError
 from bench.run import data, models
-from bench.run.contract import IN_PROCESS, MPI, Known, Strategy, options_elsewhere, strategies_taking
+from bench.run.contract import IN_PROCESS, Known, Strategy, options_elsewhere, strategies_taking
 from bench.run.data import npz
 from bench.run.launch.slurm import srun
 from bench.run.models import user
@@ -49,15 +49,12 @@ def check_resume_flags(typed: set[str]) -> None:
 
 
 def check_hosts(config: RunConfig, strategy_cls: type[Strategy]) -> None:
-    """--hosts starts a TensorFlow cluster's tasks over ssh; MPI ranks are mpirun's to place."""
+    """--hosts starts a TensorFlow cluster's tasks over ssh, an MPI job's ranks through mpirun or horovodrun."""
     if not config.hosts:
         return
     kind = strategy_cls.runs_as.kind
     if kind == IN_PROCESS:
         raise UsageError(f"--hosts: {config.strategy} runs in one process; use a ps or TensorFlow-cluster strategy")
-    if kind == MPI:
-        raise UsageError(f"--hosts: {config.strategy}'s ranks are placed by MPI: mpirun -H "
-                         f"{','.join(config.hosts)} python -m bench --strategy {config.strategy} (docs/hosts.md)")
     if srun.in_allocation():
         raise UsageError("--hosts: inside a Slurm allocation Slurm places the tasks; drop --hosts")
 

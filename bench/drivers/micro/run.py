@@ -19,7 +19,7 @@ from pathlib import Path
 from bench.analysis.micro_summary import COLLECTIVES, dispatch_costs, summarize, tensor_costs, write_summary
 from bench.errors import UsageError
 from bench.infra.tools import find_tool, free_ports
-from bench.run.launch.mpi import mpirun_command
+from bench.run.launch.mpi_launchers import mpirun_command
 from bench.usage import OneLineParser
 from strategies.registry import default_environment
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from bench.drivers.overhead.bare.ps import READY_FILE
 from bench.drivers.overhead.pairs import MPI_RANKS, ONE_PROCESS, TF_PS_JOB, TF_WORKERS, Pair
 from bench.infra.tools import free_ports
-from bench.run.launch.mpi import mpirun_command
+from bench.run.launch.mpi_launchers import mpirun_command
 from strategies import registry
 
 TIMEOUT_S = 600

@@ -21,6 +21,7 @@ from bench.infra.emulated.network import AGENT, Cluster, Host
 from bench.metrics import Gradient
 from bench.run.contract import Strategy
 from bench.run.launch.link_meter import Meter, bytes_per_step
+from bench.run.launch.mpi_launchers import horovodrun_command, mpirun_command
 from bench.run.launch.slurm.srun import SlurmPlacement
 from bench.run.process.records import RunFolder
 
@@ -61,6 +62,17 @@ class Placement:
                 "hosts": {label: {"namespace": self.cluster.hosts[i].namespace,
                                   "address": self.cluster.hosts[i].address}
                           for i, label in self.labels().items()}}
+
+
+    def ranks(self, argv: list[str], gloo: bool, env: dict[str, str],
+              run_dir: Path) -> tuple[list[str], dict[str, str]]:
+        """mpirun (or horovodrun) started on the first worker host, as rank 0's launcher would be, each rank
+        on its host, through the namespace agent."""
+        del env  # the agent runs on this machine: the ranks inherit the launcher's environment
+        workers = self.roles["worker"]
+        launcher = horovodrun_command(len(workers), [h.address for h in workers], "eth0") if gloo \
+            else mpirun_command(len(workers), mpirun_host_args(self))
+        return network.enter(workers[0], [*launcher, *argv]), agent_environment(self, run_dir / "bin")
 
 
 def mpirun_host_args(placement: Placement) -> list[str]:

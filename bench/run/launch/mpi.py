@@ -9,18 +9,16 @@ runs mpirun and watches it like any other multi-process run.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
 from bench.config import RunConfig
-from bench.errors import UsageError
-from bench.infra.emulated.network import enter
-from bench.infra.tools import find_tool, mpirun_version
 from bench.run.contract import GLOO_CONTROLLER, Strategy, WorkerContext
 from bench.run.launch.close import close_watched_run
-from bench.run.launch.emulated_hosts import Placement, agent_environment, mpirun_host_args
 from bench.run.launch.mpi_environment import under_mpi
 from bench.run.launch.mpi_init_race import relaunching
+from bench.run.launch.mpi_launchers import horovodrun_command, mpirun_command
 from bench.run.launch.processes import start
 from bench.run.launch.rank_failures import which_rank_failed
 from bench.run.launch.recovery import recovering
@@ -38,57 +36,21 @@ def run_ranks(config: RunConfig, strategy: type[Strategy]) -> int:
     return recovering(config, lambda attempt: start_ranks(attempt, strategy))
 
 
-def mpirun_command(np: int, placement: Placement | None = None) -> list[str]:
-    """mpirun for `np` ranks: on this machine, or one rank per host of an emulated cluster."""
-    mpirun = find_tool("mpirun")
-    if mpirun is None:
-        raise UsageError("mpirun not found: run ./run_bench.sh setup (or install an MPI)")
-    out = mpirun_version()
-    cmd = [mpirun, "-np", str(np), "--bind-to", "none"]
-    spread = "node" if placement else ""  # one rank per host, in host order
-    if "Open MPI" in out or "OpenRTE" in out:
-        # more ranks than cores is normal on a laptop run; root is normal in containers
-        older = " 4." in out or " 3." in out
-        cmd += ["--oversubscribe"] if older else ["--map-by", f"{spread}:OVERSUBSCRIBE"]
-        if not older and not placement:
-            # ranks on one host talk through shared memory; the libfabric BTL's probe of the
-            # machine's providers costs every rank 1 s of MPI_Init on the project's machine
-            cmd += ["--mca", "btl", "^ofi"]
-        if os.geteuid() == 0:
-            cmd.append("--allow-run-as-root")
-    elif spread:
-        cmd += ["--map-by", spread]
-    return cmd + (mpirun_host_args(placement) if placement else [])
-
-
-def horovodrun_command(np: int, placement: Placement | None = None) -> list[str]:
-    """horovodrun --gloo for `np` ranks: on this machine, or one rank per host of an emulated cluster."""
-    horovodrun = find_tool("horovodrun")
-    if horovodrun is None:
-        raise UsageError("horovodrun not found: run ./run_bench.sh setup")
-    hosts = ",".join(f"{h.address}:1" for h in placement.roles["worker"]) if placement else f"localhost:{np}"
-    # remote hosts: horovodrun reaches them with `ssh`, which is the namespace agent on PATH
-    nic = ["--network-interface", "eth0"] if placement else []
-    return [horovodrun, "--gloo", "-np", str(np), "-H", hosts, *nic]
-
-
 def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, RunFolder]:
     """One attempt: mpirun (or horovodrun) started and watched; its exit status and the run folder."""
     processes = strategy_cls.processes(config)
     run_hosts = RunHosts.of(config, processes)
     scheduled, placement = run_hosts.scheduled, run_hosts.placement
     gloo = strategy_cls.runs_as.rank_controller(config) == GLOO_CONTROLLER
-    if scheduled:
-        launcher = scheduled.srun_ranks([], mpi=not gloo)
-    else:
-        launcher = (horovodrun_command if gloo else mpirun_command)(config.workers, placement)
     folder, run_start = start_run(config, strategy_cls)
     env = {**join_environment(folder, run_start), **strategy_cls.runs_as.environment(config, str(folder.path))}
-    argv = [*launcher, sys.executable, "-m", "bench", *config_argv(config.replace(emulated_cluster=None))]
-    if placement and not scheduled:
-        env.update(agent_environment(placement, folder.path / "bin"))
-        argv = enter(placement.roles["worker"][0], argv)  # the launcher runs on the first host, as rank 0
-    folder.update_run(launcher=" ".join(launcher))
+    rank = [sys.executable, "-m", "bench", *config_argv(config.replace(emulated_cluster=None, hosts=()))]
+    # the job's command as the run's launch kind starts it (run_hosts.Placed.ranks), or on this host
+    argv, added = run_hosts.placed.ranks(rank, gloo, env, folder.path) if run_hosts.placed \
+        else ([*(horovodrun_command if gloo else mpirun_command)(config.workers), *rank], {})
+    env.update(added)
+    folder.update_run(launcher=shlex.join(argv[:len(argv) - len(rank)]),
+                      **({"placement": run_hosts.elsewhere.describe()} if run_hosts.elsewhere else {}))
     with (run_hosts.held(folder.path, run_start) as scratch_env,
           rendezvous(scheduled if gloo else None) as rendezvous_env):
         log = folder.path / "logs" / "ranks.log"

@@ -1,7 +1,8 @@
 """Where a launched run's processes go, decided once for both launchers (a TF cluster's tasks,
-an MPI job's ranks): Slurm job steps inside an allocation, the emulated cluster's hosts (placed
-by hand, or the nodes Slurm gave), hosts reached over ssh (--hosts), or children of this process
-on this host; and what the run holds on them while it trains."""
+an MPI job's ranks, both through the Placed protocol): Slurm job steps inside an allocation, the
+emulated cluster's hosts (placed by hand, or the nodes Slurm gave), hosts reached over ssh
+(--hosts), or children of this process on this host; and what the run holds on them while it
+trains."""
 
 from __future__ import annotations
 
@@ -31,6 +32,12 @@ class Placed(Protocol):
 
     def describe(self) -> dict:
         """The placement, for run.json."""
+
+    def ranks(self, argv: list[str], gloo: bool, env: dict[str, str],
+              run_dir: Path) -> tuple[list[str], dict[str, str]]:
+        """The MPI job whose ranks run `argv`, rank i where worker i is placed, as started from this host
+        (through mpirun, or horovodrun when `gloo`), and what its launcher's environment adds to `env`
+        (what the launcher gives every rank); `run_dir` holds anything the job needs written."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,13 @@ as for Slurm) and is reached without a password. The ssh command is `DISTBENCH_S
 `ssh` with batch mode and keep-alives, so that a lost host ends its connection within
 KEEPALIVE_S); the emulated cluster's stand-in (bench/infra/emulated/netns_ssh) is one. On its
 host each task runs under bench.run.launch.remote_task, which ends it when its ssh connection
-closes: ending the launcher's ssh clients ends the run everywhere."""
+closes: ending the launcher's ssh clients ends the run everywhere.
+
+An MPI strategy's ranks go the same way through the launchers that already reach hosts over ssh:
+Open MPI's mpirun (its ssh agent the same command, the launcher's environment exported to every
+rank), or horovodrun --gloo started on the first worker host (its driver serves the ranks'
+rendezvous, so it runs inside the hosts' network; it runs `ssh` from PATH: there, a shim that runs
+the same command). Each launcher ends every rank when one fails or when it is ended itself."""
 
 from __future__ import annotations
 
@@ -17,6 +23,9 @@ import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+
+from bench.run.launch.mpi_launchers import horovodrun_command, mpirun_command
 
 TF_PORT = 2222  # TensorFlow's customary port; a host's second task takes the next
 ALIVE_INTERVAL_S, ALIVE_COUNT = 5, 3
@@ -70,11 +79,34 @@ class HostPlacement:
                 "hosts": {f"{role} {i}": host for role, tasks in self.roles.items()
                           for i, (host, _) in enumerate(tasks)}}
 
+    def ranks(self, argv: list[str], gloo: bool, env: dict[str, str],
+              run_dir: Path) -> tuple[list[str], dict[str, str]]:
+        """mpirun (or horovodrun --gloo) started here, rank i on worker i's host, reached over ssh."""
+        hosts = [host for host, _ in self.roles["worker"]]
+        if gloo:
+            # horovodrun's driver serves the ranks' rendezvous: it runs on the first worker host, inside the
+            # hosts' network, and reaches the hosts (that one too) with the `ssh` it finds on PATH
+            path = f"{ssh_shim(run_dir / 'bin')}:{os.environ.get('PATH', '')}"
+            return self.over_ssh(hosts[0], [*horovodrun_command(len(hosts), hosts), *argv], {**env, "PATH": path}), {}
+        slots: dict[str, int] = {}
+        for host in hosts:
+            slots[host] = slots.get(host, 0) + 1
+        names = sorted({*env, *(k for k in os.environ if k.startswith(FORWARDED_PREFIXES))})
+        host_args = ["-H", ",".join(f"{host}:{n}" for host, n in slots.items()),
+                     "--mca", "plm_rsh_agent", shlex.join(ssh_command()), "--wdir", os.getcwd(),
+                     *(flag for name in names for flag in ("-x", name))]
+        return [*mpirun_command(len(hosts), host_args), *argv], {}
+
     def command(self, role: str, index: int, argv: list[str], env: dict[str, str]) -> list[str]:
         """`argv` as started on its host: over ssh, in this process's folder (its relative paths the same),
         under the guard that ends it with its connection, with the environment the launcher gives it (`env`)
         and the forwarded part of its own."""
-        host = self.roles[role][index][0]
+        return self.over_ssh(self.roles[role][index][0], argv, env)
+
+    @staticmethod
+    def over_ssh(host: str, argv: list[str], env: dict[str, str]) -> list[str]:
+        """`argv` started on `host` over ssh, in this process's folder, under the guard, with `env` and the
+        forwarded part of this process's environment."""
         passed = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIXES)}
         passed.update(env)
         remote = " ".join([
@@ -83,3 +115,12 @@ class HostPlacement:
             shlex.quote(sys.executable), "-m", "bench.run.launch.remote_task",
             *(shlex.quote(a) for a in argv)])
         return [*ssh_command(), host, remote]
+
+
+def ssh_shim(bin_dir: Path) -> Path:
+    """A folder whose `ssh` runs ssh_command(): what horovodrun, which runs `ssh` from PATH, reaches hosts with."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    shim = bin_dir / "ssh"
+    shim.write_text(f"#!/bin/sh\nexec {shlex.join(ssh_command())} \"$@\"\n")
+    shim.chmod(0o755)
+    return bin_dir

@@ -128,6 +128,12 @@ class SlurmPlacement:
         del env
         return self.srun(role, index, argv)
 
+    def ranks(self, argv: list[str], gloo: bool, env: dict[str, str],
+              run_dir: Path) -> tuple[list[str], dict[str, str]]:
+        """The ranks as one job step of the allocation (srun passes the environment along)."""
+        del env, run_dir
+        return self.srun_ranks(argv, mpi=not gloo), {}
+
     def srun_ranks(self, argv: Sequence[str], mpi: bool = True) -> list[str]:
         """`argv` as the ranks of one job step, rank i on worker i's node; `mpi`: they meet through
         PMIx (MPI_Init), else through Horovod's rendezvous (Gloo)."""
