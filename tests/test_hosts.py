@@ -196,13 +196,18 @@ def wait_for_steps(results: Path, timeout_s: float = 120) -> None:
 
 @pytest.mark.slow
 @on_hosts
-@pytest.mark.parametrize("lost", ["worker", "host"])
-def test_a_killed_worker_or_a_lost_host_ends_the_run_with_its_reason_and_nothing_left(hosts, tmp_path, lost):
+@pytest.mark.parametrize("strategy, lost, why", [
+    ("ps-sync", "worker", "worker 1"), ("ps-sync", "host", "ps 0"),
+    ("allreduce", "worker", "rank 1"),  # mpirun's rank, started over ssh by mpirun itself
+])
+def test_a_killed_worker_or_a_lost_host_ends_the_run_with_its_reason_and_nothing_left(hosts, tmp_path, strategy,
+                                                                                       lost, why):
     from bench.infra.emulated import network
 
     cluster, env = hosts
-    run = subprocess.Popen(hosts_command(cluster, tmp_path, "ps-sync", "--workers", "2", "--ps", "1", "--steps",
-                                         "100000"), cwd=ROOT, env={**os.environ, **env},
+    tasks = ["--workers", "2", "--ps", "1"] if strategy == "ps-sync" else ["--workers", "3"]
+    run = subprocess.Popen(hosts_command(cluster, tmp_path, strategy, *tasks, "--steps", "100000"), cwd=ROOT,
+                           env={**os.environ, **env},
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_steps(tmp_path)
@@ -218,7 +223,7 @@ def test_a_killed_worker_or_a_lost_host_ends_the_run_with_its_reason_and_nothing
             run.kill()
     record = run_record(tmp_path)
     assert ended_s < ENDED_WITHIN_S and record["status"].startswith("failed:"), record["status"]
-    assert ("worker 1" if lost == "worker" else "ps 0") in record["status"], record["status"]
+    assert why in record["status"], record["status"]
     nothing_left(cluster, tmp_path)
 
 

@@ -56,7 +56,8 @@ def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, R
         log = folder.path / "logs" / "ranks.log"
 
         def launch() -> Outcome:
-            child = start("ranks", argv, log, env={**env, **rendezvous_env, **scratch_env}, echo=True)
+            child = start("ranks", argv, log, env={**env, **rendezvous_env, **scratch_env}, echo=True,
+                          hold_stdin=bool(run_hosts.elsewhere))  # a guard over ssh ends with it
             if scheduled:
                 scheduled.steps.clear()  # a relaunch's step replaces the last one's
                 scheduled.note_steps(1)
