@@ -63,7 +63,6 @@ class Placement:
                                   "address": self.cluster.hosts[i].address}
                           for i, label in self.labels().items()}}
 
-
     def ranks(self, argv: list[str], gloo: bool, env: dict[str, str],
               run_dir: Path) -> tuple[list[str], dict[str, str]]:
         """mpirun (or horovodrun) started on the first worker host, as rank 0's launcher would be, each rank
