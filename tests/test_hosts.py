@@ -197,8 +197,10 @@ def wait_for_steps(results: Path, timeout_s: float = 120) -> None:
 @pytest.mark.slow
 @on_hosts
 @pytest.mark.parametrize("strategy, lost, why", [
-    ("ps-sync", "worker", "worker 1"), ("ps-sync", "host", "ps 0"),
-    ("allreduce", "worker", "rank 1"),  # mpirun's rank, started over ssh by mpirun itself
+    ("ps-sync", "worker", ("worker 1",)), ("ps-sync", "host", ("ps 0",)),
+    # mpirun's rank, started over ssh by mpirun itself: mpirun names it, or rank 0 names its host as the
+    # peer that disconnected when it sees the connection close first (bench.run.launch.rank_failures)
+    ("allreduce", "worker", ("rank 1 ", f"the rank on {NAME}-h1 ")),
 ])
 def test_a_killed_worker_or_a_lost_host_ends_the_run_with_its_reason_and_nothing_left(hosts, tmp_path, strategy,
                                                                                        lost, why):
@@ -223,7 +225,7 @@ def test_a_killed_worker_or_a_lost_host_ends_the_run_with_its_reason_and_nothing
             run.kill()
     record = run_record(tmp_path)
     assert ended_s < ENDED_WITHIN_S and record["status"].startswith("failed:"), record["status"]
-    assert why in record["status"], record["status"]
+    assert any(name in record["status"] for name in why), record["status"]
     nothing_left(cluster, tmp_path)
 
 

@@ -51,7 +51,9 @@ class Child:
 def last_line(log: Path) -> str:
     """The last meaningful line of a child's log (its error, usually)."""
     try:
-        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+        # Open MPI's help messages end with a NUL byte of their own
+        text = log.read_text(errors="replace").replace("\x00", "")
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     except OSError:
         return ""
     for line in reversed(lines):

@@ -36,6 +36,10 @@ def which_rank_failed(log: Path, since: int = 0) -> str | None:
     mpi = re.search(r"noticed that process rank (\d+) with PID \d+ on node \S+ exited with status (\d+)", text)
     if mpi:
         return f"rank {mpi.group(1)} exited with status {mpi.group(2)}"
+    # Open MPI's TCP transport: a rank saw its peer's connection close before mpirun saw the peer end
+    peer = re.search(r"peer process has unexpectedly disconnected.*?Local host: (\S+) .*?Peer host: (\S+)", text)
+    if peer:
+        return f"the rank on {peer.group(2)} disconnected (its peer on {peer.group(1)} saw it go)"
     by_srun = srun_cause(raw)
     if by_srun:
         node, task, how = by_srun
