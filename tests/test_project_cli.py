@@ -333,3 +333,11 @@ def test_a_figure_measured_three_times_is_scored_three_times_beside_the_rigs_rep
     assert "15.0 ms spans fewer than 2" in summary["not_scored_why"][0]
     assert main(["project", "--from", str(tmp_path), "--workers", "8", "--link-gbit", "10"]) == 0
     assert "the rig's own repeat error: median" in capsys.readouterr().out
+
+
+def test_a_projection_recorded_before_the_repeats_still_reads_in_one_line():
+    from bench.analysis.projection.from_runs import summary_line
+
+    older = {"settings": 3, "inside": 2, "level": 0.9, "median_half_width": 0.2, "median_abs_error": 0.1,
+             "worst_abs_error": 0.3}  # no figures, no repeat error: a projection.json of 2026-12-01
+    assert summary_line(older).startswith("2 of 3 scored measurements inside their 90% intervals")

@@ -352,11 +352,12 @@ def summary_line(summary: dict) -> str:
     if not summary.get("settings"):
         return f"no scored measurement ({summary.get('not_scored', 0)} not scored)"
     rig = summary.get("rig_median_repeat_error")
-    out = (f"{summary['inside']} of {summary['settings']} scored measurements ({summary['figures']} figures) inside "
+    figures = f" ({summary['figures']} figures)" if "figures" in summary else ""  # a projection.json of before
+    out = (f"{summary['inside']} of {summary['settings']} scored measurements{figures} inside "
            f"their {summary['level']:.0%} intervals (median half-width {summary['median_half_width']:.0%}); points: "
            f"median |error| {summary['median_abs_error']:.0%}, worst {summary['worst_abs_error']:.0%}; "
-           + (f"the rig's own repeat error: median {rig:.1%} over {summary['repeated_settings']} repeated measurements"
-              if rig is not None else "no figure measured twice, so no repeat error of the rig"))
+           + (f"the rig's own repeat error: median {rig:.1%} over {summary.get('repeated_settings')} repeated "
+              "measurements" if rig is not None else "no figure measured twice, so no repeat error of the rig"))
     if summary.get("not_scored"):
         out += f"; {summary['not_scored']} not scored ({'; '.join(summary['not_scored_why'][:3])})"
     return out
