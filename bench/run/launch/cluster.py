@@ -56,7 +56,7 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
     scheduled, placement = run_hosts.scheduled, run_hosts.placement
     cluster = run_hosts.tf_cluster(local_cluster(processes) if run_hosts.local else {})
     folder, run_start = start_run(config, strategy)
-    elsewhere = run_hosts.elsewhere  # its tasks' stdin held open: a remote guard ends its task when it closes
+    elsewhere = run_hosts.elsewhere
     folder.update_run(cluster=cluster, **({"placement": elsewhere.describe()} if elsewhere else {}))
 
     def start_task(task: RunConfig, role: str, i: int) -> Child:
@@ -65,7 +65,7 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
         if run_hosts.placed:
             argv = run_hosts.placed.command(role, i, argv, env)
         return start(f"{role} {i}", argv, folder.path / "logs" / f"{role}{i}.log", env=env,
-                     echo=(role, i) == (strategy.runs_as.trainer_role(config), 0), hold_stdin=bool(elsewhere))
+                     echo=(role, i) == (strategy.runs_as.trainer_role(config), 0), hold_stdin=run_hosts.holds_stdin)
 
     rejoined: list[dict] = []
 

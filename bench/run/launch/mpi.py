@@ -57,7 +57,7 @@ def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, R
 
         def launch() -> Outcome:
             child = start("ranks", argv, log, env={**env, **rendezvous_env, **scratch_env}, echo=True,
-                          hold_stdin=bool(run_hosts.elsewhere))  # a guard over ssh ends with it
+                          hold_stdin=run_hosts.holds_stdin)
             if scheduled:
                 scheduled.steps.clear()  # a relaunch's step replaces the last one's
                 scheduled.note_steps(1)

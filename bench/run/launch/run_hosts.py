@@ -62,6 +62,12 @@ class RunHosts:
         return not self.placed
 
     @property
+    def holds_stdin(self) -> bool:
+        """Whether the launcher holds each started command's stdin open: a kind that reaches its hosts
+        over a connection (ssh) ends a task there when that stdin closes (bench.run.launch.remote_task)."""
+        return self.elsewhere is not None
+
+    @property
     def placed(self) -> Placed | None:
         """The placement the run's tasks go by (None: children of this process on this host)."""
         return self.scheduled or self.placement or self.elsewhere
