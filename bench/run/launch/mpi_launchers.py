@@ -40,8 +40,13 @@ def horovodrun_command(np: int, hosts: Sequence[str] = (), nic: str | None = Non
     horovodrun = find_tool("horovodrun")
     if horovodrun is None:
         raise UsageError("horovodrun not found: run ./run_bench.sh setup")
+    listed = host_slots(hosts) if hosts else f"localhost:{np}"
+    return [horovodrun, "--gloo", "-np", str(np), "-H", listed, *(["--network-interface", nic] if nic else [])]
+
+
+def host_slots(hosts: Sequence[str]) -> str:
+    """`-H`'s list for rank i on hosts[i]: each host once, with its count of ranks ("a:2,b:1")."""
     slots: dict[str, int] = {}
     for host in hosts:
         slots[host] = slots.get(host, 0) + 1
-    listed = ",".join(f"{host}:{n}" for host, n in slots.items()) if hosts else f"localhost:{np}"
-    return [horovodrun, "--gloo", "-np", str(np), "-H", listed, *(["--network-interface", nic] if nic else [])]
+    return ",".join(f"{host}:{n}" for host, n in slots.items())

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.run.launch.mpi_launchers import horovodrun_command, mpirun_command
+from bench.run.launch.mpi_launchers import horovodrun_command, host_slots, mpirun_command
 
 TF_PORT = 2222  # TensorFlow's customary port; a host's second task takes the next
 ALIVE_INTERVAL_S, ALIVE_COUNT = 5, 3
@@ -88,11 +88,8 @@ class HostPlacement:
             # hosts' network, and reaches the hosts (that one too) with the `ssh` it finds on PATH
             path = f"{ssh_shim(run_dir / 'bin')}:{os.environ.get('PATH', '')}"
             return self.over_ssh(hosts[0], [*horovodrun_command(len(hosts), hosts), *argv], {**env, "PATH": path}), {}
-        slots: dict[str, int] = {}
-        for host in hosts:
-            slots[host] = slots.get(host, 0) + 1
         names = sorted({*env, *(k for k in os.environ if k.startswith(FORWARDED_PREFIXES))})
-        host_args = ["-H", ",".join(f"{host}:{n}" for host, n in slots.items()),
+        host_args = ["-H", host_slots(hosts),
                      "--mca", "plm_rsh_agent", shlex.join(ssh_command()), "--wdir", os.getcwd(),
                      *(flag for name in names for flag in ("-x", name))]
         return [*mpirun_command(len(hosts), host_args), *argv], {}
