@@ -234,7 +234,7 @@ def test_a_killed_worker_or_a_lost_host_ends_the_run_with_its_reason_and_nothing
     ("ps-sync", ["--ps", "1"], {"worker 0", "worker 1", "ps 0"}),
     ("allreduce", [], {"worker 0", "worker 1"}),  # an MPI job's ranks, through the kind's `ranks`
 ])
-def test_the_guides_launch_kind_runs_a_ps_cluster_and_an_mpi_job(tmp_path, strategy, extra, tasks):
+def test_the_guides_host_kind_runs_a_ps_cluster_and_an_mpi_job(tmp_path, strategy, extra, tasks):
     import re
 
     guide = (ROOT / "docs" / "adding-a-launcher.md").read_text()
@@ -244,7 +244,7 @@ def test_the_guides_launch_kind_runs_a_ps_cluster_and_an_mpi_job(tmp_path, strat
     driver = "\n".join([
         "import runpy, sys", f"sys.path.insert(0, {str(tmp_path)!r})", "from pinned import Pinned",
         "from bench.run.launch.run_hosts import RunHosts",
-        "RunHosts.of = classmethod(lambda cls, config, processes: cls(None, None, Pinned(processes)))",
+        "RunHosts.of = classmethod(lambda cls, config, processes: cls(Pinned(processes)))",
         "runpy.run_module('bench', run_name='__main__')"])
     results = tmp_path / "results"
     done = subprocess.run([sys.executable, "-c", driver, "--strategy", strategy, "--workers", "2", *extra,

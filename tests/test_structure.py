@@ -252,6 +252,20 @@ def test_a_runs_path_looks_its_strategy_up_once_and_hands_it_down():
     assert lookups.count("registry.get(") == 3
 
 
+# The host kinds (docs/adding-a-launcher.md) and the one module that picks among them
+HOST_KINDS = {"bench.run.launch.this_host", "bench.run.launch.slurm.srun", "bench.run.launch.emulated_hosts",
+              "bench.run.launch.ssh_hosts"}
+LAUNCHERS = ("bench.run.launch.cluster", "bench.run.launch.mpi", "bench.run.launch.close")
+
+
+def test_the_launchers_reach_hosts_only_through_the_host_kind_interface():
+    # read from the imports: what starts, watches and closes a multi-process run holds a HostKind that
+    # bench.run.launch.run_hosts picked, and imports none of the kinds (a new one is one file and a line)
+    graph = import_graph()
+    assert {m: sorted(graph[m] & HOST_KINDS) for m in LAUNCHERS} == {m: [] for m in LAUNCHERS}
+    assert HOST_KINDS <= graph["bench.run.launch.run_hosts"]
+
+
 LONGEST_FUNCTION = 60  # lines: a longer one does several jobs (docs/architecture.md)
 
 

@@ -16,7 +16,7 @@ from bench.drivers.profile.fold import LATENCY_BYTES
 from bench.drivers.profile.ps_rate import EVERY_WORKER, NEIGHBOUR
 from bench.errors import UsageError
 from bench.infra.tools import free_ports
-from bench.run.launch.slurm import gloo, srun
+from bench.run.launch.slurm import srun
 from bench.run.launch.ssh_hosts import wrapped
 
 RANK = [sys.executable, "-m", "bench.drivers.micro.rank_pytest"]
@@ -88,7 +88,7 @@ class Where:
         ranks = len(self.nodes) * self.ranks_per_node
         placement = self.placement_of({"worker": [self.nodes[i % len(self.nodes)] for i in range(ranks)]})
         argv = [*RANK, str(out), f"{transport}-np{ranks}", str(COLLECTIVES)]
-        with gloo.rendezvous(placement if transport == "horovod-gloo" else None) as meet:  # srun meets MPI by PMIx
+        with placement.serving(transport == "horovod-gloo") as meet:  # srun meets MPI by PMIx
             return _run(placement.srun_ranks(argv, mpi=transport != "horovod-gloo"), {**env, **meet}, out, timeout_s)
 
     def ps_job(self, workers: int, out: Path, rounds: int, rate_bytes: int, timeout_s: float,

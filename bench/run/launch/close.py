@@ -7,25 +7,18 @@ from typing import Any
 
 from bench.config import RunConfig
 from bench.run.contract import Strategy
-from bench.run.launch import emulated_hosts
-from bench.run.launch.emulated_hosts import Placement
-from bench.run.launch.slurm.srun import SlurmPlacement
+from bench.run.launch.run_hosts import RunHosts
 from bench.run.launch.supervisor import Outcome
 from bench.run.process.lifecycle import close_run, exit_status
 from bench.run.process.records import RunFolder
 
 
 def close_watched_run(folder: RunFolder, config: RunConfig, strategy: type[Strategy], status: str, run_start: float,
-               outcome: Outcome | None = None, placement: Placement | None = None,
-               scheduled: SlurmPlacement | None = None, **fields: Any) -> int:
+                      outcome: Outcome | None = None, hosts: RunHosts | None = None, **fields: Any) -> int:
     """Close the run's record; the launcher's exit status for it."""
-    status = scheduled.explain(status) if scheduled else status
+    status = hosts.kind.explain(status) if hosts else status
     chief = folder.task_reports().get(0, {})
-    extra: dict[str, Any] = {}
-    if placement:
-        extra["network"] = emulated_hosts.network_record(placement, folder, config, strategy)
-    if scheduled:
-        extra["placement"] = scheduled.describe()
+    extra: dict[str, Any] = hosts.closing_record(folder, config, strategy) if hosts else {}
     if outcome is not None:
         extra["ended_after_failure_s"] = outcome.ended_after_failure_s
         if outcome.failed_at_epoch_s is not None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench.config import RunConfig
 from bench.errors import UsageError
-from bench.infra.tools import free_ports, port_in_use
+from bench.infra.tools import port_in_use
 from bench.run import models
 from bench.run.contract import GO_ON, RESTART_JOB, Strategy
 from bench.run.faults.kill_watch import kill_watch
@@ -27,11 +27,6 @@ from bench.run.process.aggregation import mark_aggregated
 from bench.run.process.leave import leave
 from bench.run.process.lifecycle import join_environment, joined_run, open_run, start_run
 from bench.run.process.records import RECOVERIES, RUN_FILE, STEPS_FILE, RunFolder
-
-
-def local_cluster(roles: dict[str, int]) -> dict[str, list[str]]:
-    ports = iter(free_ports(sum(roles.values())))
-    return {role: [f"127.0.0.1:{next(ports)}" for _ in range(n)] for role, n in roles.items()}
 
 
 def task_argv(config: RunConfig, cluster: dict[str, list[str]], role: str, index: int) -> list[str]:
@@ -52,20 +47,17 @@ def run_cluster(config: RunConfig, strategy: type[Strategy]) -> int:
 def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFolder]:
     """One attempt of a cluster on this machine (or an emulated one): its exit status and folder."""
     processes = {r: n for r, n in strategy.processes(config).items() if n > 0}
-    run_hosts = RunHosts.of(config, processes)
-    scheduled, placement = run_hosts.scheduled, run_hosts.placement
-    cluster = run_hosts.tf_cluster(local_cluster(processes) if run_hosts.local else {})
+    hosts = RunHosts.of(config, processes)
+    kind = hosts.kind
+    cluster = kind.tf_cluster()
     folder, run_start = start_run(config, strategy)
-    elsewhere = run_hosts.elsewhere
-    folder.update_run(cluster=cluster, **({"placement": elsewhere.describe()} if elsewhere else {}))
+    folder.update_run(cluster=cluster, **hosts.placement_record())
 
     def start_task(task: RunConfig, role: str, i: int) -> Child:
-        argv = task_argv(task, cluster, role, i)
         env = {"TF_CONFIG": tf_config(cluster, role, i), **join_environment(folder, run_start), **scratch_env}
-        if run_hosts.placed:
-            argv = run_hosts.placed.command(role, i, argv, env)
+        argv = kind.command(role, i, task_argv(task, cluster, role, i), env)
         return start(f"{role} {i}", argv, folder.path / "logs" / f"{role}{i}.log", env=env,
-                     echo=(role, i) == (strategy.runs_as.trainer_role(config), 0), hold_stdin=run_hosts.holds_stdin)
+                     echo=(role, i) == (strategy.runs_as.trainer_role(config), 0), hold_stdin=kind.holds_stdin)
 
     rejoined: list[dict] = []
 
@@ -80,11 +72,10 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
     worker_loss = strategy.runs_as.worker_loss(config)
     restarts = (Restarts(restart_worker, recoveries_left(folder))
                 if config.recover and worker_loss != RESTART_JOB else None)
-    with run_hosts.held(folder.path, run_start) as scratch_env:
-        children = {role: [start_task(config, role, i) for i in range(len(hosts))] for role, hosts in cluster.items()}
-        if scheduled:
-            scheduled.note_steps(sum(len(hosts) for hosts in cluster.values()))
-            folder.update_run(placement=scheduled.describe())
+    with hosts.held(folder.path, run_start) as scratch_env:
+        children = {role: [start_task(config, role, i) for i in range(len(tasks))] for role, tasks in cluster.items()}
+        kind.started(sum(len(tasks) for tasks in cluster.values()))
+        folder.update_run(**hosts.placement_record())
         workers = children.pop(strategy.runs_as.trainer_role(config))
         helpers = [c for group in children.values() for c in group]
         outcome = supervise(workers, helpers, worker_loss == GO_ON, steps_written(folder),
@@ -94,9 +85,9 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
     records = mark_aggregated(folder.path / STEPS_FILE, replicas, config.steps) if replicas else {}
     if rejoined:  # before the run is closed: its summary reads them
         folder.update_run(**{RECOVERIES: [*(folder.read_run().get(RECOVERIES) or []), *rejoined]})
-    code = close_watched_run(folder, config, strategy, outcome.status, run_start, outcome, placement, scheduled,
-                      lost_workers=outcome.lost_workers, records=records,
-                      failure_consequences=outcome.consequences, workers=folder.task_reports())
+    code = close_watched_run(folder, config, strategy, outcome.status, run_start, outcome, hosts,
+                             lost_workers=outcome.lost_workers, records=records,
+                             failure_consequences=outcome.consequences, workers=folder.task_reports())
     return code, folder
 
 

@@ -20,6 +20,7 @@ from bench.infra.emulated import cpu_budget, network
 from bench.infra.emulated.network import AGENT, Cluster, Host
 from bench.metrics import Gradient
 from bench.run.contract import Strategy
+from bench.run.launch.host_kind import HostKind
 from bench.run.launch.link_meter import Meter, bytes_per_step
 from bench.run.launch.mpi_launchers import horovodrun_command, mpirun_command
 from bench.run.launch.slurm.srun import SlurmPlacement
@@ -29,7 +30,7 @@ TF_PORT = 2222  # every host has its own port space; TensorFlow's customary port
 
 
 @dataclass(frozen=True)
-class Placement:
+class Placement(HostKind):
     cluster: Cluster
     roles: dict[str, list[Host]]  # {"worker": [...], "ps": [...]}
 
@@ -44,7 +45,7 @@ class Placement:
         return {role: [f"{h.address}:{TF_PORT}" for h in hosts] for role, hosts in self.roles.items()}
 
     def command(self, role: str, index: int, argv: list[str], env: dict[str, str]) -> list[str]:
-        """A task's command as placed (the launch kinds' one interface): entered on its host by hand, as a
+        """A task's command as placed (the host kinds' one interface): entered on its host by hand, as a
         user types it on each; the environment is inherited."""
         del env
         return network.enter(self.roles[role][index], argv)

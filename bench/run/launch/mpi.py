@@ -18,12 +18,11 @@ from bench.run.contract import GLOO_CONTROLLER, Strategy, WorkerContext
 from bench.run.launch.close import close_watched_run
 from bench.run.launch.mpi_environment import under_mpi
 from bench.run.launch.mpi_init_race import relaunching
-from bench.run.launch.mpi_launchers import horovodrun_command, mpirun_command
 from bench.run.launch.processes import start
 from bench.run.launch.rank_failures import which_rank_failed
 from bench.run.launch.recovery import recovering
 from bench.run.launch.run_hosts import RunHosts
-from bench.run.launch.slurm.gloo import adopt_slot, rendezvous
+from bench.run.launch.slurm.gloo import adopt_slot
 from bench.run.launch.supervisor import Outcome, steps_written, supervise
 from bench.run.process.lifecycle import close_run, join_environment, joined_run, start_run
 from bench.run.process.records import RunFolder
@@ -39,35 +38,28 @@ def run_ranks(config: RunConfig, strategy: type[Strategy]) -> int:
 def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, RunFolder]:
     """One attempt: mpirun (or horovodrun) started and watched; its exit status and the run folder."""
     processes = strategy_cls.processes(config)
-    run_hosts = RunHosts.of(config, processes)
-    scheduled, placement = run_hosts.scheduled, run_hosts.placement
+    hosts = RunHosts.of(config, processes)
+    kind = hosts.kind
     gloo = strategy_cls.runs_as.rank_controller(config) == GLOO_CONTROLLER
     folder, run_start = start_run(config, strategy_cls)
     env = {**join_environment(folder, run_start), **strategy_cls.runs_as.environment(config, str(folder.path))}
     rank = [sys.executable, "-m", "bench", *config_argv(config.replace(emulated_cluster=None, hosts=()))]
-    # the job's command as the run's launch kind starts it (run_hosts.Placed.ranks), or on this host
-    argv, added = run_hosts.placed.ranks(rank, gloo, env, folder.path) if run_hosts.placed \
-        else ([*(horovodrun_command if gloo else mpirun_command)(config.workers), *rank], {})
+    argv, added = kind.ranks(rank, gloo, env, folder.path)  # the job's command as the host kind starts it
     env.update(added)
-    folder.update_run(launcher=shlex.join(argv[:len(argv) - len(rank)]),
-                      **({"placement": run_hosts.elsewhere.describe()} if run_hosts.elsewhere else {}))
-    with (run_hosts.held(folder.path, run_start) as scratch_env,
-          rendezvous(scheduled if gloo else None) as rendezvous_env):
+    folder.update_run(launcher=shlex.join(argv[:len(argv) - len(rank)]), **hosts.placement_record())
+    with hosts.held(folder.path, run_start) as scratch_env, kind.serving(gloo) as rendezvous_env:
         log = folder.path / "logs" / "ranks.log"
 
         def launch() -> Outcome:
             child = start("ranks", argv, log, env={**env, **rendezvous_env, **scratch_env}, echo=True,
-                          hold_stdin=run_hosts.holds_stdin)
-            if scheduled:
-                scheduled.steps.clear()  # a relaunch's step replaces the last one's
-                scheduled.note_steps(1)
-                folder.update_run(placement=scheduled.describe())
+                          hold_stdin=kind.holds_stdin)
+            kind.started(1)
+            folder.update_run(**hosts.placement_record())
             return supervise([child], [], False, steps_written(folder), config.stall_timeout_s,
                              startup_timeout_s=config.startup_timeout_s)
 
         def record(relaunched: list[dict]) -> None:
-            if scheduled:
-                scheduled.end_steps()  # the crashed launch's step, before its relaunch takes the nodes
+            kind.end_started()  # the crashed launch's (a Slurm step), before its relaunch takes the nodes
             folder.update_run(relaunched=relaunched)
             print(f"{folder.run_id}: relaunching the ranks: {relaunched[-1]['why']}", file=sys.stderr, flush=True)
 
@@ -75,7 +67,7 @@ def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, R
     status = outcome.status
     if status.startswith("failed"):
         status = f"failed: {which_rank_failed(log, since) or status.removeprefix('failed: ')}"
-    return close_watched_run(folder, config, strategy_cls, status, run_start, outcome, placement, scheduled), folder
+    return close_watched_run(folder, config, strategy_cls, status, run_start, outcome, hosts), folder
 
 
 def config_argv(config: RunConfig) -> list[str]:

@@ -1,5 +1,5 @@
 """The MPI job launchers a run's ranks start under: Open MPI's `mpirun` and Horovod's
-`horovodrun --gloo`, on this host or over the hosts a launch kind gives them (its host arguments)."""
+`horovodrun --gloo`, on this host or over the hosts a host kind gives them (its host arguments)."""
 
 from __future__ import annotations
 

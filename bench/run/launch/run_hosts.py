@@ -1,8 +1,7 @@
-"""Where a launched run's processes go, decided once for both launchers (a TF cluster's tasks,
-an MPI job's ranks, both through the Placed protocol): Slurm job steps inside an allocation, the
-emulated cluster's hosts (placed by hand, or the nodes Slurm gave), hosts reached over ssh
-(--hosts), or children of this process on this host; and what the run holds on them while it
-trains."""
+"""Where a launched run's processes go, decided once for both launchers (a TF cluster's tasks and
+an MPI job's ranks go through one host kind, bench.run.launch.host_kind): Slurm job steps
+inside an allocation, the emulated cluster's hosts placed by hand, hosts reached over ssh
+(--hosts), or this host; and, on the emulated cluster, the hosts whose links the run meters."""
 
 from __future__ import annotations
 
@@ -10,78 +9,51 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from bench.config import RunConfig
+from bench.run.contract import Strategy
 from bench.run.launch import emulated_hosts
 from bench.run.launch.emulated_hosts import Placement
+from bench.run.launch.host_kind import HostKind
 from bench.run.launch.slurm import srun
-from bench.run.launch.slurm.srun import SlurmPlacement
 from bench.run.launch.ssh_hosts import HostPlacement
-from bench.run.process.scratch import run_scratch
-
-
-class Placed(Protocol):
-    """What a launch kind that places tasks on hosts gives (docs/adding-a-launcher.md)."""
-
-    def tf_cluster(self) -> dict[str, list[str]]:
-        """Each role's task addresses, host:port."""
-
-    def command(self, role: str, index: int, argv: list[str], env: dict[str, str]) -> list[str]:
-        """Task `index` of `role`'s command as started from this host; `env` is what the launcher gives it."""
-
-    def describe(self) -> dict:
-        """The placement, for run.json."""
-
-    def ranks(self, argv: list[str], gloo: bool, env: dict[str, str],
-              run_dir: Path) -> tuple[list[str], dict[str, str]]:
-        """The MPI job whose ranks run `argv`, rank i where worker i is placed, as started from this host
-        (through mpirun, or horovodrun when `gloo`), and what its launcher's environment adds to `env`
-        (what the launcher gives every rank); `run_dir` holds anything the job needs written."""
+from bench.run.launch.this_host import ThisHost
+from bench.run.process.records import RunFolder
 
 
 @dataclass(frozen=True)
 class RunHosts:
-    scheduled: SlurmPlacement | None  # job steps of the Slurm allocation this launcher runs in
-    placement: Placement | None  # hosts of the emulated cluster (--emulated-cluster)
-    # any other launch kind (docs/adding-a-launcher.md): hosts without a scheduler (--hosts)
-    elsewhere: Placed | None = None
+    kind: HostKind  # where the processes go (docs/adding-a-launcher.md)
+    # the emulated cluster's hosts the processes run on (placed by hand, or the nodes Slurm gave)
+    network: Placement | None = None
 
     @classmethod
     def of(cls, config: RunConfig, processes: dict[str, int]) -> RunHosts:
         """The run's hosts; a run folder some allocated node cannot see is refused before any step."""
         scheduled = srun.place(processes, srun.run_tag()) if srun.in_allocation() else None
-        placement = emulated_hosts.place(config, processes, scheduled) if config.emulated_cluster else None
+        network = emulated_hosts.place(config, processes, scheduled) if config.emulated_cluster else None
         if scheduled:
             srun.check_shared(scheduled, Path(config.output).resolve())
-        elsewhere = HostPlacement.for_processes(config.hosts, processes) if config.hosts else None
-        return cls(scheduled, placement, elsewhere)
+        over_ssh = HostPlacement.for_processes(config.hosts, processes) if config.hosts else None
+        kind = scheduled or network or over_ssh or ThisHost(processes)
+        return cls(kind, network)
 
-    @property
-    def local(self) -> bool:
-        return not self.placed
+    def placement_record(self) -> dict:
+        """run.json's `placement`, as the kind describes it (nothing when it has nothing to say)."""
+        described = self.kind.describe()
+        return {"placement": described} if described else {}
 
-    @property
-    def holds_stdin(self) -> bool:
-        """Whether the launcher holds each started command's stdin open: a kind that reaches its hosts
-        over a connection (ssh) ends a task there when that stdin closes (bench.run.launch.remote_task)."""
-        return self.elsewhere is not None
-
-    @property
-    def placed(self) -> Placed | None:
-        """The placement the run's tasks go by (None: children of this process on this host)."""
-        return self.scheduled or self.placement or self.elsewhere
-
-    def tf_cluster(self, local: dict[str, list[str]]) -> dict[str, list[str]]:
-        """Each role's task addresses: where the placement put them, or `local`'s loopback ports."""
-        return self.placed.tf_cluster() if self.placed else local
+    def closing_record(self, folder: RunFolder, config: RunConfig, strategy: type[Strategy]) -> dict:
+        """What run.json records of the hosts when the run closes: the placement, and the emulated links'
+        bytes per step against the strategy's formulas."""
+        network = {"network": emulated_hosts.network_record(self.network, folder, config, strategy)} \
+            if self.network else {}
+        return {**self.placement_record(), **network}
 
     @contextmanager
     def held(self, run_dir: Path, run_start: float) -> Iterator[dict[str, str]]:
-        """While the run's processes start and train: the emulated links metered, and whatever ends
-        the run, every process left on those hosts and every Slurm step ended. Yields what the
-        processes started on this host add to their environment (a TMPDIR of the run's own, removed
-        after them: bench.run.process.scratch)."""
-        with (emulated_hosts.metered(self.placement, run_dir, run_start), srun.steps_ended(self.scheduled),
-              run_scratch(local=self.local) as scratch_env):
-            yield scratch_env
+        """While the run's processes start and train: the emulated links metered, and what the kind holds
+        (bench.run.launch.host_kind.HostKind.held); whatever ends the run, every process left on the
+        emulated hosts ended. Yields what the processes started on this host add to their environment."""
+        with emulated_hosts.metered(self.network, run_dir, run_start), self.kind.held(run_dir, run_start) as env:
+            yield env

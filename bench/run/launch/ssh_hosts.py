@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.run.launch.host_kind import HostKind
 from bench.run.launch.mpi_launchers import horovodrun_command, host_slots, mpirun_command
 
 TF_PORT = 2222  # TensorFlow's customary port; a host's second task takes the next
@@ -56,8 +57,10 @@ def wrapped(hosts: Sequence[str], processes: dict[str, int]) -> dict[str, list[s
 
 
 @dataclass(frozen=True)
-class HostPlacement:
+class HostPlacement(HostKind):
     """Which host (and port) each task of a run goes on."""
+
+    holds_stdin = True  # ssh ends nothing on its host when it ends: the guard on its stdin does
 
     hosts: tuple[str, ...]
     roles: dict[str, list[tuple[str, int]]]  # {"worker": [(host, port), ...], "ps": [...]}

@@ -31,7 +31,9 @@ RUN_FIELDS: dict[str, str] = {
     "model": "the built model's facts (parameters, gradient bytes, tables)",
     "exchange": "bytes per worker step by the strategy's formula, per role",
     "cluster": "multi-process runs: the TF cluster (role -> host:port)",
-    "placement": "under Slurm: scheduler, job_id, ps_nodes, hosts (node and address per process), steps",
+    "placement": "runs placed on hosts, as their host kind describes them (bench.run.launch.host_kind): under "
+                 "Slurm scheduler, job_id, ps_nodes, hosts (node and address per process), steps; over ssh the "
+                 "hosts; on the emulated cluster its hosts",
     "network": "on the emulated cluster: hosts, link cap, bytes per step per host against the formulas",
     "ended_at": "UTC time the run closed",
     "ended_s": "seconds from run start to its end",

@@ -8,8 +8,9 @@ removed once every one of them has ended. Whatever they leave behind goes with i
 - Open MPI's session directory (`ompi.<pid>`), which mpirun removes only when it ends itself.
 
 The folder's name is short: Open MPI puts its session directory, sockets included, under it.
-Runs placed on other hosts (Slurm, the emulated cluster) keep their hosts' own TMPDIR, as a
-folder on this host would not exist there."""
+Runs placed on other hosts (Slurm, the emulated cluster, --hosts) keep their hosts' own TMPDIR, as a
+folder on this host would not exist there: only this host's kind holds one
+(bench.run.launch.this_host)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,9 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def run_scratch(local: bool) -> Iterator[dict[str, str]]:
-    """The environment that gives a run's processes on this host a TMPDIR of their own (none for
-    a run on other hosts); the folder is removed when the block ends."""
-    if not local:
-        yield {}
-        return
+def run_scratch() -> Iterator[dict[str, str]]:
+    """The environment that gives a run's processes on this host a TMPDIR of their own; the folder
+    is removed when the block ends."""
     path = tempfile.mkdtemp(prefix="distbench-")
     try:
         yield {"TMPDIR": path}

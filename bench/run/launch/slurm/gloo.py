@@ -16,8 +16,6 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from bench.run.launch.slurm.srun import SlurmPlacement
-
 SLOTS_VARIABLE = "DISTBENCH_GLOO_SLOTS"  # [{HOROVOD_RANK: ..., ...} per task], with each node's address
 
 
@@ -43,28 +41,25 @@ def own_address(toward: str) -> str:
 
 
 @contextmanager
-def rendezvous(placement: SlurmPlacement | None) -> Iterator[dict[str, str]]:
-    """Horovod's rendezvous server for the run's ranks, and the environment that leads them to it
-    (nothing without Slurm: horovodrun starts its own)."""
-    if placement is None:
-        yield {}
-        return
+def rendezvous(workers: list[str], addresses: dict[str, str]) -> Iterator[dict[str, str]]:
+    """Horovod's rendezvous server for ranks on the nodes `workers` (rank i on workers[i], a node at
+    addresses[node]), and the environment that leads them to it (horovodrun, where it runs, starts
+    its own)."""
     from horovod.runner.common.util.hosts import SlotInfo
     from horovod.runner.http.http_server import RendezvousServer
 
-    workers = placement.roles["worker"]
     table = slots(workers)
     plan = [SlotInfo(hostname=s["HOROVOD_HOSTNAME"], rank=int(s["HOROVOD_RANK"]),
                      local_rank=int(s["HOROVOD_LOCAL_RANK"]), cross_rank=int(s["HOROVOD_CROSS_RANK"]),
                      size=int(s["HOROVOD_SIZE"]), local_size=int(s["HOROVOD_LOCAL_SIZE"]),
                      cross_size=int(s["HOROVOD_CROSS_SIZE"])) for s in table]
     for slot, node in zip(table, workers):
-        slot["address"] = placement.allocation.addresses[node]
+        slot["address"] = addresses[node]
     server = RendezvousServer()
     port = server.start()
     server.init(plan)
     try:
-        yield {"HOROVOD_GLOO_RENDEZVOUS_ADDR": own_address(placement.allocation.addresses[workers[0]]),
+        yield {"HOROVOD_GLOO_RENDEZVOUS_ADDR": own_address(addresses[workers[0]]),
                "HOROVOD_GLOO_RENDEZVOUS_PORT": str(port), "HOROVOD_CONTROLLER": "gloo",
                "HOROVOD_CPU_OPERATIONS": "gloo", SLOTS_VARIABLE: json.dumps(table)}
     finally:

@@ -19,12 +19,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.errors import UsageError
 from bench.infra.tools import SERVER_PORTS
+from bench.run.launch.host_kind import HostKind
+from bench.run.launch.slurm.gloo import rendezvous as gloo_rendezvous
 
 # TF servers on shared nodes: one port per task from a random base of the servers' ports (tools.SERVER_PORTS)
 PORT_RANGE = SERVER_PORTS
@@ -73,7 +75,7 @@ class Allocation:
 
 
 @dataclass
-class SlurmPlacement:
+class SlurmPlacement(HostKind):
     allocation: Allocation
     roles: dict[str, list[str]]  # {"worker": [node, ...], "ps": [...]}
     ps_nodes: str  # "own" or "shared with workers"
@@ -124,7 +126,7 @@ class SlurmPlacement:
                 f"--job-name={self.step_name(f'{role} {index}')}", "--kill-on-bad-exit=1", "--quiet", *argv]
 
     def command(self, role: str, index: int, argv: list[str], env: dict[str, str]) -> list[str]:
-        """A task's command as placed (the launch kinds' one interface): a job step; srun passes `env` on."""
+        """A task's command as placed (the host kinds' one interface): a job step; srun passes `env` on."""
         del env
         return self.srun(role, index, argv)
 
@@ -195,6 +197,21 @@ class SlurmPlacement:
                        if len(line.split()) == 2 and line.split()[1].rstrip("*~#!%$@^-").lower()
                        in ("down", "fail", "failing", "unknown", "drained", "draining")})
 
+    def held(self, run_dir: Path, run_start: float) -> AbstractContextManager[dict[str, str]]:
+        del run_dir, run_start
+        return steps_ended(self)
+
+    def serving(self, gloo: bool) -> AbstractContextManager[dict[str, str]]:
+        """Horovod's rendezvous for ranks over Gloo (srun's ranks meet MPI's through PMIx)."""
+        return gloo_rendezvous(self.roles["worker"], self.allocation.addresses) if gloo else nullcontext({})
+
+    def started(self, commands: int) -> None:
+        self.steps.clear()  # a relaunch's steps replace the last ones
+        self.note_steps(commands)
+
+    def end_started(self) -> None:
+        self.end_steps()
+
     def end_steps(self) -> None:
         """scancel every step of the run that is still listed (its srun may have died first)."""
         left = self.running_steps()
@@ -221,13 +238,10 @@ def run_tag() -> str:
 
 
 @contextmanager
-def steps_ended(placement: SlurmPlacement | None) -> Iterator[None]:
-    """While the run's steps start and train, note their ids; whatever ends the run, end the steps."""
-    if placement is None:
-        yield
-        return
+def steps_ended(placement: SlurmPlacement) -> Iterator[dict[str, str]]:
+    """While the run's steps start and train; whatever ends the run, end the steps."""
     try:
-        yield
+        yield {}
     finally:
         placement.end_steps()
 
