@@ -41,6 +41,31 @@ def test_tasks_go_workers_first_one_per_host_then_wrap_around_on_the_next_port()
                                     "ps": [f"b:{TF_PORT + 1}"]}
 
 
+def test_a_run_with_nowhere_to_go_runs_on_this_host_in_a_scratch_folder_of_its_own(monkeypatch, tmp_path):
+    from bench.config import RunConfig
+    from bench.run.launch.run_hosts import RunHosts
+    from bench.run.launch.this_host import ThisHost
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    hosts = RunHosts.of(RunConfig(output=str(tmp_path)), {"worker": 2, "ps": 1, "chief": 0})
+    kind = hosts.kind
+    assert isinstance(kind, ThisHost) and hosts.network is None and not kind.holds_stdin
+    cluster = kind.tf_cluster()
+    addresses = [a for tasks in cluster.values() for a in tasks]
+    assert {role: len(tasks) for role, tasks in cluster.items()} == {"worker": 2, "ps": 1}
+    assert len(set(addresses)) == 3 and all(a.startswith("127.0.0.1:") for a in addresses)
+    assert kind.tf_cluster() == cluster  # drawn once: every task is told the same ports
+    assert kind.command("ps", 0, ["python", "-m", "bench"], {"TF_CONFIG": "{}"}) == ["python", "-m", "bench"]
+    argv, added = kind.ranks(["python", "-m", "bench"], False, {}, tmp_path)
+    assert Path(argv[0]).name == "mpirun" and argv[argv.index("-np") + 1] == "2" and argv[-3:] == ["python", "-m",
+                                                                                              "bench"]
+    assert added == {} and hosts.placement_record() == {} and kind.explain("failed: x") == "failed: x"
+    with hosts.held(tmp_path, time.time()) as env:
+        scratch = Path(env["TMPDIR"])
+        assert scratch.is_dir()
+    assert not scratch.exists()
+
+
 def test_a_tasks_command_carries_its_environment_and_runs_under_the_guard(monkeypatch):
     from bench.run.launch.ssh_hosts import HostPlacement
 
