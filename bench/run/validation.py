@@ -54,7 +54,8 @@ def check_hosts(config: RunConfig, strategy_cls: type[Strategy]) -> None:
         return
     kind = strategy_cls.runs_as.kind
     if kind == IN_PROCESS:
-        raise UsageError(f"--hosts: {config.strategy} runs in one process; use a ps or TensorFlow-cluster strategy")
+        raise UsageError(f"--hosts: {config.strategy} runs in one process; use a strategy of several processes "
+                         "(ps, TensorFlow-cluster or allreduce)")
     if srun.in_allocation():
         raise UsageError("--hosts: inside a Slurm allocation Slurm places the tasks; drop --hosts")
 

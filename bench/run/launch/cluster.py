@@ -74,8 +74,7 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
                 if config.recover and worker_loss != RESTART_JOB else None)
     with hosts.held(folder.path, run_start) as scratch_env:
         children = {role: [start_task(config, role, i) for i in range(len(tasks))] for role, tasks in cluster.items()}
-        kind.started(sum(len(tasks) for tasks in cluster.values()))
-        folder.update_run(**hosts.placement_record())
+        hosts.started(folder, sum(len(tasks) for tasks in cluster.values()))
         workers = children.pop(strategy.runs_as.trainer_role(config))
         helpers = [c for group in children.values() for c in group]
         outcome = supervise(workers, helpers, worker_loss == GO_ON, steps_written(folder),

@@ -53,8 +53,7 @@ def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, R
         def launch() -> Outcome:
             child = start("ranks", argv, log, env={**env, **rendezvous_env, **scratch_env}, echo=True,
                           hold_stdin=kind.holds_stdin)
-            kind.started(1)
-            folder.update_run(**hosts.placement_record())
+            hosts.started(folder, 1)
             return supervise([child], [], False, steps_written(folder), config.stall_timeout_s,
                              startup_timeout_s=config.startup_timeout_s)
 

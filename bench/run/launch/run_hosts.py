@@ -43,6 +43,14 @@ class RunHosts:
         described = self.kind.describe()
         return {"placement": described} if described else {}
 
+    def started(self, folder: RunFolder, commands: int) -> None:
+        """Tell the kind its `commands` commands were started; run.json's `placement` again if that changed
+        what the kind describes (Slurm's step ids)."""
+        before = self.kind.describe()
+        self.kind.started(commands)
+        if self.kind.describe() != before:
+            folder.update_run(**self.placement_record())
+
     def closing_record(self, folder: RunFolder, config: RunConfig, strategy: type[Strategy]) -> dict:
         """What run.json records of the hosts when the run closes: the placement, and the emulated links'
         bytes per step against the strategy's formulas."""

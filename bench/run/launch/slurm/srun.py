@@ -210,9 +210,6 @@ class SlurmPlacement(HostKind):
         self.note_steps(commands)
 
     def end_started(self) -> None:
-        self.end_steps()
-
-    def end_steps(self) -> None:
         """scancel every step of the run that is still listed (its srun may have died first)."""
         left = self.running_steps()
         if left:
@@ -243,7 +240,7 @@ def steps_ended(placement: SlurmPlacement) -> Iterator[dict[str, str]]:
     try:
         yield {}
     finally:
-        placement.end_steps()
+        placement.end_started()
 
 
 def place(processes: dict[str, int], tag: str) -> SlurmPlacement:
