@@ -1,5 +1,6 @@
 """How a multi-process run ends: which process is named as the cause when several die."""
 
+import sys
 import time
 
 import pytest
@@ -162,3 +163,26 @@ def test_worker_tasks_that_serve_a_trainer_may_be_lost_or_restarted_and_a_ps_may
     serving = [child(tmp_path, "worker 0", "sleep 30")]
     outcome = supervise(chief, [*ps, *serving], True, lambda: 0, 60, serving_workers=serving)
     assert outcome.status == "failed: ps 0 was killed by SIGKILL while workers were still training"
+
+
+def test_a_kill_the_trainer_asked_for_is_answered_once_the_task_is_gone(tmp_path):
+    # the trainer goes on, and fails of the kill, as soon as `killed` exists: the task must already
+    # have been reaped then, or the supervisor may see the trainer's exit first and name it the cause
+    from bench.config import RunConfig
+    from bench.run.faults.kill_watch import kill_watch
+    from bench.run.faults.task_kill import KillMarkers
+    from bench.run.process.records import RunFolder
+
+    folder = RunFolder(tmp_path)
+    markers = KillMarkers(folder, "ps", 0)
+    markers.requested.parent.mkdir()
+    markers.requested.touch()
+    # 400 MB written: its teardown takes tens of ms, long enough that a poll straight after SIGKILL
+    # still finds the process running
+    ps = start("ps 0", [sys.executable, "-c", "b = b'x' * 400_000_000; print('up', flush=True); "
+                        "import time; time.sleep(30)"], tmp_path / "ps0.log")
+    while "up" not in (tmp_path / "ps0.log").read_text():
+        time.sleep(0.05)
+    watch = kill_watch(RunConfig(strategy="ps-coordinator", kill_ps="0@5"), folder, {"ps": [ps]})
+    watch()
+    assert markers.killed.exists() and ps.exited and ps.process.returncode == -9

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -15,6 +16,10 @@ from bench.run.faults.task_kill import KillMarkers
 if TYPE_CHECKING:
     from bench.run.launch.processes import Child
     from bench.run.process.records import RunFolder
+
+# A SIGKILLed TensorFlow task is reaped in ~50-70 ms on a quiet 2-core machine (measured); the bound
+# only keeps a task stuck in the kernel from holding the supervisor's poll for ever.
+REAP_LIMIT_S = 10.0
 
 
 def kill_watch(config: RunConfig, folder: RunFolder, serving: dict[str, list[Child]]) -> Callable[[], None] | None:
@@ -33,6 +38,13 @@ def kill_watch(config: RunConfig, folder: RunFolder, serving: dict[str, list[Chi
             if markers.requested.exists() and not markers.killed.exists() and not victim.exited:
                 print(f"{folder.run_id}: killing {role} {task} (--kill-{role})", file=sys.stderr, flush=True)
                 victim.process.send_signal(signal.SIGKILL)
+                # the trainer goes on once `killed` exists: answering only once the task is reaped lets
+                # the supervisor see the kill before the failures it brings about (CI once named the
+                # chief's consequent error as the cause, the ps not yet reaped when the chief had exited)
+                try:
+                    victim.process.wait(timeout=REAP_LIMIT_S)
+                except subprocess.TimeoutExpired:
+                    pass
                 markers.killed.touch()
 
     return watch
