@@ -177,11 +177,13 @@ def test_a_kill_the_trainer_asked_for_is_answered_once_the_task_is_gone(tmp_path
     markers = KillMarkers(folder, "ps", 0)
     markers.requested.parent.mkdir()
     markers.requested.touch()
-    # 400 MB written: its teardown takes tens of ms, long enough that a poll straight after SIGKILL
-    # still finds the process running
-    ps = start("ps 0", [sys.executable, "-c", "b = b'x' * 400_000_000; print('up', flush=True); "
+    # 200 MB written: its teardown takes long enough that a poll straight after SIGKILL still finds
+    # the process running (it did, 3 of 3, before the launcher waited)
+    ps = start("ps 0", [sys.executable, "-c", "b = b'x' * 200_000_000; print('up', flush=True); "
                         "import time; time.sleep(30)"], tmp_path / "ps0.log")
+    deadline = time.monotonic() + 60  # writing 200 MB takes ~0.1 s; 60 s only bounds a child that never says up
     while "up" not in (tmp_path / "ps0.log").read_text():
+        assert time.monotonic() < deadline and not ps.exited, (tmp_path / "ps0.log").read_text()
         time.sleep(0.05)
     watch = kill_watch(RunConfig(strategy="ps-coordinator", kill_ps="0@5"), folder, {"ps": [ps]})
     watch()
