@@ -1,10 +1,11 @@
 """Hosts without a scheduler (--hosts, bench.run.launch.ssh_hosts): the placement and the guard that
-ends a remote task with its connection; then every TensorFlow-cluster strategy and allreduce's MPI
-ranks from one command on the emulated cluster through its ssh stand-in, a killed worker and a lost
-host (root only)."""
+ends a remote task with its connection; then every TensorFlow-cluster strategy, allreduce's MPI
+ranks, a one-process run and the default comparison from one command on the emulated cluster through
+its ssh stand-in, a killed worker and a lost host (root only)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -176,6 +177,7 @@ def test_every_tensorflow_cluster_strategy_runs_from_one_command_one_task_per_ho
     # one task per host, each at its host's address (which exists only inside that host's namespace)
     assert sorted(placed) == sorted(h.address for h in cluster.hosts)[:len(placed)] and len(set(placed)) == len(placed)
     assert record["placement"]["launch"] == "ssh"
+    assert record["summary"].get("throughput_examples_per_s"), record["summary"]  # it once failed on ssh's placement
     nothing_left(cluster, tmp_path)
 
 
@@ -194,6 +196,7 @@ def test_allreduces_ranks_run_from_one_command_one_per_host_through_mpirun_or_ho
     assert done.returncode == 0, done.stderr[-3000:]
     record = run_record(tmp_path)
     assert record["status"] == "ok" and record["placement"]["launch"] == "ssh"
+    assert record["summary"].get("throughput_examples_per_s"), record["summary"]
     assert sorted(record["placement"]["hosts"].values()) == sorted(h.address for h in cluster.hosts)
     # every rank ran on its own host: each host sent its share of every step's ring through its link
     after = network.counters(cluster)
@@ -251,6 +254,58 @@ def test_a_killed_worker_or_a_lost_host_ends_the_run_with_its_reason_and_nothing
     record = run_record(tmp_path)
     assert ended_s < ENDED_WITHIN_S and record["status"].startswith("failed:"), record["status"]
     assert any(name in record["status"] for name in why), record["status"]
+    nothing_left(cluster, tmp_path)
+
+
+@pytest.mark.slow
+@on_hosts
+def test_a_one_process_run_trains_on_the_first_host_and_a_lost_host_ends_it(hosts, tmp_path):
+    from bench.infra.emulated import network
+
+    cluster, env = hosts
+    first = cluster.hosts[0]
+    run = subprocess.Popen(hosts_command(cluster, tmp_path, "single", "--steps", "100000"), cwd=ROOT,
+                           env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_steps(tmp_path)
+        trainer = training_process(first.namespace)  # it trains inside the first host, nowhere else
+        assert not any(p != trainer and "--config-json" in psutil.Process(p).cmdline()
+                       for h in cluster.hosts[1:] for p in network.processes_in(h.namespace))
+        record = run_record(tmp_path)
+        assert record["placement"] == {"launch": "ssh", "ssh": env["DISTBENCH_SSH"],
+                                       "hosts": {"worker 0": first.address}}
+        assert record["status"] == "running" and record["environment"]  # the host's process opened the run
+        began = time.monotonic()
+        for pid in network.processes_in(first.namespace):
+            os.kill(pid, signal.SIGKILL)
+        run.wait(timeout=ENDED_WITHIN_S)
+        ended_s = time.monotonic() - began
+    finally:
+        if run.poll() is None:
+            run.kill()
+    record = run_record(tmp_path)  # recorded by the launcher: nobody was left on the host to do it
+    assert ended_s < ENDED_WITHIN_S and record["status"].startswith("failed: worker 0 "), record["status"]
+    assert record["summary"]["global_steps"] > 0, record["summary"]
+    nothing_left(cluster, tmp_path)
+
+
+@pytest.mark.slow
+@on_hosts
+def test_the_default_comparison_runs_every_run_on_the_hosts_baseline_included(hosts, tmp_path):
+    cluster, env = hosts
+    addresses = ",".join(h.address for h in cluster.hosts)
+    done = subprocess.run([sys.executable, "-m", "bench", "all", "--strategies", "single,ps-sync", "--models", "mlp",
+                           "--workers", "1,2", "--steps", "30", "--convergence-steps", "0", "--hosts", addresses,
+                           "--ps", "1", "--output", str(tmp_path)], cwd=ROOT, env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=8 * RUN_LIMIT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(p.read_text()) for p in tmp_path.glob("compare-*/*/run.json")]
+    # the baseline's 3 runs and ps-sync's at 1 and 2 workers, each ok, each placed over ssh, each summarized
+    assert sorted(r["config"]["strategy"] for r in records) == ["ps-sync", "ps-sync", "single", "single", "single"]
+    assert all(r["summary"].get("throughput_examples_per_s") for r in records), [r["summary"] for r in records]
+    assert all(r["status"] == "ok" and r["placement"]["launch"] == "ssh" for r in records), \
+        [r["status"] for r in records]
+    assert (tmp_path / "report.html").exists()
     nothing_left(cluster, tmp_path)
 
 

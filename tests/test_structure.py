@@ -255,7 +255,7 @@ def test_a_runs_path_looks_its_strategy_up_once_and_hands_it_down():
 # The host kinds (docs/adding-a-launcher.md) and the one module that picks among them
 HOST_KINDS = {"bench.run.launch.this_host", "bench.run.launch.slurm.srun", "bench.run.launch.emulated_hosts",
               "bench.run.launch.ssh_hosts"}
-LAUNCHERS = ("bench.run.launch.cluster", "bench.run.launch.mpi", "bench.run.launch.close")
+LAUNCHERS = ("bench.run.launch.cluster", "bench.run.launch.mpi", "bench.run.launch.one_host", "bench.run.launch.close")
 
 
 def test_the_launchers_reach_hosts_only_through_the_host_kind_interface():

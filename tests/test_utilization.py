@@ -83,3 +83,17 @@ def test_peak_records_what_measured_it(tmp_path, monkeypatch):
     assert record["command"].startswith("./run_bench.sh peak") and record["tensorflow"]
     peak.write(record, record["key"])
     assert json.loads(peak.path(peak.device_key()).read_text())["tflops"] == record["tflops"]
+
+
+@pytest.mark.parametrize("placement, count, words", [
+    ({"scheduler": "slurm", "hosts": {"worker 0": {"node": "n1", "address": "10.0.0.1"},
+                                      "worker 1": {"node": "n2", "address": "10.0.0.2"},
+                                      "ps 0": {"node": "n2", "address": "10.0.0.2"}}},
+     2.0, "2 nodes of a Slurm allocation, each one device"),
+    ({"launch": "ssh", "ssh": "ssh", "hosts": {"worker 0": "a", "worker 1": "b", "ps 0": "c"}},
+     3.0, "3 hosts, each one device"),
+    ({"launch": "ssh", "ssh": "ssh", "hosts": {"worker 0": "a"}}, 1.0, "one machine"),  # a one-process run's host
+    (None, 1.0, "one machine"),
+])
+def test_the_devices_a_peak_is_multiplied_by_are_the_distinct_hosts_of_any_placement(placement, count, words):
+    assert utilization.devices({"placement": placement}) == (count, words)

@@ -49,13 +49,10 @@ def check_resume_flags(typed: set[str]) -> None:
 
 
 def check_hosts(config: RunConfig, strategy_cls: type[Strategy]) -> None:
-    """--hosts starts a TensorFlow cluster's tasks over ssh, an MPI job's ranks through mpirun or horovodrun."""
+    """--hosts starts a TensorFlow cluster's tasks over ssh, an MPI job's ranks through mpirun or horovodrun,
+    a one-process run's process on the first host."""
     if not config.hosts:
         return
-    kind = strategy_cls.runs_as.kind
-    if kind == IN_PROCESS:
-        raise UsageError(f"--hosts: {config.strategy} runs in one process; use a strategy of several processes "
-                         "(ps, TensorFlow-cluster or allreduce)")
     if srun.in_allocation():
         raise UsageError("--hosts: inside a Slurm allocation Slurm places the tasks; drop --hosts")
 

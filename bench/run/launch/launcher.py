@@ -8,14 +8,16 @@ from bench.config import RunConfig
 from bench.run.contract import IN_PROCESS, MPI, TF_CLUSTER, Strategy, WorkerContext
 from bench.run.launch.interrupts import Interrupted, interruptible
 from bench.run.launch.slurm import srun
-from bench.run.process.lifecycle import close_run, start_run
+from bench.run.process.lifecycle import close_run, joined_run, open_run, start_run
 from bench.run.process.process import prepare_process, train
 from bench.usage import refuse
 
 
 def run_in_process(config: RunConfig, strategy: type[Strategy]) -> int:
     runtime = prepare_process(config, strategy)
-    folder, run_start = start_run(config, strategy)
+    joined = joined_run()  # started on its host by a launcher (bench.run.launch.one_host): its folder, its clock
+    folder, run_start = (open_run(config, strategy, joined[1], folder=joined[0]), joined[1]) if joined \
+        else start_run(config, strategy)
     where = srun.step_record()
     if where:
         folder.update_run(placement=where)
@@ -41,6 +43,10 @@ def run_one(config: RunConfig, strategy: type[Strategy]) -> int:
     if kind == IN_PROCESS:
         if srun.in_allocation():
             return srun.run_as_step(config.to_json(), Path(config.output).resolve())
+        if config.hosts and not joined_run():
+            from bench.run.launch import one_host
+
+            return one_host.run_on_first_host(config, strategy)
         return run_in_process(config, strategy)
     if kind == TF_CLUSTER:
         from bench.run.launch import cluster as cluster_launcher

@@ -23,9 +23,12 @@ def devices(record: dict[str, Any]) -> tuple[float, str]:
         budget, cores = network.get("host_cores"), env.get("cpu_count") or 1
         share = min(1.0, len(network["hosts"]) * budget / cores) if budget else 1.0
         return share, f"{len(network['hosts'])} emulated hosts on one machine ({share:.3g} of its cores)"
-    nodes = {h.get("node") for h in ((record.get("placement") or {}).get("hosts") or {}).values()} - {None}
+    placement = record.get("placement") or {}
+    # Slurm names each process's node and address; --hosts (over ssh) the host each went to
+    nodes = {h if isinstance(h, str) else h.get("node") for h in (placement.get("hosts") or {}).values()} - {None}
     if len(nodes) > 1:
-        return float(len(nodes)), f"{len(nodes)} nodes of a Slurm allocation, each one device"
+        where = "nodes of a Slurm allocation" if placement.get("scheduler") == "slurm" else "hosts"
+        return float(len(nodes)), f"{len(nodes)} {where}, each one device"
     return 1.0, "one machine"
 
 
