@@ -335,3 +335,19 @@ def test_the_guides_host_kind_runs_a_ps_cluster_and_an_mpi_job(tmp_path, strateg
     assert record["status"] == "ok" and record["placement"]["launch"] == "pinned"
     assert set(record["placement"]["cores"]) == tasks
     assert not leftover_processes(str(results))
+
+
+@pytest.mark.parametrize("task, described", [
+    ("kill -9 $$", "worker 1 was killed by SIGKILL on its host"),
+    ("echo broken >&2; exit 3", "worker 1 exited with status 3: broken"),
+])
+def test_a_guarded_tasks_death_by_signal_on_its_host_is_named_as_one(tmp_path, task, described):
+    # ssh passes on the guard's status: 128 + N when the task died of signal N, which the supervisor ranks
+    # as a cause, as it does a local child's death by signal
+    from bench.run.launch.processes import start
+
+    child = start("worker 1", [sys.executable, "-m", "bench.run.launch.remote_task", "sh", "-c", task],
+                  tmp_path / "worker1.log", hold_stdin=True)
+    child.process.wait(timeout=60)  # a Python start-up, then a shell that ends at once
+    assert child.describe_exit() == described
+    assert (child.killed_by() is not None) == ("kill" in task)

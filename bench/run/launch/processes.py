@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.run.launch.interrupts import hurried
+from bench.run.launch.remote_task import signal_of
 
 TERM_GRACE_S = 3.0
 PR_SET_PDEATHSIG = 1
@@ -33,17 +34,28 @@ class Child:
     name: str
     process: subprocess.Popen
     log: Path
+    guarded: bool = False  # a task on another host under bench.run.launch.remote_task (its stdin held)
 
     @property
     def exited(self) -> bool:
         return self.process.poll() is not None
 
+    def killed_by(self) -> signal.Signals | None:
+        """The signal that ended it: this child's own death, or, for a guarded task, its death on its host."""
+        code = self.process.returncode
+        if code is None:
+            return None
+        if code < 0:
+            return signal.Signals(-code)
+        return signal_of(code) if self.guarded else None
+
     def describe_exit(self) -> str:
         code = self.process.returncode
         if code is None:
             return f"{self.name} is running"
-        if code < 0:
-            return f"{self.name} was killed by {signal.Signals(-code).name}"
+        killer = self.killed_by()
+        if killer:
+            return f"{self.name} was killed by {killer.name}" + (" on its host" if code > 0 else "")
         last = last_line(self.log)
         return f"{self.name} exited with status {code}" + (f": {last}" if last else "")
 
@@ -66,7 +78,8 @@ def start(name: str, argv: Sequence[str], log: Path, env: dict[str, str] | None 
           echo: bool = False, hold_stdin: bool = False) -> Child:
     """Start a child whose output goes to `log` (and, with `echo`, to our stderr too). With `hold_stdin`
     its stdin is a pipe this process holds open and never writes: it closes when this process ends
-    (an ssh client's remote task ends with it: bench.run.launch.remote_task)."""
+    (an ssh client's remote task ends with it: bench.run.launch.remote_task), and an exit status of
+    128 + N reads as its task killed by signal N there, as the guard reports it."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         process = subprocess.Popen(list(argv), stdout=subprocess.PIPE if echo else out, stderr=subprocess.STDOUT,
@@ -74,7 +87,7 @@ def start(name: str, argv: Sequence[str], log: Path, env: dict[str, str] | None 
                                    env={**os.environ, **(env or {})}, preexec_fn=_die_with_parent)
     if echo:
         threading.Thread(target=_tee, args=(process.stdout, log), daemon=True).start()
-    return Child(name, process, log)
+    return Child(name, process, log, guarded=hold_stdin)
 
 
 def _tee(stream, log: Path) -> None:

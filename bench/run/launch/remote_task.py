@@ -17,6 +17,15 @@ import sys
 import threading
 
 GRACE_S = 10.0  # a task's own SIGTERM handling (its records flushed) finishes well within this
+SIGNALLED = 128  # a task killed by signal N: the guard exits 128 + N, as a shell reports it (and ssh passes on)
+
+
+def signal_of(status: int) -> signal.Signals | None:
+    """The signal that killed the guard's task, from the guard's exit status (None: it exited by itself)."""
+    try:
+        return signal.Signals(status - SIGNALLED) if status > SIGNALLED else None
+    except ValueError:  # ssh's own failure is 255
+        return None
 
 
 def end_group(process: subprocess.Popen) -> None:
@@ -56,7 +65,7 @@ def main(argv: list[str]) -> int:
     code = process.wait()
     if ending.is_set():
         end_group(process)  # the task ended, but a child of its group may not have
-    return code if code >= 0 else 128 - code
+    return code if code >= 0 else SIGNALLED - code
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ class ExitLog:
         """The cause among `failed`: a death by signal before an exit with an error status (a
         process that exits by itself usually does so because another died), then the earliest."""
         self.observe()
-        ranked = sorted(failed, key=lambda c: (c.process.returncode >= 0, self.seen.get(c.name, math.inf)))
+        ranked = sorted(failed, key=lambda c: (c.killed_by() is None, self.seen.get(c.name, math.inf)))
         return ranked[0], ranked[1:]
 
 
