@@ -222,6 +222,15 @@ def wait_for_steps(results: Path, timeout_s: float = 120) -> None:
     raise AssertionError("the run recorded no steps")
 
 
+def ended_after_killing(run: subprocess.Popen, pids: list[int]) -> float:
+    """SIGKILL `pids`; the seconds until the launcher `run` ended (it may take ENDED_WITHIN_S)."""
+    began = time.monotonic()
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    run.wait(timeout=ENDED_WITHIN_S)
+    return time.monotonic() - began
+
+
 @pytest.mark.slow
 @on_hosts
 @pytest.mark.parametrize("strategy, lost, why", [
@@ -242,12 +251,8 @@ def test_a_killed_worker_or_a_lost_host_ends_the_run_with_its_reason_and_nothing
     try:
         wait_for_steps(tmp_path)
         victim = cluster.hosts[1 if lost == "worker" else 2]  # worker 1's host, or the ps task's
-        began = time.monotonic()
         pids = [training_process(victim.namespace)] if lost == "worker" else network.processes_in(victim.namespace)
-        for pid in pids:
-            os.kill(pid, signal.SIGKILL)
-        run.wait(timeout=ENDED_WITHIN_S)
-        ended_s = time.monotonic() - began
+        ended_s = ended_after_killing(run, pids)
     finally:
         if run.poll() is None:
             run.kill()
@@ -275,11 +280,7 @@ def test_a_one_process_run_trains_on_the_first_host_and_a_lost_host_ends_it(host
         assert record["placement"] == {"launch": "ssh", "ssh": env["DISTBENCH_SSH"],
                                        "hosts": {"worker 0": first.address}}
         assert record["status"] == "running" and record["environment"]  # the host's process opened the run
-        began = time.monotonic()
-        for pid in network.processes_in(first.namespace):
-            os.kill(pid, signal.SIGKILL)
-        run.wait(timeout=ENDED_WITHIN_S)
-        ended_s = time.monotonic() - began
+        ended_s = ended_after_killing(run, network.processes_in(first.namespace))
     finally:
         if run.poll() is None:
             run.kill()
