@@ -48,7 +48,7 @@ def check_resume_flags(typed: set[str]) -> None:
         raise UsageError(f"--resume goes on with the run's own config; drop {', '.join(others)}")
 
 
-def check_hosts(config: RunConfig, strategy_cls: type[Strategy]) -> None:
+def check_hosts(config: RunConfig) -> None:
     """--hosts starts a TensorFlow cluster's tasks over ssh, an MPI job's ranks through mpirun or horovodrun,
     a one-process run's process on the first host."""
     if not config.hosts:
@@ -63,7 +63,7 @@ def validate(config: RunConfig, strategy_cls: type[Strategy], known: Known) -> R
     strategy its starter knows (for what another could do instead)."""
     if config.emulated_cluster is not None and strategy_cls.runs_as.kind == IN_PROCESS:
         raise UsageError(f"--emulated-cluster: {config.strategy} runs in one process; use a ps or allreduce strategy")
-    check_hosts(config, strategy_cls)
+    check_hosts(config)
     check_model(config, strategy_cls, known)
     check_numbers(config)
     check_workers(config, strategy_cls)
