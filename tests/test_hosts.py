@@ -352,3 +352,19 @@ def test_a_guarded_tasks_death_by_signal_on_its_host_is_named_as_one(tmp_path, t
     child.process.wait(timeout=60)  # a Python start-up, then a shell that ends at once
     assert child.describe_exit() == described
     assert (child.killed_by() is not None) == ("kill" in task)
+
+
+def test_a_watched_run_records_the_machine_its_chief_trained_on_not_the_launchers(tmp_path):
+    # --hosts from a laptop: the launcher opened run.json with the laptop's description; the run's
+    # throughput and MFU belong to the chief's host (bench.run.launch.close)
+    from bench.config import RunConfig
+    from bench.run.launch.close import close_watched_run
+    from bench.run.process.records import RunFolder
+    from strategies import registry
+
+    folder = RunFolder.create(str(tmp_path), "watched")
+    folder.update_run(run_id=folder.run_id, run_start_epoch_s=time.time(), environment={"host": "laptop"})
+    folder.write_task_report(0, {"environment": {"host": "h0", "cpu_model": "AMD EPYC"}})
+    config = RunConfig(strategy="ps-sync")
+    assert close_watched_run(folder, config, registry.get("ps-sync"), "ok", time.time()) == 0
+    assert folder.read_run()["environment"] == {"host": "h0", "cpu_model": "AMD EPYC"}

@@ -1,5 +1,6 @@
 """The one end of a run that a launcher (or a hand-started chief) watched: its status as the
-scheduler explains it, the workers' own reports, where its processes ran, then run.json."""
+scheduler explains it, the workers' own reports (the chief's machine among them), where its
+processes ran, then run.json."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ def close_watched_run(folder: RunFolder, config: RunConfig, strategy: type[Strat
     status = hosts.kind.explain(status) if hosts else status
     chief = folder.task_reports().get(0, {})
     extra: dict[str, Any] = hosts.closing_record(folder, config, strategy) if hosts else {}
+    if chief.get("environment"):  # the machine the chief trained on, wherever the launcher ran
+        extra["environment"] = chief["environment"]
     if outcome is not None:
         extra["ended_after_failure_s"] = outcome.ended_after_failure_s
         if outcome.failed_at_epoch_s is not None:

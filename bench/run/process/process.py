@@ -10,6 +10,7 @@ from typing import Any
 
 from bench.config import RunConfig
 from bench.run.contract import Strategy, WorkerContext, worker_class
+from bench.run.process import environment
 from bench.run.process.harness import run_worker
 from bench.run.process.records import RunFolder
 from bench.run.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
@@ -37,12 +38,18 @@ def prepare_process(config: RunConfig, strategy: type[Strategy]) -> dict:
 def train(config: RunConfig, strategy: type[Strategy], context: WorkerContext, folder: RunFolder,
           runtime: dict, show_progress: bool = True) -> dict[str, Any]:
     """Train this process's worker to the run's end. Returns its report: `runtime` (what
-    prepare_process did), `startup_s`, `local_steps` and `strategy_info`; or, when training
-    raised, `error` (the failure's one line; its traceback went to stderr). An interruption
-    (a KeyboardInterrupt) is not a failure of training and goes up to the caller."""
+    prepare_process did), the chief's `environment` (the machine it ran on), `startup_s`, `local_steps` and
+    `strategy_info`; or, when training raised, `error` (the failure's one line; its traceback went to
+    stderr). An interruption (a KeyboardInterrupt) is not a failure of training and goes up to the caller."""
     try:
         outcome = run_worker(config, strategy, context, folder, show_progress=show_progress)
     except Exception as exc:  # noqa: BLE001 - any failure is recorded by the caller, from the report
-        return {"runtime": runtime, **failure_report(exc)}
-    return {"runtime": runtime, "startup_s": outcome.startup_s, "local_steps": outcome.local_steps,
-            "strategy_info": outcome.strategy_info}
+        report = failure_report(exc)
+    else:
+        report = {"startup_s": outcome.startup_s, "local_steps": outcome.local_steps,
+                  "strategy_info": outcome.strategy_info}
+    # described after the steps, which it does not delay: a launcher on another machine (--hosts from a
+    # laptop) opened run.json with its own machine's description, and the chief's is the one the run's
+    # throughput and MFU belong to (bench.run.launch.close)
+    here = {"environment": environment.describe()} if context.is_chief else {}
+    return {"runtime": runtime, **here, **report}

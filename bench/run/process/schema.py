@@ -27,7 +27,8 @@ RUN_FIELDS: dict[str, str] = {
     "config": "the RunConfig, as given and defaulted",
     "strategy": "what the strategy declared of itself (name, family, variant, ...)",
     "strategy_description": "one line about the strategy",
-    "environment": "host, CPU, GPUs, Python, TensorFlow, Horovod, MPI, the suite's commit",
+    "environment": "the machine the chief trained on (host, CPU, GPUs), Python, TensorFlow, Horovod, MPI, "
+                   "the suite's commit",
     "model": "the built model's facts (parameters, gradient bytes, tables)",
     "exchange": "bytes per worker step by the strategy's formula, per role",
     "cluster": "multi-process runs: the TF cluster (role -> host:port)",
