@@ -354,11 +354,12 @@ def test_a_guarded_tasks_death_by_signal_on_its_host_is_named_as_one(tmp_path, t
     assert (child.killed_by() is not None) == ("kill" in task)
 
 
-def test_a_watched_run_records_the_machine_its_chief_trained_on_not_the_launchers(tmp_path):
+def test_a_watched_run_records_the_machine_its_chief_trained_on_not_the_launchers(tmp_path, monkeypatch):
     # --hosts from a laptop: the launcher opened run.json with the laptop's description; the run's
     # throughput and MFU belong to the chief's host (bench.run.launch.close)
     from bench.config import RunConfig
     from bench.run.launch.close import close_watched_run
+    from bench.run.process import utilization
     from bench.run.process.records import RunFolder
     from strategies import registry
 
@@ -366,5 +367,8 @@ def test_a_watched_run_records_the_machine_its_chief_trained_on_not_the_launcher
     folder.update_run(run_id=folder.run_id, run_start_epoch_s=time.time(), environment={"host": "laptop"})
     folder.write_task_report(0, {"environment": {"host": "h0", "cpu_model": "AMD EPYC"}})
     config = RunConfig(strategy="ps-sync")
+    read = []  # the machine whose peak the summary's MFU divides by
+    monkeypatch.setattr(utilization, "figures", lambda record, _: read.append(record["environment"]) or {})
     assert close_watched_run(folder, config, registry.get("ps-sync"), "ok", time.time()) == 0
     assert folder.read_run()["environment"] == {"host": "h0", "cpu_model": "AMD EPYC"}
+    assert read == [{"host": "h0", "cpu_model": "AMD EPYC"}]

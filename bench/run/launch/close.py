@@ -20,8 +20,8 @@ def close_watched_run(folder: RunFolder, config: RunConfig, strategy: type[Strat
     status = hosts.kind.explain(status) if hosts else status
     chief = folder.task_reports().get(0, {})
     extra: dict[str, Any] = hosts.closing_record(folder, config, strategy) if hosts else {}
-    if chief.get("environment"):  # the machine the chief trained on, wherever the launcher ran
-        extra["environment"] = chief["environment"]
+    if chief.get("environment"):  # the machine the chief trained on, wherever the launcher ran: recorded
+        folder.update_run(environment=chief["environment"])  # before the summary's MFU reads its peak
     if outcome is not None:
         extra["ended_after_failure_s"] = outcome.ended_after_failure_s
         if outcome.failed_at_epoch_s is not None:
