@@ -21,6 +21,24 @@ def test_srun_names_the_rank_a_signal_killed_not_the_one_that_exited_after_it(tm
     assert which_rank_failed(log) == "rank 2 on node-3: exited with exit code 1"
 
 
+def test_a_rank_that_aborts_on_a_closed_socket_is_named_with_what_it_saw(tmp_path):
+    # the tail of a ranks' log of tests/test_hosts.py: rank 1 was SIGKILLed on its host, rank 2 saw the
+    # socket close and aborted first; the run said "ranks exited with status 14: [vm:1] PMIX ERROR: ..."
+    log = tmp_path / "ranks.log"
+    log.write_text("""[h2:00000] *** An error occurred in Socket closed
+[h2:00000] *** reported by process [2456420353,2]
+[h2:00000] *** on a NULL communicator
+[h2:00000] *** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,
+--------------------------------------------------------------------------
+prterun has exited due to process rank 2 with PID 0 on node h2 calling
+"abort". This may have caused other processes in the application to be
+terminated by signals sent by prterun (as reported here).
+--------------------------------------------------------------------------
+[vm:1] PMIX ERROR: PMIX_ERR_NOT_FOUND in file pmix_server.c at line 1747
+""")
+    assert which_rank_failed(log) == "rank 2 on h2 aborted: a peer's connection closed (Socket closed)"
+
+
 def test_only_a_death_inside_mpi_init_is_the_race(tmp_path):
     log = tmp_path / "ranks.log"
     log.write_text(CRASH)

@@ -40,6 +40,12 @@ def which_rank_failed(log: Path, since: int = 0) -> str | None:
     peer = re.search(r"peer process has unexpectedly disconnected.*?Local host: (\S+) .*?Peer host: (\S+)", text)
     if peer:
         return f"the rank on {peer.group(2)} disconnected (its peer on {peer.group(1)} saw it go)"
+    # the same seen by Open MPI 5 as an error on a socket: the rank that saw it aborts the job, and mpirun
+    # names only that rank (the one that went is in no line of the log)
+    aborted = re.search(r"An error occurred in Socket closed .*?prterun has exited due to process rank (\d+) "
+                        r"with PID \d+ on node (\S+) calling \"abort\"", text)
+    if aborted:
+        return f"rank {aborted.group(1)} on {aborted.group(2)} aborted: a peer's connection closed (Socket closed)"
     by_srun = srun_cause(raw)
     if by_srun:
         node, task, how = by_srun

@@ -12,6 +12,7 @@ from bench.config import RunConfig
 from bench.run.contract import Strategy, WorkerContext, worker_class
 from bench.run.process import environment
 from bench.run.process.harness import run_worker
+from bench.run.process.lifecycle import joined_run
 from bench.run.process.records import RunFolder
 from bench.run.quiet_tf import import_tensorflow_quietly, start_runtime_quietly
 
@@ -48,8 +49,8 @@ def train(config: RunConfig, strategy: type[Strategy], context: WorkerContext, f
     else:
         report = {"startup_s": outcome.startup_s, "local_steps": outcome.local_steps,
                   "strategy_info": outcome.strategy_info}
-    # described after the steps, which it does not delay: a launcher on another machine (--hosts from a
-    # laptop) opened run.json with its own machine's description, and the chief's is the one the run's
-    # throughput and MFU belong to (bench.run.launch.close)
-    here = {"environment": environment.describe()} if context.is_chief else {}
+    # described after the steps, which it does not delay: a launcher, maybe on another machine (--hosts
+    # from a laptop), opened run.json with its own machine's description, and the chief's is the one the
+    # run's throughput and MFU belong to (bench.run.launch.close); a process that opened it has described it
+    here = {"environment": environment.describe()} if context.is_chief and joined_run() else {}
     return {"runtime": runtime, **here, **report}
