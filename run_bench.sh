@@ -11,6 +11,7 @@
 #   ./run_bench.sh project [flags] throughput at cluster sizes nobody here can run
 #   ./run_bench.sh profile [flags] the transport profile of these machines (salloc -N 2: across nodes)
 #   ./run_bench.sh peak [flags]    this machine's peak FLOP/s (float32 matmuls), for each run's MFU
+#   ./run_bench.sh gpu-check       on a GPU host: TensorFlow sees the GPUs, Horovod has NCCL, every process its own GPU
 #   ./run_bench.sh cluster up --hosts H --link-mbit M | env | down | status | check
 #                                  hosts in network namespaces with Slurm, links capped (root)
 # Inside a Slurm allocation (salloc, sbatch) every run's processes are srun job steps.
@@ -250,22 +251,24 @@ ensure_slurm() {
     fi
 }
 
-# mpirun refuses to run as root and to place more ranks than cores unless told.
+# mpirun refuses to run as root and to place more ranks than cores unless told. Ranks are mapped by slot, so
+# that a rank's local rank, which picks its GPU, is its place in world order (docs/gpus.md).
 mpi_env() {
     if [[ "$(id -u)" == 0 ]]; then
         export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     fi
-    export OMPI_MCA_rmaps_base_oversubscribe=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe
+    export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_rmaps_base_mapping_policy=slot \
+        PRTE_MCA_rmaps_default_mapping_policy=slot:oversubscribe
 }
 
 # The same settings for users who type `mpirun` after `source .venv/bin/activate`.
 patch_activate() {
-    local act="$VENV/bin/activate" marker="# distbench: mpirun settings"
+    local act="$VENV/bin/activate" marker="# distbench: mpirun settings (ranks by slot)"
     grep -qF "$marker" "$act" && return
     {
         echo "$marker"
         echo 'if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi'
-        echo 'export OMPI_MCA_rmaps_base_oversubscribe=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe'
+        echo 'export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_rmaps_base_mapping_policy=slot PRTE_MCA_rmaps_default_mapping_policy=slot:oversubscribe'
     } >>"$act"
 }
 
@@ -305,7 +308,7 @@ main() {
             log "ready: source .venv/bin/activate"
             return ;;
         -h|--help|help)
-            sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
             return ;;
     esac
     local flavor_flag=""
@@ -321,7 +324,7 @@ main() {
         cluster)
             [[ "${1:-}" == up ]] && ensure_slurm
             exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
-        all|report|micro|stragglers|network|tradeoffs|overhead|project|profile|peak)
+        all|report|micro|stragglers|network|tradeoffs|overhead|project|profile|peak|gpu-check)
             exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
         *) exec "$VENV/bin/python" -m bench --strategy "$cmd" "$@" ;;
     esac

@@ -29,7 +29,7 @@ SUBCOMMANDS = {"report": "bench.analysis.report.cli:main", "all": "bench.drivers
                "cluster": "bench.infra.emulated.cli:main", "network": "bench.drivers.presets.network:main",
                "tradeoffs": "bench.drivers.presets.tradeoffs:main", "project": "bench.analysis.projection.cli:main",
                "overhead": "bench.drivers.overhead.run:main", "profile": "bench.drivers.profile.run:main",
-               "peak": "bench.drivers.peak:main"}
+               "peak": "bench.drivers.peak:main", "gpu-check": "bench.drivers.gpu_check:main"}
 
 
 def _hosts(text: str) -> tuple[str, ...]:
@@ -47,7 +47,7 @@ def run_parser() -> argparse.ArgumentParser:
     )
     d = RunConfig()
     for add_group in (_what_to_train, _embedding_and_teacher, _evaluation_and_output, _checkpoints_and_faults,
-                      _topology):
+                      _topology, _gpus):
         add_group(p, d)
     g = p.add_argument_group("strategy options")
     for opt in registry.all_options():
@@ -174,10 +174,32 @@ def _topology(p: argparse.ArgumentParser, d: RunConfig) -> None:
     g.add_argument("--emulated-cluster", nargs="?", const="bench", default=None, metavar="NAME",
                    help="run each ps and worker on its own host of the emulated cluster NAME (default: bench; "
                    "see ./run_bench.sh cluster up)")
-    g.add_argument("--hosts", type=lambda t: tuple(h for h in t.split(",") if h), default=(), metavar="H1,H2,...",
+    # every name kept, empty ones too: `--hosts ,` is refused (bench.config.check_topology), not read as no hosts
+    g.add_argument("--hosts", type=lambda t: tuple(t.split(",")), default=(), metavar="H1,H2,...",
                    help="hosts without a scheduler: each task started on its host over ssh, an MPI strategy's "
                         "ranks through mpirun -H (workers first, then ps tasks; DISTBENCH_SSH sets the command, "
                         "docs/several-hosts.md)")
+
+
+def _gpus(p: argparse.ArgumentParser, d: RunConfig) -> None:
+    g = p.add_argument_group("GPUs (docs/gpus.md)")
+    g.add_argument("--gpus-per-host", type=int, default=d.gpus_per_host, metavar="N",
+                   help="each host's GPUs where none are found (to plan, or to test the placement without GPUs); "
+                        "where GPUs are found, N may take fewer (default: the host's)")
+    g.add_argument("--gpus-per-worker", type=int, default=d.gpus_per_worker, metavar="K",
+                   help="GPUs each worker process drives, as towers whose gradients it sums before the exchange "
+                        "(default: %(default)s)")
+    g.add_argument("--gpus-per-ps", type=int, default=d.gpus_per_ps, metavar="K",
+                   help="GPUs each ps task sees (default: %(default)s)")
+    g.add_argument("--share-gpus", action="store_true",
+                   help="let more GPU processes onto a host than it has GPUs, each with a memory limit")
+    g.add_argument("--gpu-memory-fraction", type=float, default=d.gpu_memory_fraction, metavar="F",
+                   help="each process takes this fraction of each GPU's memory (the seed's "
+                        "per_process_gpu_memory_fraction; default: memory growth, the seed's allow_growth)")
+    g.add_argument("--dry-run", action="store_true",
+                   help="print the processes the run would start (host, role, local rank, GPUs, memory, "
+                        "collective), one line each, and start none")
+    g.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON on stdout")
 
 
 def resumed(parsed: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
@@ -248,6 +270,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv and argv[0] in SUBCOMMANDS:
             return _subcommand(argv[0], argv[1:])
         config, strategy = run_from_args(argv)
+        if "--json" in argv and "--dry-run" not in argv:
+            raise UsageError("--json goes with --dry-run (the plan as JSON)")
+        if "--dry-run" in argv:
+            from bench.run.launch import gpu_plan
+
+            return gpu_plan.show(config, strategy, as_json="--json" in argv)
     except UsageError as exc:
         return refuse(exc)
     from bench.run.launch.launcher import run_one

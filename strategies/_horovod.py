@@ -10,6 +10,7 @@ from typing import ClassVar
 
 from bench.config import RunConfig
 from bench.errors import UsageError
+from bench.infra.gpus import horovod_links_nccl
 from bench.options import Option, non_negative
 from bench.run.contract import GLOO_CONTROLLER, MPI_CONTROLLER, MpiRanks, Strategy
 
@@ -90,3 +91,13 @@ class HorovodStrategy(Strategy):
     @classmethod
     def wire(cls, config: RunConfig) -> str | None:
         return cls.runs_as.rank_controller(config)  # Horovod's collectives go over its controller's transport
+
+    @classmethod
+    def collective(cls, config: RunConfig, role: str, on_gpus: bool) -> str:
+        over = f"Horovod over {cls.runs_as.rank_controller(config).upper()}"
+        if not on_gpus:
+            return over
+        # without NCCL, Horovod copies GPU tensors to host memory and reduces them over MPI or Gloo
+        if horovod_links_nccl():
+            return f"{over}, NCCL among the GPUs"
+        return f"{over}, GPU tensors through host memory (no NCCL)"

@@ -33,6 +33,7 @@ class ParameterServerStrategy(Strategy):
     options: ClassVar[tuple[Option, ...]] = PS_OPTIONS
     traces_exchange = True
     exchange_trace = STEP_STATS_SOURCE
+    worker_towers = True  # a worker of K GPUs sums its towers' gradients, then pushes them (tf_cnn_benchmarks)
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:
@@ -52,6 +53,13 @@ class ParameterServerStrategy(Strategy):
     @classmethod
     def wire(cls, config: RunConfig) -> str | None:
         return GRPC
+
+    @classmethod
+    def collective(cls, config: RunConfig, role: str, on_gpus: bool) -> str:
+        if role == "ps":
+            return "serves its variables over gRPC"
+        towers = f", its {config.gpus_per_worker} towers summed first" if config.gpus_per_worker > 1 else ""
+        return f"pulls and pushes over gRPC to {config.ps} ps task(s){towers}"
 
     @classmethod
     def traffic(cls, config: RunConfig, gradient: Gradient) -> dict[str, tuple[float, float]]:

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 from bench.config import RunConfig
 from bench.errors import UsageError
-from bench.options import Option, flag_bool
+from bench.options import Option
 from bench.run.contract import IN_GRAPH, Strategy
 
 VARIABLE_DEVICE = Option("variable_device", str, "cpu", "multi-tower/mirrored: where variables live (cpu|gpu0)",
                          choices=("cpu", "gpu0"))
-GPU_MEMORY_FRACTION = Option("gpu_memory_fraction", float, None,
-                             "fraction of each GPU's memory TensorFlow may take (recorded on CPU)",
-                             check=lambda f: None if 0 < f <= 1 else "must be in (0, 1]")
-ALLOW_GROWTH = Option("allow_growth", flag_bool, False, "grow GPU memory as needed (true|false)")
-TOWER_OPTIONS = (VARIABLE_DEVICE, GPU_MEMORY_FRACTION, ALLOW_GROWTH)
+TOWER_OPTIONS = (VARIABLE_DEVICE,)
 
 
 class TowerStrategy(Strategy):
@@ -31,3 +27,11 @@ class TowerStrategy(Strategy):
     @classmethod
     def worker_batch(cls, config: RunConfig) -> int:
         return config.batch_size * config.workers
+
+    @classmethod
+    def gpus(cls, config: RunConfig) -> dict[str, int]:
+        return {"worker": config.workers}  # its towers: the host's GPUs, one a tower
+
+    @classmethod
+    def collective(cls, config: RunConfig, role: str, on_gpus: bool) -> str:
+        return f"towers' gradients reduced in this process, on {config.option('variable_device')} (the variables')"

@@ -34,6 +34,11 @@ class AllreduceTF(Strategy):
         return GRPC  # its ring collectives' messages
 
     @classmethod
+    def collective(cls, config: RunConfig, role: str, on_gpus: bool) -> str:
+        # the worker's own choice (strategies/workers/allreduce_tf.py): NCCL among GPUs, else the ring over gRPC
+        return f"MultiWorkerMirroredStrategy, {'NCCL' if on_gpus else 'RING over gRPC'}"
+
+    @classmethod
     def traffic(cls, config: RunConfig, gradient: Gradient) -> dict[str, tuple[float, float]]:
         ring = sparse_allreduce_bytes(gradient, config.workers)
         return {"worker": (ring, ring)}

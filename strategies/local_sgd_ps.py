@@ -22,6 +22,7 @@ class LocalSgdPS(ParameterServerStrategy):
     worker = "strategies.workers.local_sgd_ps:LocalSgdPSWorker"
     options = (SYNC_PERIOD, PS_PLACEMENT, compression_option((NONE,), "local-sgd-ps"))
     traces_exchange = False
+    worker_towers = False  # its worker trains a copy of its own on one device
     exchange_trace = ("not traced per variable: it pushes model deltas every H steps, not gradients each step; "
                       "the split's communication is the averaging")
 

@@ -59,6 +59,7 @@ class PSCoordinator(ParameterServerStrategy):
     v1_graph = False  # eager TensorFlow 2 on the coordinator: a Keras 3 model runs
     options: ClassVar[tuple[Option, ...]] = (STEPS_PER_FUNCTION,)
     traces_exchange = False
+    worker_towers = False  # TensorFlow would make a worker of K GPUs K replicas of each scheduled step
     exchange_trace = ("not traced per variable: its steps run as scheduled functions on the workers, where no "
                       "session.run can ask for their statistics; the split's communication is the whole of it")
 
@@ -72,6 +73,14 @@ class PSCoordinator(ParameterServerStrategy):
     @classmethod
     def processes(cls, config: RunConfig) -> dict[str, int]:
         return {"ps": config.ps, "worker": config.workers, "chief": 1}
+
+    @classmethod
+    def collective(cls, config: RunConfig, role: str, on_gpus: bool) -> str:
+        if role == "chief":
+            return "schedules functions onto the workers over gRPC; computes nothing"
+        if role == "worker":
+            return f"runs the scheduled steps, its variables on {config.ps} ps task(s) over gRPC"
+        return "serves its variables over gRPC"
 
     @classmethod
     def variant(cls, config: RunConfig) -> str:

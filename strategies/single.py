@@ -15,5 +15,9 @@ class Single(Strategy):
     worker_range = (1, 1)
 
     @classmethod
+    def gpus(cls, config: RunConfig) -> dict[str, int]:
+        return {"worker": 1}
+
+    @classmethod
     def sparse_exchange(cls, config: RunConfig) -> SparseExchange:
         return SparseExchange("none (one replica)")

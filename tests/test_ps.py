@@ -22,6 +22,10 @@ def background_jobs(item) -> dict:
         return {"ps-sync one step": run_to_end("--strategy", "ps-sync", "--workers", "2", "--ps", "1", "--batch-size",
                                                str(B), "--steps", "1", "--warmup-steps", "0", "--no-shuffle",
                                                "--lr", "0.1", "--save-weights")}
+    if name == "test_a_ps_sync_worker_of_two_towers_steps_as_one_single_step_of_their_whole_batch":
+        return {"ps-sync towers": run_to_end("--strategy", "ps-sync", "--workers", "1", "--ps", "1",
+                                             "--gpus-per-worker", "2", "--batch-size", str(B), "--steps", "1",
+                                             "--warmup-steps", "0", "--no-shuffle", "--lr", "0.1", "--save-weights")}
     if name == "test_two_ps_tasks_hold_what_the_placement_says":
         placement = item.callspec.params["placement"]
         return {("ps placement", placement): run_to_end("--strategy", "ps-async", "--workers", "1", "--ps", "2",
@@ -39,6 +43,16 @@ def test_ps_sync_step_equals_one_single_step_of_the_whole_batch(background):
         ps_weights = [f[f"arr_{i}"] for i in range(len(f.files))]
     single = train_in_process(config_for("single", batch_size=2 * B), steps=1)
     assert_weights_close(ps_weights, single)
+
+
+def test_a_ps_sync_worker_of_two_towers_steps_as_one_single_step_of_their_whole_batch(background):
+    # tf_cnn_benchmarks' worker of several GPUs: its towers' gradients averaged on the worker, then pushed; here its
+    # towers are two logical CPU devices of the worker's server
+    results = background.result("ps-sync towers")
+    record = run_record(results)
+    assert [t.rsplit("/", 1)[-1] for t in record["strategy_info"]["towers"]] == ["device:CPU:0", "device:CPU:1"]
+    single = train_in_process(config_for("single", batch_size=2 * B), steps=1)
+    assert_weights_close(load_weights(run_dir(results) / "weights.npz"), single)
 
 
 def finished_run(results, *args):

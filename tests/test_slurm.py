@@ -101,6 +101,32 @@ def test_every_strategy_places_its_processes_on_the_allocated_nodes(slurm_env, s
     assert not node_processes(*HOST_NAMES)
 
 
+def test_a_plan_on_two_nodes_of_4_gpus_puts_four_ranks_on_each_node_on_gpus_0_to_3(slurm_env, shared):
+    done = salloc(slurm_env, 2, "--strategy", "allreduce", "--workers", "8", "--gpus-per-host", "4", "--dry-run",
+                  "--json", "--output", str(shared))
+    assert done.returncode == 0, done.stderr[-2000:]
+    processes = json.loads(done.stdout)["processes"]
+    nodes = sorted({p["host"] for p in processes})
+    assert len(nodes) == 2 and set(nodes) <= set(HOST_NAMES)
+    for node in nodes:
+        assert sorted(p["gpus"] for p in processes if p["host"] == node) == [[0], [1], [2], [3]]
+    assert not list(shared.iterdir())  # a plan: nothing started, nothing written
+
+
+@pytest.mark.parametrize("flags", [("--strategy", "allreduce", "--workers", "4"),
+                                   ("--strategy", "ps-sync", "--workers", "4", "--ps", "1")], ids=["ranks", "tasks"])
+def test_on_nodes_of_2_gpus_each_process_takes_the_gpu_of_its_place_on_its_node(slurm_env, shared, flags):
+    # srun's ranks by SLURM_LOCALID, a TF cluster's steps by their place among the node's tasks: what the plan said
+    done = salloc(slurm_env, 2, *flags, "--gpus-per-host", "2", *SMALL, "--steps", "20", "--output", str(shared))
+    assert done.returncode == 0, done.stderr[-2000:]
+    [record] = records(shared)
+    planned = {f"{p['role']} {p['index']}": (p["host"], p["gpus"]) for p in record["plan"]}
+    used = {label: (d["host"], d["gpus"]) for label, d in record["devices"].items()}
+    assert used == planned
+    for node in {host for host, _ in used.values()}:
+        assert sorted(g for host, g in used.values() if host == node and g) == [[0], [1]]
+
+
 def test_ps_take_nodes_of_their_own_or_share_when_the_allocation_is_small(slurm_env, shared):
     done = salloc(slurm_env, 2, "--strategy", "ps-sync", "--workers", "2", "--ps", "1", *SMALL, "--steps", "20",
                   "--output", str(shared))

@@ -97,3 +97,33 @@ def test_peak_records_what_measured_it(tmp_path, monkeypatch):
 ])
 def test_the_devices_a_peak_is_multiplied_by_are_the_distinct_hosts_of_any_placement(placement, count, words):
     assert utilization.devices({"placement": placement}) == (count, words)
+
+
+def gpu_process(host: str, gpus: list[int], seen: int | None = None, name: str = "NVIDIA Test GPU") -> dict:
+    """A process's devices record (bench.run.placement.visible), TensorFlow seeing `seen` of its GPUs."""
+    count = len(gpus) if seen is None else seen
+    return {"host": host, "gpus": gpus, "tensorflow_gpus": [{"device": f"/physical_device:GPU:{i}", "name": name,
+                                                            "uuid": f"GPU-{host}-{i}"} for i in range(count)]}
+
+
+def test_a_gpu_runs_peak_is_one_gpus_times_the_gpus_its_processes_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    peak.write({"tflops": 100.0, "dtype": "float32", "command": "./run_bench.sh peak", "date": "today"},
+               peak.device_key("NVIDIA Test GPU"))
+    # a mirrored run of 4 towers in one process, and 2 hosts of 2 ranks: 4 GPUs' peak either way
+    towers = {"devices": {"worker 0": gpu_process("a", [0, 1, 2, 3])}}
+    ranks = {"devices": {f"worker {i}": gpu_process("ab"[i % 2], [i // 2]) for i in range(4)}}
+    for record in (towers, ranks):
+        assert utilization.devices(record)[0] == 4.0
+        peak_s, source = utilization.peak_flops({**record, "config": {}, "environment": {"gpus": ["x"]}})
+        assert peak_s == pytest.approx(4 * 100e12) and "x 4 GPU(s)" in source
+
+
+def test_the_cpu_build_of_tensorflow_on_a_gpu_host_divides_by_the_cpus_peak(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    peak.write({"tflops": 0.5, "dtype": "float32", "command": "./run_bench.sh peak", "date": "today"},
+               peak.device_key(None, "Test CPU", 8))
+    record = {"config": {}, "environment": {"cpu_model": "Test CPU", "cpu_count": 8, "gpus": ["NVIDIA Test GPU"] * 4},
+              "devices": {"worker 0": gpu_process("a", [0], seen=0)}}  # given a GPU, TensorFlow saw none
+    peak_s, _ = utilization.peak_flops(record)
+    assert peak_s == pytest.approx(0.5e12)

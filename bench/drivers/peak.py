@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from bench.infra import peak
+from bench.infra.gpus import computing_gpu
 from bench.usage import OneLineParser, refuse
 
 SIZES = (512, 1024, 2048)
@@ -71,9 +72,8 @@ def measure(sizes: Sequence[int], rounds: int) -> dict:
     tf.get_logger().setLevel("ERROR")  # each size's chain is a function of its own: its "retracing" warning is noise
     by_size = {size: rate_at(tf, size, rounds) for size in sizes}
     best = max(by_size, key=by_size.get)
-    gpus = tf.config.list_logical_devices("GPU")
-    device = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0]).get(
-        "device_name") if gpus else None
+    # a GPU by nvidia-smi's name, as each run's devices record it (bench.run.placement.visible): one key both ways
+    device = computing_gpu() if tf.config.list_logical_devices("GPU") else None
     return {"tflops": by_size[best] / 1e12, "dtype": "float32", "size": best,
             "tflops_by_size": {str(s): r / 1e12 for s, r in by_size.items()},
             "device": device or f"{peak.cpu_model()}, every core", "tensorflow": tensorflow_version(),

@@ -52,10 +52,18 @@ def path(key: str) -> Path:
     return suite_cache() / "peak" / f"{key}.json"
 
 
+def this_device_key() -> str:
+    """The key of what TensorFlow computes on here: the GPU its CUDA build uses (nvidia-smi's name, as a run's
+    devices record it), else this CPU with every core."""
+    from bench.infra.gpus import computing_gpu
+
+    return device_key(computing_gpu())
+
+
 def read(key: str | None = None) -> dict | None:
-    """The recorded peak of a device (this CPU by default), or None where none was measured."""
+    """The recorded peak of a device (what this machine computes on by default), or None where none was measured."""
     try:
-        return json.loads(path(key or device_key()).read_text())
+        return json.loads(path(key or this_device_key()).read_text())
     except (OSError, ValueError):
         return None
 

@@ -202,6 +202,9 @@ class Strategy:
     # trace_exchange writes them), or why nothing does: run.json's exposure says it
     exchange_trace: ClassVar[str] = "nothing: it exchanges no gradient between processes"
     traces_exchange: ClassVar[bool] = False
+    # a worker process drives --gpus-per-worker K devices as towers, summing their gradients before its exchange
+    # (tf_cnn_benchmarks' worker of several GPUs); False: one device per worker process (K > 1 refused)
+    worker_towers: ClassVar[bool] = False
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:
@@ -216,6 +219,17 @@ class Strategy:
     def variant(cls, config: RunConfig) -> str:
         """The strategy with what distinguishes its flavours, as the report labels its runs."""
         return cls.name
+
+    @classmethod
+    def gpus(cls, config: RunConfig) -> dict[str, int]:
+        """GPUs each process of a role sees (bench.run.placement decides which); a role not named sees none."""
+        return {"worker": config.gpus_per_worker, "ps": config.gpus_per_ps}
+
+    @classmethod
+    def collective(cls, config: RunConfig, role: str, on_gpus: bool) -> str:
+        """What a process of `role` exchanges through, in words (the plan, and each task's devices in run.json);
+        `on_gpus`: the process computes on GPUs."""
+        return "none: one process, one device"
 
     @classmethod
     def wire(cls, config: RunConfig) -> str | None:
@@ -248,12 +262,13 @@ class Strategy:
                 "exchange_overlaps_backward": cls.exchange_overlaps_backward, "checkpoints": cls.checkpoints,
                 "parameter_servers": cls.processes(config).get("ps", 0), "sparse_exchange": sparse.how,
                 "table_dense": sparse.table_dense, "wire": cls.wire(config),
-                "traces_exchange": cls.traces_exchange, "exchange_trace": cls.exchange_trace}
+                "traces_exchange": cls.traces_exchange, "exchange_trace": cls.exchange_trace,
+                "worker_towers": cls.worker_towers, "gpus_per_process": cls.gpus(config)}
 
     @classmethod
     def worker_batch(cls, config: RunConfig) -> int:
         """Examples one worker process feeds per step (all its towers together)."""
-        return config.batch_size
+        return config.batch_size * (config.gpus_per_worker if cls.worker_towers else 1)
 
 
 # the strategies a run's starter knows (strategies.registry.all_strategies()), by name: handed down, never looked up

@@ -75,6 +75,7 @@ def validate(config: RunConfig, strategy_cls: type[Strategy], known: Known) -> R
     else:
         data.check(config.data, config.data_dir, models.reads(config.model))
     check_memory(config, strategy_cls)
+    check_gpus(config, strategy_cls)
     check_topology(config)
     check_injection(config)
     check_recovery(config, strategy_cls)
@@ -161,6 +162,14 @@ def available_memory() -> int | None:
     except OSError:
         return None
     return None
+
+
+def check_gpus(config: RunConfig, strategy_cls: type[Strategy]) -> None:
+    """A worker of several GPUs only where the strategy's worker drives them as towers."""
+    k = config.gpus_per_worker
+    if k > 1 and not strategy_cls.worker_towers:
+        raise UsageError(f"--gpus-per-worker {k}: a {config.strategy} worker drives one device; run "
+                         f"--workers {config.workers * k} (a process a GPU) instead")
 
 
 def check_workers(config: RunConfig, strategy_cls: type[Strategy]) -> None:

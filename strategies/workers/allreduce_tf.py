@@ -17,13 +17,18 @@ from strategies.workers.gradient_step import IN_THE_UPDATE, train_step
 class AllreduceTFWorker(EagerWorker):
     _tf_strategy: ClassVar[tf.distribute.Strategy | None] = None
 
+    _communication: ClassVar[str] = "RING"
+
     @classmethod
     def configure_runtime(cls, config: RunConfig) -> dict[str, Any]:
-        # allreduce-tf: must exist before TensorFlow starts its runtime (it sets up the collectives)
+        # allreduce-tf: must exist before TensorFlow starts its runtime (it sets up the collectives); among GPUs
+        # NCCL, as GPU users run it, else the ring over gRPC (its collectives between CPUs)
+        implementation = tf.distribute.experimental.CommunicationImplementation
+        cls._communication = "NCCL" if tf.config.list_physical_devices("GPU") else "RING"
         options = tf.distribute.experimental.CommunicationOptions(
-            implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+            implementation=getattr(implementation, cls._communication))
         cls._tf_strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-        return {"communication": "RING"}
+        return {"communication": cls._communication}
 
     def setup(self, data: Dataset) -> None:
         strategy = self._tf_strategy
@@ -49,4 +54,4 @@ class AllreduceTFWorker(EagerWorker):
         self.use(model, optimizer, step, collective=True)
 
     def info(self) -> dict[str, Any]:
-        return {"workers": self.context.num_workers, "communication": "RING"}
+        return {"workers": self.context.num_workers, "communication": self._communication}

@@ -23,12 +23,14 @@ from bench.run import models
 from bench.run.contract import StepResult, Worker
 from bench.run.data import Dataset, Split
 from bench.run.models.base import Model, initial_values
+from bench.run.placement import visible
 from bench.run.process.checkpoints import CHECKPOINT_NAME
 from bench.run.process.training import evaluate_in_chunks, feed_for, make_optimizer
 from strategies.workers.compression import Compressor
 from strategies.workers.ps_trace import StepStatsSample
 from strategies.workers.ps_variables import handle_bytes, ps_task
 from strategies.workers.stamps import Stamps
+from strategies.workers.towers import mean, tower_slice
 
 SESSION_POLL_S = 0.25  # instead of the 30 s default wait of a non-chief for the chief's init
 BARRIER_POLL_S = 0.01
@@ -51,10 +53,19 @@ def ready_queue(num_workers: int) -> tf.queue.FIFOQueue:
                                   name="ready_queue")
 
 
-def session_config(worker: int) -> tf.compat.v1.ConfigProto:
+def session_config(worker: int, towers: int = 1) -> tf.compat.v1.ConfigProto:
     # A worker talks to the ps tasks and itself only, never waits for other workers.
-    return tf.compat.v1.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{worker}"],
-                                    allow_soft_placement=True)
+    proto = tf.compat.v1.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{worker}"],
+                                     allow_soft_placement=True)
+    if towers > 1 and not tf.config.list_physical_devices("GPU"):
+        proto.device_count["CPU"] = towers  # towers without GPUs: logical CPU devices of this worker's server
+    return visible.session_gpu_options(proto)
+
+
+def tower_devices(worker_device: str, towers: int) -> list[str]:
+    """The devices of a worker's towers: its GPUs, or (without GPUs) the logical CPU devices session_config made."""
+    kind = "GPU" if tf.config.list_physical_devices("GPU") else "CPU"
+    return [f"{worker_device}/device:{kind}:{i}" for i in range(towers)]
 
 
 class _FastWorkerSessionCreator(tf.compat.v1.train.WorkerSessionCreator):
@@ -166,8 +177,9 @@ class ParameterServerWorker(Worker):
         ctx, config = self.context, self.config
         self.spec = tf.train.ClusterSpec(ctx.cluster)
         self.worker_device = f"/job:worker/task:{ctx.rank}"
+        self.towers = config.gpus_per_worker if self.strategy.worker_towers else 1
         self.server = tf.distribute.Server(self.spec, job_name="worker", task_index=ctx.rank,
-                                           config=session_config(ctx.rank), start=True)
+                                           config=session_config(ctx.rank, self.towers), start=True)
         # ps: variables on the ps tasks (round-robin or balanced by bytes), the rest on this worker
         setter = tf.compat.v1.train.replica_device_setter(
             ps_tasks=config.ps, worker_device=self.worker_device, cluster=self.spec,
@@ -176,7 +188,8 @@ class ParameterServerWorker(Worker):
             self.global_step = tf.compat.v1.train.get_or_create_global_step()
             self.model = self._build_model()
         with tf.device(self.worker_device):
-            feed = feed_for(config, data, ctx.rank, ctx.num_workers, local_variable=True)
+            feed = feed_for(config, data, ctx.rank, ctx.num_workers, local_variable=True,
+                            batch_size=self.strategy.worker_batch(config))
             # its error-feedback residuals (top-k) stay on this worker
             self.compressor = Compressor(config.option("compression"), self.model.trainables)
         with tf.compat.v1.device(setter):
@@ -210,7 +223,7 @@ class ParameterServerWorker(Worker):
         feed = initial_values()
         scaffold = tf.compat.v1.train.Scaffold(saver=self.saver, init_feed_dict=feed, local_init_feed_dict=feed)
         master = self.server.target
-        cfg = session_config(self.context.rank)
+        cfg = session_config(self.context.rank, self.towers)
         if self.context.is_chief:
             # a resumed run: the chief's session starts from the checkpoint instead of the initial
             # values, before any worker is let in (they wait until the variables are ready)
@@ -273,18 +286,35 @@ class ParameterServerWorker(Worker):
         first = read_first()
         before = graph_ops()
         x, y = feed.batch()
-        loss = self.model.loss(x, y)
+        loss, grads = self._tower_gradients(x, y) if self.towers > 1 else self._loss_and_gradients(x, y)
         parameters_arrived(before, self.worker_device, stamps)
-        # on this worker: TensorFlow 2's tf.gradients colocates each gradient op with its forward op,
-        # which put a partitioned table's gradient rows on the piece's ps (its lookup is colocated
-        # there), and every worker-side op on them (ps-sync's hand-in) moved them back and forth:
-        # twice the rows each way on the links (tests/test_emulated.py)
-        grads = tf.compat.v1.gradients(loss, self.model.trainables, colocate_gradients_with_ops=False)
         # each gradient's op and its variable: where a traced step's pushes begin (ps_trace)
         self.gradient_ops = {(g.values if isinstance(g, tf.IndexedSlices) else g).op.name: v.op.name
                              for g, v in zip(grads, self.model.trainables, strict=True) if g is not None}
         stamps.take(grads)
         return stamps, first, loss, grads
+
+    def _loss_and_gradients(self, x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, list]:
+        loss = self.model.loss(x, y)
+        # on this worker: TensorFlow 2's tf.gradients colocates each gradient op with its forward op,
+        # which put a partitioned table's gradient rows on the piece's ps (its lookup is colocated
+        # there), and every worker-side op on them (ps-sync's hand-in) moved them back and forth:
+        # twice the rows each way on the links (tests/test_emulated.py)
+        return loss, tf.compat.v1.gradients(loss, self.model.trainables, colocate_gradients_with_ops=False)
+
+    def _tower_gradients(self, x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, list]:
+        """A worker of several devices (--gpus-per-worker): each tower's loss and gradients on its slice of the
+        worker's batch, on its device; the towers' mean loss and mean gradients (the whole batch's), made on this
+        worker before anything is pushed, as tf_cnn_benchmarks' worker of several GPUs sums its towers."""
+        per = self.config.batch_size
+        losses, grads = [], []
+        for i, device in enumerate(tower_devices(self.worker_device, self.towers)):
+            with tf.device(device):
+                loss, tower = self._loss_and_gradients(tower_slice(x, i, per), tower_slice(y, i, per))
+            losses.append(loss)
+            grads.append(tower)
+        with tf.device(self.worker_device):
+            return tf.add_n(losses) / len(losses), [mean(list(g)) for g in zip(*grads, strict=True)]
 
     def to_ps(self, grads: list, variables: list) -> list:
         """The gradients as they reach their variables' ps tasks: compressed here (--compression),
@@ -311,7 +341,8 @@ class ParameterServerWorker(Worker):
 
     def info(self) -> dict[str, Any]:
         return {"cluster": self.context.cluster, "ps_placement": self.config.option("ps_placement"),
-                "bytes_per_ps": self.ps_bytes, "variable_ps_task": self.placement}
+                "bytes_per_ps": self.ps_bytes, "variable_ps_task": self.placement,
+                "towers": tower_devices(self.worker_device, self.towers) if self.towers > 1 else [self.worker_device]}
 
     def before_teardown(self, session: tf.compat.v1.Session) -> None:
         """Hook for subclasses: release anything other workers may wait on."""

@@ -35,6 +35,6 @@ class PSAsyncWorker(ParameterServerWorker):
             # ps-async: nobody waits for another worker; the pull, the push and the update on the
             # ps (queued behind other workers' updates there) are communication
             times = StepTimes(compute_s=ready - pulled, exchange_s=(pulled - start) + (end - ready), waiting_s=0.0)
-        return StepResult(float(out["loss"]), self.config.batch_size, after,
+        return StepResult(float(out["loss"]), self.strategy.worker_batch(self.config), after,
                           staleness=after - 1 - int(out["read_at"]), applied=True,
                           extra={"global_step_after": after}, times=times)

@@ -212,7 +212,7 @@ class PSSyncWorker(ParameterServerWorker):
                               waiting_s=end - handed_in)
         # global_step is the step this gradient was computed for; whether it was aggregated
         # is decided from every worker's tickets (R != N) once the run is over (bench.run.process.aggregation)
-        return StepResult(float(out["loss"]), self.config.batch_size, token + 1,
+        return StepResult(float(out["loss"]), self.strategy.worker_batch(self.config), token + 1,
                           staleness=int(out["at_arrival"]) - token,
                           arrival=int(out["ticket"]) if "ticket" in out else None,
                           extra={"global_step_after": int(out["after"])}, times=times)

@@ -17,8 +17,7 @@ class TowerWorker(EagerWorker):
 
     @classmethod
     def configure_runtime(cls, config: RunConfig) -> dict[str, Any]:
-        return devices.configure(config.workers, config.option("gpu_memory_fraction"),
-                                 config.option("allow_growth"))
+        return devices.configure(config.workers)
 
     def place(self) -> tuple[int, int]:
         """Choose the tower and parameter devices; returns (towers, per-tower batch)."""

@@ -17,6 +17,7 @@ from bench.infra.tools import port_in_use
 from bench.run import models
 from bench.run.contract import GO_ON, RESTART_JOB, Strategy
 from bench.run.faults.kill_watch import kill_watch
+from bench.run.launch import gpu_plan
 from bench.run.launch.close import close_watched_run
 from bench.run.launch.processes import Child, start
 from bench.run.launch.recovery import WORKER_RESTARTED, recoveries_left, recovering, recovery, rejoin_config
@@ -47,11 +48,12 @@ def run_cluster(config: RunConfig, strategy: type[Strategy]) -> int:
 def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFolder]:
     """One attempt of a cluster on this machine (or an emulated one): its exit status and folder."""
     processes = {r: n for r, n in strategy.processes(config).items() if n > 0}
-    hosts = RunHosts.of(config, processes)
+    hosts = RunHosts.of(config, processes, strategy.gpus(config))
     kind = hosts.kind
+    plan = gpu_plan.of_kind(config, strategy, kind)  # refused here, before any process, if the hosts cannot give it
     cluster = kind.tf_cluster()
     folder, run_start = start_run(config, strategy)
-    folder.update_run(cluster=cluster, **hosts.placement_record())
+    folder.update_run(cluster=cluster, **hosts.placement_record(), **gpu_plan.recorded(plan))
 
     def start_task(task: RunConfig, role: str, i: int) -> Child:
         env = {"TF_CONFIG": tf_config(cluster, role, i), **join_environment(folder, run_start), **scratch_env}

@@ -44,6 +44,9 @@ class Placement(HostKind):
     def tf_cluster(self) -> dict[str, list[str]]:
         return {role: [f"{h.address}:{TF_PORT}" for h in hosts] for role, hosts in self.roles.items()}
 
+    def task_hosts(self) -> dict[str, list[str]]:
+        return {role: [h.namespace for h in hosts] for role, hosts in self.roles.items()}
+
     def command(self, role: str, index: int, argv: list[str], env: dict[str, str]) -> list[str]:
         """A task's command as placed (the host kinds' one interface): entered on its host by hand, as a
         user types it on each; the environment is inherited."""

@@ -20,6 +20,11 @@ class HostKind:
         """Each role's task addresses, host:port."""
         raise NotImplementedError
 
+    def task_hosts(self) -> dict[str, list[str]]:
+        """Each role's tasks' hosts, by name (the placement's plan: bench.run.placement)."""
+        return {role: [address.rpartition(":")[0] for address in addresses]
+                for role, addresses in self.tf_cluster().items()}
+
     def command(self, role: str, index: int, argv: list[str], env: dict[str, str]) -> list[str]:
         """Task `index` of `role`'s command as started from this host; `env` is what the launcher gives it."""
         raise NotImplementedError

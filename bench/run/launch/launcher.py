@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from bench.config import RunConfig
 from bench.run.contract import IN_PROCESS, MPI, TF_CLUSTER, Strategy, WorkerContext
+from bench.run.launch import gpu_plan
 from bench.run.launch.interrupts import Interrupted, interruptible
 from bench.run.launch.slurm import srun
+from bench.run.placement import visible
+from bench.run.placement.gpus import local_rank_from
+from bench.run.placement.visible import local_size_from
 from bench.run.process.lifecycle import close_run, joined_run, open_run, start_run
 from bench.run.process.process import prepare_process, train
 from bench.usage import refuse
 
 
 def run_in_process(config: RunConfig, strategy: type[Strategy]) -> int:
+    visible.apply(config, strategy, "worker", 0, local_rank_from(os.environ) or 0, local_size_from(os.environ))
     runtime = prepare_process(config, strategy)
     joined = joined_run()  # started on its host by a launcher (bench.run.launch.one_host): its folder, its clock
     folder, run_start = (open_run(config, strategy, joined[1], folder=joined[0]), joined[1]) if joined \
@@ -41,6 +47,7 @@ def run_one(config: RunConfig, strategy: type[Strategy]) -> int:
     looked up once where the process parsed its config (bench.cli.run_from_args)."""
     kind = strategy.runs_as.kind
     if kind == IN_PROCESS:
+        gpu_plan.planned(config, strategy)  # a placement the host cannot give is refused before anything starts
         if srun.in_allocation():
             return srun.run_as_step(config.to_json(), Path(config.output).resolve())
         if config.hosts and not joined_run():

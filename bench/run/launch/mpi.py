@@ -15,8 +15,9 @@ from pathlib import Path
 
 from bench.config import RunConfig
 from bench.run.contract import GLOO_CONTROLLER, Strategy, WorkerContext
+from bench.run.launch import gpu_plan
 from bench.run.launch.close import close_watched_run
-from bench.run.launch.mpi_environment import under_mpi
+from bench.run.launch.mpi_environment import under_mpi, world_rank
 from bench.run.launch.mpi_init_race import relaunching
 from bench.run.launch.processes import start
 from bench.run.launch.rank_failures import which_rank_failed
@@ -38,15 +39,17 @@ def run_ranks(config: RunConfig, strategy: type[Strategy]) -> int:
 def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, RunFolder]:
     """One attempt: mpirun (or horovodrun) started and watched; its exit status and the run folder."""
     processes = strategy_cls.processes(config)
-    hosts = RunHosts.of(config, processes)
+    hosts = RunHosts.of(config, processes, strategy_cls.gpus(config))
     kind = hosts.kind
+    plan = gpu_plan.of_kind(config, strategy_cls, kind)  # refused here, before any rank, if the hosts cannot give it
     gloo = strategy_cls.runs_as.rank_controller(config) == GLOO_CONTROLLER
     folder, run_start = start_run(config, strategy_cls)
     env = {**join_environment(folder, run_start), **strategy_cls.runs_as.environment(config, str(folder.path))}
     rank = [sys.executable, "-m", "bench", *config_argv(config.replace(emulated_cluster=None, hosts=()))]
     argv, added = kind.ranks(rank, gloo, env, folder.path)  # the job's command as the host kind starts it
     env.update(added)
-    folder.update_run(launcher=shlex.join(argv[:len(argv) - len(rank)]), **hosts.placement_record())
+    folder.update_run(launcher=shlex.join(argv[:len(argv) - len(rank)]), **hosts.placement_record(),
+                      **gpu_plan.recorded(plan))
     with hosts.held(folder.path, run_start) as scratch_env, kind.serving(gloo) as rendezvous_env:
         log = folder.path / "logs" / "ranks.log"
 
@@ -76,8 +79,13 @@ def config_argv(config: RunConfig) -> list[str]:
 
 def run_rank(config: RunConfig, strategy: type[Strategy]) -> int:
     """This process is one rank."""
+    from bench.run.placement import visible
+    from bench.run.placement.gpus import local_rank_from
     from bench.run.quiet_tf import import_horovod_without_keras
 
+    # the GPUs this rank sees, before TensorFlow (and Horovod) start: by its local rank, as its launcher set it
+    visible.apply(config, strategy, "worker", world_rank() or 0, local_rank_from(os.environ) or 0,
+                  visible.local_size_from(os.environ))
     import_horovod_without_keras()  # TensorFlow quietly, before Horovod imports it
     import horovod.tensorflow as hvd
 

@@ -18,11 +18,14 @@ def mpirun_command(np: int, host_args: Sequence[str] = ()) -> list[str]:
         raise UsageError("mpirun not found: run ./run_bench.sh setup (or install an MPI)")
     out = mpirun_version()
     cmd = [mpirun, "-np", str(np), "--bind-to", "none"]
-    spread = "node" if host_args else ""  # one rank per host, in host order
+    # one rank per host, in host order; on one host by slot, so that a rank's local rank (which picks its GPU:
+    # bench.run.placement) is its place in world order, as Horovod's local_rank() counts (Open MPI 5 maps by
+    # package by default, and numbered this machine's 4 ranks' local ranks 0, 2, 1, 3)
+    spread = "node" if host_args else "slot"
     if "Open MPI" in out or "OpenRTE" in out:
         # more ranks than cores is normal on a laptop run; root is normal in containers
         older = " 4." in out or " 3." in out
-        cmd += ["--oversubscribe"] if older else ["--map-by", f"{spread}:OVERSUBSCRIBE"]
+        cmd += ["--map-by", spread, "--oversubscribe"] if older else ["--map-by", f"{spread}:OVERSUBSCRIBE"]
         if not older and not host_args:
             # ranks on one host talk through shared memory; the libfabric BTL's probe of the
             # machine's providers costs every rank 1 s of MPI_Init on the project's machine

@@ -28,11 +28,15 @@ class RunHosts:
     network: Placement | None = None
 
     @classmethod
-    def of(cls, config: RunConfig, processes: dict[str, int]) -> RunHosts:
-        """The run's hosts; a run folder some allocated node cannot see is refused before any step."""
-        scheduled = srun.place(processes, srun.run_tag()) if srun.in_allocation() else None
+    def of(cls, config: RunConfig, processes: dict[str, int], gpus: dict[str, int] | None = None,
+           probe: bool = True) -> RunHosts:
+        """The run's hosts, with `gpus` GPUs a process of each role (a Slurm node holds as many workers as its
+        GPUs give); a run folder some allocated node cannot see is refused before any step (unless not `probe`:
+        a plan only)."""
+        scheduled = srun.place(processes, srun.run_tag(), config.gpus_per_host, gpus) \
+            if srun.in_allocation() else None
         network = emulated_hosts.place(config, processes, scheduled) if config.emulated_cluster else None
-        if scheduled:
+        if scheduled and probe:
             srun.check_shared(scheduled, Path(config.output).resolve())
         over_ssh = HostPlacement.for_processes(config.hosts, processes) if config.hosts else None
         kind = scheduled or network or over_ssh or ThisHost(processes)

@@ -77,6 +77,9 @@ class HostPlacement(HostKind):
     def tf_cluster(self) -> dict[str, list[str]]:
         return {role: [f"{host}:{port}" for host, port in tasks] for role, tasks in self.roles.items()}
 
+    def task_hosts(self) -> dict[str, list[str]]:
+        return {role: [host for host, _ in tasks] for role, tasks in self.roles.items()}
+
     def describe(self) -> dict:
         return {"launch": "ssh", "ssh": ssh_command()[0],
                 "hosts": {f"{role} {i}": host for role, tasks in self.roles.items()

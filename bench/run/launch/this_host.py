@@ -4,6 +4,7 @@ host, a TensorFlow cluster's tasks on free loopback ports, an MPI job under mpir
 
 from __future__ import annotations
 
+import socket
 from contextlib import AbstractContextManager
 from functools import cached_property
 from pathlib import Path
@@ -25,6 +26,9 @@ class ThisHost(HostKind):
 
     def tf_cluster(self) -> dict[str, list[str]]:
         return self.addresses
+
+    def task_hosts(self) -> dict[str, list[str]]:
+        return {role: [socket.gethostname()] * n for role, n in self.processes.items()}
 
     def command(self, role: str, index: int, argv: list[str], env: dict[str, str]) -> list[str]:
         del role, index, env  # a child of the launcher: it inherits the environment it is given

@@ -6,14 +6,14 @@ from __future__ import annotations
 import tensorflow as tf
 
 from bench.errors import RunFailed
-from bench.run.process.environment import gpu_memory_mb
 
 
-def configure(towers: int, gpu_memory_fraction: float | None = None, allow_growth: bool = False) -> dict:
-    """Prepare `towers` devices; returns what was done, for run.json."""
+def configure(towers: int) -> dict:
+    """Prepare `towers` devices; returns what was done, for run.json. The GPUs this process sees, and their
+    memory, were decided before (bench.run.placement)."""
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
-        return _configure_gpus(gpus, gpu_memory_fraction, allow_growth)
+        return {"kind": "gpu", "gpus": len(gpus)}
     cpu = tf.config.list_physical_devices("CPU")[0]
     current = tf.config.get_logical_device_configuration(cpu) or []
     if len(current) < towers:
@@ -22,21 +22,7 @@ def configure(towers: int, gpu_memory_fraction: float | None = None, allow_growt
         except RuntimeError as exc:
             raise RunFailed(f"need {towers} logical CPU devices but TensorFlow already started with "
                             f"{max(1, len(current))}: {exc}") from exc
-    return {"kind": "cpu", "logical_cpu_devices": max(towers, len(current)),
-            "gpu_options": {"gpu_memory_fraction": gpu_memory_fraction, "allow_growth": allow_growth,
-                            "applied": False, "why": "no GPU found"}}
-
-
-def _configure_gpus(gpus: list, fraction: float | None, allow_growth: bool) -> dict:
-    totals = gpu_memory_mb()
-    for i, gpu in enumerate(gpus):
-        if allow_growth:
-            tf.config.experimental.set_memory_growth(gpu, True)
-        elif fraction is not None and i < len(totals):
-            limit = int(totals[i] * fraction)
-            tf.config.set_logical_device_configuration(gpu, [tf.config.LogicalDeviceConfiguration(limit)])
-    return {"kind": "gpu", "gpus": len(gpus),
-            "gpu_options": {"gpu_memory_fraction": fraction, "allow_growth": allow_growth, "applied": True}}
+    return {"kind": "cpu", "logical_cpu_devices": max(towers, len(current))}
 
 
 def tower_devices(towers: int) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
 import socket
 import subprocess
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 from bench import CHECKOUT
 from bench.infra import cpu_quota
+from bench.infra.gpus import gpu_table, tensorflow_build
 from bench.infra.peak import cpu_model, vector_extensions
 from bench.infra.tools import tensorflow_version, version
 
@@ -27,18 +27,8 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
 
 
 def gpus() -> list[str]:
-    """GPU names from nvidia-smi, without importing TensorFlow."""
-    if not shutil.which("nvidia-smi"):
-        return []
-    out = _run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
-    return out.splitlines() if out else []
-
-
-def gpu_memory_mb() -> list[int]:
-    if not shutil.which("nvidia-smi"):
-        return []
-    out = _run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"])
-    return [int(v) for v in out.split()] if out else []
+    """This host's GPU names from nvidia-smi, without importing TensorFlow."""
+    return [row["name"] for row in gpu_table()]
 
 
 def git_commit() -> str | None:
@@ -66,7 +56,7 @@ def describe() -> dict[str, Any]:
         "gpus": gpus(),
         "python": platform.python_version(),
         "tensorflow": tensorflow_version(),
-        "tensorflow_build": "cpu" if version("tensorflow-cpu") else "cuda",
+        "tensorflow_build": tensorflow_build(),
         "horovod": version("horovod"),
         "mpi": mpi_version(),
         "mpi4py": version("mpi4py"),

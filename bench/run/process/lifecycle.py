@@ -98,6 +98,9 @@ def close_run(folder: RunFolder, config: RunConfig, status: str, **fields: Any) 
     """Write the final status and the summary figures; print where the run went."""
     from bench.run.process.summary import summarize  # pandas: only the process that closes the run
 
+    devices = folder.device_reports()
+    if devices:  # before the summary: the MFU counts the devices the run's processes used
+        folder.update_run(devices=devices)
     try:
         summary = summarize(folder.path, config.warmup_steps, config.target_accuracy, write_breakdown=True)
     except Exception as exc:  # noqa: BLE001 - a run with unreadable records still gets its status

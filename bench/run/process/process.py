@@ -10,6 +10,7 @@ from typing import Any
 
 from bench.config import RunConfig
 from bench.run.contract import Strategy, WorkerContext, worker_class
+from bench.run.placement import visible
 from bench.run.process import environment
 from bench.run.process.harness import run_worker
 from bench.run.process.lifecycle import joined_run
@@ -31,9 +32,10 @@ def failure_report(exc: BaseException) -> dict[str, str]:
 def prepare_process(config: RunConfig, strategy: type[Strategy]) -> dict:
     """Import TensorFlow and configure it for the strategy, then start its runtime (quietly)."""
     import_tensorflow_quietly()
+    placed = visible.configure_memory()
     runtime = worker_class(strategy).configure_runtime(config)
     start_runtime_quietly()
-    return runtime
+    return {**runtime, "devices": placed}
 
 
 def train(config: RunConfig, strategy: type[Strategy], context: WorkerContext, folder: RunFolder,
@@ -42,6 +44,8 @@ def train(config: RunConfig, strategy: type[Strategy], context: WorkerContext, f
     prepare_process did), the chief's `environment` (the machine it ran on), `startup_s`, `local_steps` and
     `strategy_info`; or, when training raised, `error` (the failure's one line; its traceback went to
     stderr). An interruption (a KeyboardInterrupt) is not a failure of training and goes up to the caller."""
+    if (runtime.get("devices") or {}).get("role"):
+        folder.write_devices(runtime["devices"]["role"], runtime["devices"]["index"], runtime["devices"])
     try:
         outcome = run_worker(config, strategy, context, folder, show_progress=show_progress)
     except Exception as exc:  # noqa: BLE001 - any failure is recorded by the caller, from the report

@@ -20,6 +20,7 @@ STEP_COLUMNS = ("run_id", "worker", "local_step", "global_step", "t_start_s", "t
                 "compute_s", "exchange_s", "waiting_s", "ready_s")
 EVAL_COLUMNS = ("run_id", "global_step", "wall_s", "split", "loss", "accuracy", "eval_s")
 STEPS_FILE, EVALS_FILE, RUN_FILE = "steps.csv", "evals.csv", "run.json"
+DEVICES_FOLDER = "devices"  # one file per task: the devices it used (run.json's `devices`)
 RESUMED_AT = "resumed_at"  # run.json: each later attempt of a resumed run (bench.run.process.resume)
 RECOVERIES = "recoveries"  # run.json: each restart --recover made (bench.run.launch.recovery)
 
@@ -127,6 +128,20 @@ class RunFolder:
             if index.isdigit():
                 out[int(index)] = json.loads(path.read_text())
         return dict(sorted(out.items()))
+
+    def write_devices(self, role: str, index: int, record: dict[str, Any]) -> None:
+        """The devices task `role` `index` used (bench.run.placement.visible), one file per task of any role."""
+        (self.path / DEVICES_FOLDER).mkdir(exist_ok=True)
+        (self.path / DEVICES_FOLDER / f"{role}{index}.json").write_text(json.dumps(record, default=str))
+
+    def device_reports(self) -> dict[str, dict[str, Any]]:
+        """{"worker 0": its devices, "ps 0": ...} of the tasks that wrote them, workers first."""
+        found = {}
+        for path in (self.path / DEVICES_FOLDER).glob("*.json"):
+            record = json.loads(path.read_text())
+            found[f"{record.get('role')} {record.get('index')}"] = record
+        order = {"worker": 0, "chief": 1, "coordinator": 1, "ps": 2}
+        return dict(sorted(found.items(), key=lambda kv: (order.get(kv[1].get("role"), 3), kv[1].get("index") or 0)))
 
     def steps_writer(self) -> CsvAppender:
         return CsvAppender(self.path / STEPS_FILE, STEP_COLUMNS)

@@ -32,6 +32,11 @@ RUN_FIELDS: dict[str, str] = {
     "model": "the built model's facts (parameters, gradient bytes, tables)",
     "exchange": "bytes per worker step by the strategy's formula, per role",
     "cluster": "multi-process runs: the TF cluster (role -> host:port)",
+    "plan": "launched runs: each process's host, role, index, local rank, GPUs, memory policy and collective, as its "
+            "launcher planned them before any started (bench.run.placement.plan)",
+    "devices": "each process's own record of its placement (\"worker 0\" -> host, local rank, GPUs, "
+               "CUDA_VISIBLE_DEVICES as set and as given, memory policy, collective, the GPUs TensorFlow saw) "
+               "(bench.run.placement.visible)",
     "placement": "runs placed on hosts, as their host kind describes them (bench.run.launch.host_kind): under "
                  "Slurm scheduler, job_id, ps_nodes, hosts (node and address per process), steps; over ssh the "
                  "hosts; on the emulated cluster its hosts",

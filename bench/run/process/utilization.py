@@ -14,9 +14,33 @@ from bench.metrics import mfu, model_flops_per_example
 FIGURES = ("model_flops_per_example", "achieved_tflops", "peak_tflops", "mfu")
 
 
+def gpus_used(record: dict[str, Any]) -> dict[str, set[str]]:
+    """{host: its GPUs} that the run's processes computed on: those whose TensorFlow saw GPUs (run.json's
+    `devices`, each process's own record), by the GPUs their placement chose."""
+    used: dict[str, set[str]] = {}
+    for process in (record.get("devices") or {}).values():
+        seen = process.get("tensorflow_gpus") or []
+        if seen:
+            chosen = [str(g) for g in process.get("gpus") or []] or [str(i) for i in range(len(seen))]
+            used.setdefault(process.get("host") or "?", set()).update(chosen[:len(seen)])
+    return used
+
+
+def gpu_name(record: dict[str, Any]) -> str | None:
+    """The GPU the run computed on, by nvidia-smi's name (the key of its peak), or None: it ran on CPUs."""
+    for process in (record.get("devices") or {}).values():
+        for gpu in process.get("tensorflow_gpus") or []:
+            return gpu.get("name") or ((record.get("environment") or {}).get("gpus") or [None])[0]
+    return None
+
+
 def devices(record: dict[str, Any]) -> tuple[float, str]:
-    """How many machines' peaks the run had (a share of one for emulated hosts with a CPU budget
-    each on one machine), and in words."""
+    """How many devices' peaks the run had: the GPUs its processes computed on; else machines (a share of one for
+    emulated hosts with a CPU budget each on one machine); and in words."""
+    used = gpus_used(record)
+    if used:
+        count = sum(len(gpus) for gpus in used.values())
+        return float(count), f"{count} GPU(s) on {len(used)} host(s)"
     env = record.get("environment") or {}
     network = record.get("network") or {}
     if network.get("hosts"):  # emulated hosts: network namespaces of this one machine
@@ -39,8 +63,7 @@ def peak_flops(record: dict[str, Any]) -> tuple[float | None, str]:
     if typed:
         return typed * 1e12 * count, f"--peak-tflops {typed:g} per device x {where}"
     env = record.get("environment") or {}
-    gpus = env.get("gpus") or []
-    measured = peak.read(peak.device_key(gpus[0] if gpus else None, env.get("cpu_model"), env.get("cpu_count")))
+    measured = peak.read(peak.device_key(gpu_name(record), env.get("cpu_model"), env.get("cpu_count")))
     if measured is None:
         return None, "no peak measured on this machine: ./run_bench.sh peak, or --peak-tflops"
     rate = f"{measured['tflops'] * 1e3:.4g} GFLOP/s {measured['dtype']}"

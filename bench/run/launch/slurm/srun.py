@@ -56,6 +56,11 @@ class Allocation:
     nodes: tuple[str, ...]
     addresses: dict[str, str]
     tasks: int  # processes the allocation holds: its task count, or one per node
+    gpus_per_node: int = 0  # the GPUs (GRES gpu) Slurm allocated the job on each node
+
+    def holds(self, per_node: int) -> int:
+        """Worker processes the allocation holds at `per_node` a node (a node's GPUs over a worker's)."""
+        return max(self.tasks, len(self.nodes) * per_node)
 
     @classmethod
     def current(cls) -> Allocation:
@@ -71,7 +76,21 @@ class Allocation:
             if name and addr:
                 addresses[name.group(1)] = addr.group(1)
         tasks = int(os.environ.get("SLURM_NTASKS", "0") or 0)
-        return cls(job, nodes, {n: addresses.get(n, n) for n in nodes}, max(tasks, len(nodes)))
+        return cls(job, nodes, {n: addresses.get(n, n) for n in nodes}, max(tasks, len(nodes)),
+                   job_gpus(job) // len(nodes))
+
+
+def job_gpus(job: str) -> int:
+    """The GPUs Slurm allocated job `job` in all (its AllocTRES' gres/gpu), 0 where none."""
+    found = re.search(r"AllocTRES=\S*?gres/gpu(?::[^=,]+)?=(\d+)", _slurm("scontrol", "-o", "show", "job", job))
+    return int(found.group(1)) if found else 0
+
+
+def workers_per_node(allocation: Allocation, declared: int | None, worker_gpus: int) -> int:
+    """Workers a node takes: its GPUs (declared with --gpus-per-host, or the job's) over a worker's; one per
+    node where workers take no GPU or the nodes have none."""
+    gpus = declared if declared is not None else allocation.gpus_per_node
+    return max(1, gpus // worker_gpus) if worker_gpus and gpus else 1
 
 
 @dataclass
@@ -82,14 +101,22 @@ class SlurmPlacement(HostKind):
     tag: str  # step names start with it, so that the run's steps can be found and ended
     port_base: int = field(default_factory=lambda: random.randrange(*PORT_RANGE))
     steps: dict[str, str] = field(default_factory=dict)  # {"worker 0": "12.3"}
+    # GPUs each step's task asks for, by role, where the job holds GPUs (as sites expect a step to ask: a step that
+    # asks for none gets none, `--gres=none`); empty: the job has no GPU GRES, and steps ask for nothing
+    step_gpus: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def for_processes(cls, allocation: Allocation, processes: dict[str, int], tag: str) -> SlurmPlacement:
+    def for_processes(cls, allocation: Allocation, processes: dict[str, int], tag: str, per_node: int = 1,
+                      gpus: dict[str, int] | None = None) -> SlurmPlacement:
+        """Workers i on node i mod N (as srun's cyclic distribution puts ranks), `per_node` to a node at most; the
+        other roles after them. `gpus`: each role's GPUs a process, asked of Slurm where the job has GPUs."""
         nodes = allocation.nodes
         workers = processes.get("worker", 0)
-        if workers > allocation.tasks:
+        holds = allocation.holds(per_node)
+        if workers > holds:
+            each = f"{per_node} workers a node" if per_node > 1 else "nodes"
             raise UsageError(f"--workers {workers} is more than Slurm job {allocation.job_id} holds "
-                             f"({allocation.tasks}: {len(nodes)} nodes): ask for more (salloc -N {workers}) "
+                             f"({holds}: {len(nodes)} {each}): ask for more (salloc -N {-(-workers // per_node)}) "
                              f"or fewer workers")
         roles = {"worker": [nodes[i % len(nodes)] for i in range(workers)]}
         free = list(nodes[workers:])
@@ -101,7 +128,11 @@ class SlurmPlacement(HostKind):
             else:
                 ps_nodes = "shared with workers"
                 roles[role] = [nodes[(workers + j) % len(nodes)] for j in range(count)]
-        return cls(allocation, {r: hosts for r, hosts in roles.items() if hosts}, ps_nodes, tag)
+        asked = {role: (gpus or {}).get(role, 0) for role in processes} if allocation.gpus_per_node else {}
+        return cls(allocation, {r: hosts for r, hosts in roles.items() if hosts}, ps_nodes, tag, step_gpus=asked)
+
+    def task_hosts(self) -> dict[str, list[str]]:
+        return {role: list(nodes) for role, nodes in self.roles.items()}
 
     def labels(self) -> list[tuple[str, int, str]]:
         return [(role, i, node) for role, nodes in self.roles.items() for i, node in enumerate(nodes)]
@@ -120,10 +151,18 @@ class SlurmPlacement(HostKind):
     def step_name(self, what: str) -> str:
         return f"{self.tag}:{what}"
 
+    def gpu_flags(self, role: str) -> list[str]:
+        """srun's request of GPUs for a task of `role`: its GPUs where the job holds some, else nothing."""
+        if not self.step_gpus:
+            return []
+        need = self.step_gpus.get(role, 0)
+        return [f"--gpus-per-task={need}"] if need else ["--gres=none"]
+
     def srun(self, role: str, index: int, argv: Sequence[str]) -> list[str]:
         """`argv` as one job step on the node of `role` `index`."""
         return ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={self.roles[role][index]}",
-                f"--job-name={self.step_name(f'{role} {index}')}", "--kill-on-bad-exit=1", "--quiet", *argv]
+                *self.gpu_flags(role), f"--job-name={self.step_name(f'{role} {index}')}", "--kill-on-bad-exit=1",
+                "--quiet", *argv]
 
     def command(self, role: str, index: int, argv: list[str], env: dict[str, str]) -> list[str]:
         """A task's command as placed (the host kinds' one interface): a job step; srun passes `env` on."""
@@ -141,9 +180,11 @@ class SlurmPlacement(HostKind):
         PMIx (MPI_Init), else through Horovod's rendezvous (Gloo)."""
         workers = self.roles["worker"]
         nodes = list(dict.fromkeys(workers))
-        return ["srun", "--overlap", f"--mpi={'pmix' if mpi else 'none'}", f"--nodes={len(nodes)}",
+        # --overcommit: a node's ranks may outnumber the CPUs the job holds there (salloc -N 2 on nodes of 4 GPUs
+        # holds a CPU a node, and 4 ranks a node, one a GPU, are the run asked for); srun refused such a step
+        return ["srun", "--overlap", "--overcommit", f"--mpi={'pmix' if mpi else 'none'}", f"--nodes={len(nodes)}",
                 f"--ntasks={len(workers)}",
-                f"--nodelist={','.join(nodes)}", "--distribution=cyclic",
+                f"--nodelist={','.join(nodes)}", "--distribution=cyclic", *self.gpu_flags("worker"),
                 f"--job-name={self.step_name('ranks')}", "--kill-on-bad-exit=1", "--quiet", *argv]
 
     def running_steps(self) -> dict[str, str]:
@@ -243,9 +284,14 @@ def steps_ended(placement: SlurmPlacement) -> Iterator[dict[str, str]]:
         placement.end_started()
 
 
-def place(processes: dict[str, int], tag: str) -> SlurmPlacement:
+def place(processes: dict[str, int], tag: str, declared_gpus: int | None = None,
+          gpus: dict[str, int] | None = None) -> SlurmPlacement:
+    """The run's processes on the allocation's nodes; `gpus`: each role's GPUs a process, so that a node holds
+    as many workers as its GPUs (declared with --gpus-per-host, or the job's) give."""
     allocation = Allocation.current()
-    return SlurmPlacement.for_processes(allocation, {r: n for r, n in processes.items() if n > 0}, tag)
+    per_node = workers_per_node(allocation, declared_gpus, (gpus or {}).get("worker", 0))
+    return SlurmPlacement.for_processes(allocation, {r: n for r, n in processes.items() if n > 0}, tag, per_node,
+                                        gpus)
 
 
 def run_as_step(config_json: str, output: Path) -> int:

@@ -1,0 +1,48 @@
+"""This machine's GPUs as nvidia-smi lists them, read without TensorFlow (which would start CUDA in a process
+that must choose its GPUs first: bench.run.placement)."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+from pathlib import Path
+
+from bench.infra.tools import version
+
+
+def gpu_table() -> list[dict[str, str]]:
+    """nvidia-smi's index, name, UUID and total memory (MiB) of each GPU of this host ([] without nvidia-smi)."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,uuid,memory.total",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    rows = [[c.strip() for c in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
+    return [{"index": r[0], "name": r[1], "uuid": r[2], "memory_mib": r[3]} for r in rows if len(r) == 4]
+
+
+def tensorflow_build() -> str:
+    """"cpu" where the CPU-only TensorFlow is installed, else "cuda"."""
+    return "cpu" if version("tensorflow-cpu") else "cuda"
+
+
+def computing_gpu() -> str | None:
+    """The GPU this machine's TensorFlow computes on (its first, by nvidia-smi's name), or None: no GPU, or the CPU
+    build of TensorFlow, which computes on the CPU wherever it runs."""
+    table = gpu_table()
+    return table[0]["name"] if table and tensorflow_build() == "cuda" else None
+
+
+def horovod_links_nccl() -> bool:
+    """Whether Horovod's TensorFlow extension was built with NCCL (its mpi_lib names libnccl among the libraries
+    it needs), read from the file without loading it (that would import TensorFlow)."""
+    try:
+        spec = importlib.util.find_spec("horovod.tensorflow")
+    except (ImportError, ValueError):
+        return False
+    if spec is None or spec.origin is None:
+        return False
+    return any(b"libnccl.so" in lib.read_bytes() for lib in Path(spec.origin).parent.glob("mpi_lib*.so"))

@@ -1,0 +1,82 @@
+"""A run's plan of processes (bench.run.placement.plan) as its launcher sees it: where the host kind puts each
+process, the GPUs each host offers (declared with --gpus-per-host, the Slurm job's, or this host's, taken for
+its peers), each process's local rank there. Made and checked before anything starts, recorded in run.json's
+`plan`, printed by --dry-run (`show`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable
+
+from bench.config import RunConfig
+from bench.run.contract import IN_PROCESS, MPI, Strategy
+from bench.run.launch.host_kind import HostKind
+from bench.run.launch.mpi_environment import under_mpi, world_rank
+from bench.run.launch.slurm import srun
+from bench.run.placement.gpus import cluster_hosts, environment_slots, local_rank_from
+from bench.run.placement.plan import PlannedProcess, make_plan
+
+
+def slots_of(config: RunConfig) -> Callable[[str], list[str]]:
+    """The GPUs each host offers: --gpus-per-host where given, else a Slurm job's GPUs on each of its nodes,
+    else this host's (CUDA_VISIBLE_DEVICES, or nvidia-smi's), taken to be every host's."""
+    if config.gpus_per_host is None and srun.in_allocation():
+        per_node = srun.Allocation.current().gpus_per_node
+        return lambda host: [str(i) for i in range(per_node)]
+    here, _ = environment_slots(config.gpus_per_host)
+    return lambda host: list(here)
+
+
+def of_kind(config: RunConfig, strategy: type[Strategy], kind: HostKind) -> list[PlannedProcess]:
+    """The plan of a launched run whose processes go where `kind` puts them; raises PlacementError."""
+    return make_plan(config, strategy, kind.task_hosts(), slots_of(config))
+
+
+def recorded(plan: list[PlannedProcess]) -> dict:
+    """run.json's `plan`."""
+    return {"plan": [p.as_json() for p in plan]}
+
+
+def one_process_host(config: RunConfig) -> str:
+    """Where a one-process run goes: the allocation's first node, the first of --hosts, or here."""
+    if srun.in_allocation():
+        return srun.Allocation.current().nodes[0]
+    return config.hosts[0] if config.hosts else socket.gethostname()
+
+
+def planned(config: RunConfig, strategy: type[Strategy]) -> list[PlannedProcess]:
+    """The plan of the run `config` would start from this process, whichever way it starts: this rank of the
+    user's mpirun (its own entry), this task of a cluster started by hand (the cluster's), a one-process run,
+    or a launched run's processes where its host kind would put them (nothing is started or probed)."""
+    kind = strategy.runs_as.kind
+    if kind == MPI and under_mpi():
+        rank = world_rank() or 0
+        return make_plan(config, strategy, {"worker": [socket.gethostname()]}, slots_of(config),
+                         ranks={("worker", 0): local_rank_from(os.environ) or 0}, indices={"worker": [rank]})
+    if config.job_name is not None:
+        cluster = {"worker": list(config.worker_hosts), "ps": list(config.ps_hosts),
+                   "chief": [config.chief_host] if config.chief_host else []}
+        return make_plan(config, strategy, {r: h for r, h in cluster_hosts(cluster).items() if h}, slots_of(config))
+    if kind == IN_PROCESS:
+        return make_plan(config, strategy, {"worker": [one_process_host(config)]}, slots_of(config))
+    from bench.run.launch.run_hosts import RunHosts
+
+    processes = {r: n for r, n in strategy.processes(config).items() if n > 0}
+    return of_kind(config, strategy, RunHosts.of(config, processes, strategy.gpus(config), probe=False).kind)
+
+
+def show(config: RunConfig, strategy: type[Strategy], as_json: bool) -> int:
+    """--dry-run: the processes the run would start, a line each (`as_json`: {"processes": [...]} on stdout), and
+    none started."""
+    plan = planned(config, strategy)
+    if as_json:
+        print(json.dumps({"processes": [p.as_json() for p in plan]}))
+        return 0
+    gpus = sum(len(p.gpus) for p in plan)
+    print(f"{config.strategy}, {config.workers} worker(s): {len(plan)} process(es), {gpus} GPU(s) "
+          "(--dry-run: nothing started)")
+    for process in plan:
+        print(process.line())
+    return 0

@@ -1,0 +1,115 @@
+"""A process's own placement, made before TensorFlow starts in it: the GPUs it sees (CUDA_VISIBLE_DEVICES,
+chosen by bench.run.placement.gpus from its local rank among the GPUs the host offers), then, once TensorFlow is
+imported and before its runtime starts, their memory policy: growth by default (the seed's allow_growth), or a
+fraction of each GPU (its per_process_gpu_memory_fraction; a shared GPU's share). What it chose is recorded in
+the run folder (devices/<role><index>.json) and run.json's `devices` collects them."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bench.config import RunConfig
+from bench.infra.gpus import gpu_table
+from bench.run.contract import Strategy
+from bench.run.placement.gpus import (
+    GIVEN,
+    NONE_VISIBLE,
+    UNSET,
+    VISIBLE,
+    as_indices,
+    choose,
+    cluster_hosts,
+    environment_slots,
+    fraction_of,
+    local_ranks,
+    memory_policy,
+    sharing,
+)
+from bench.run.placement.plan import display_role
+
+# how many processes of its job share this process's host, as each launcher names it (LOCAL_RANK_VARIABLES' order)
+LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "HOROVOD_LOCAL_SIZE")
+
+_chosen: dict[str, Any] = {}  # this process's placement: one per process, as its environment is
+
+
+def local_size_from(environ: Mapping[str, str]) -> int:
+    for name in LOCAL_SIZE_VARIABLES:
+        if environ.get(name, "").isdigit():
+            return int(environ[name])
+    return 1
+
+
+def cluster_position(cluster: Mapping[str, Sequence[str]], needs: Mapping[str, int], role: str,
+                     index: int) -> tuple[int, int]:
+    """A TensorFlow task's local rank and the GPU-taking tasks on its host, from the cluster's addresses."""
+    hosts = cluster_hosts(cluster)
+    ranks = local_ranks(hosts, needs)
+    mine = hosts[role][index]
+    return ranks[(role, index)], sum(1 for r in hosts for h in hosts[r] if h == mine and needs.get(r, 0) > 0)
+
+
+def apply(config: RunConfig, strategy: type[Strategy], role: str, index: int, local_rank: int,
+          local_size: int = 1) -> dict[str, Any]:
+    """Choose this process's GPUs and make them the only ones it sees (before TensorFlow starts); returns what
+    was chosen. On a host with no GPU found or declared nothing is changed. Raises PlacementError (a UsageError)
+    for GPUs the host cannot give this process."""
+    need = strategy.gpus(config).get(role, 0)
+    slots, bound = environment_slots(config.gpus_per_host)
+    gpus = choose(need, local_rank, slots, config.share_gpus, bound)
+    if slots:
+        os.environ.setdefault(GIVEN, os.environ.get(VISIBLE, UNSET))
+        os.environ[VISIBLE] = ",".join(gpus) or NONE_VISIBLE
+    shared_by = sharing([need] * max(1, local_size), len(slots)) if config.share_gpus else 1
+    _chosen.clear()
+    _chosen.update({
+        "host": socket.gethostname(), "role": display_role(strategy, config, role), "index": index,
+        "local_rank": local_rank, "gpus": as_indices(gpus), "cuda_visible_devices": os.environ.get(VISIBLE),
+        "given_cuda_visible_devices": None if os.environ.get(GIVEN, UNSET) == UNSET else os.environ[GIVEN],
+        "bound_by_slurm": bound, "gpus_declared": config.gpus_per_host,
+        "memory": memory_policy(config.gpu_memory_fraction, shared_by) if gpus else None,
+        "collective": strategy.collective(config, role, bool(gpus))})
+    return dict(_chosen)
+
+
+def configure_memory() -> dict[str, Any]:
+    """After TensorFlow's import, before its runtime starts: each visible GPU's memory policy, and what TensorFlow
+    sees (its GPUs with nvidia-smi's name and UUID); returns this process's placement record, completed."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    fraction = fraction_of(_chosen.get("memory"))
+    table = {row["index"]: row for row in gpu_table()}
+    seen = []
+    for position, gpu in enumerate(gpus):
+        physical = str(_chosen["gpus"][position]) if position < len(_chosen.get("gpus", [])) else str(position)
+        row = table.get(physical, {})
+        if fraction is not None and row.get("memory_mib", "").isdigit():
+            limit = int(int(row["memory_mib"]) * fraction)
+            tf.config.set_logical_device_configuration(gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)])
+        else:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        seen.append({"device": gpu.name, "name": row.get("name"), "uuid": row.get("uuid")})
+    if not _chosen:  # a process that chose nothing (a test's own): TensorFlow's defaults but growth
+        return {}
+    _chosen["tensorflow_gpus"] = seen
+    return dict(_chosen)
+
+
+def chosen() -> dict[str, Any]:
+    """This process's placement record (empty before `apply`)."""
+    return dict(_chosen)
+
+
+def session_gpu_options(proto: Any) -> Any:
+    """A TensorFlow 1 ConfigProto with this process's GPU memory policy (a v1 server or session creates its GPU
+    devices from its own config, not from tf.config)."""
+    fraction = fraction_of(_chosen.get("memory"))
+    if fraction is not None:
+        proto.gpu_options.per_process_gpu_memory_fraction = fraction
+    elif _chosen.get("gpus"):
+        proto.gpu_options.allow_growth = True
+    return proto
