@@ -214,6 +214,17 @@ def test_on_the_emulated_hosts_each_process_has_a_host_and_its_gpus(name):
     assert all(p.local_rank == 0 and p.gpus in ([0], []) for p in plan)  # one process a host
 
 
+def test_a_task_over_ssh_chooses_among_its_hosts_gpus_not_the_launchers(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # the launcher's own (a laptop's, a login node's)
+    monkeypatch.setenv("DISTBENCH_GIVEN_CUDA_VISIBLE_DEVICES", "3")
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+    placed = HostPlacement.for_processes(("a", "b"), {"worker": 2})
+    command = " ".join(placed.command("worker", 1, ["python", "-m", "bench"], {}))
+    assert "TF_CPP_MIN_LOG_LEVEL=2" in command and "CUDA" not in command
+    mpirun = " ".join(placed.ranks(["python", "-m", "bench"], False, {}, Path("/tmp"))[0])
+    assert "CUDA" not in mpirun
+
+
 def test_a_one_process_run_over_hosts_goes_to_the_first_host():
     config = config_for("single", hosts=("a", "b"))
     [entry] = gpu_plan.planned(config, registry.get("single"))

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from bench.run.launch.host_kind import HostKind
 from bench.run.launch.mpi_launchers import horovodrun_command, host_slots, mpirun_command
+from bench.run.placement.gpus import GIVEN
 
 TF_PORT = 2222  # TensorFlow's customary port; a host's second task takes the next
 ALIVE_INTERVAL_S, ALIVE_COUNT = 5, 3
@@ -34,8 +35,10 @@ KEEPALIVE_S = ALIVE_INTERVAL_S * ALIVE_COUNT  # a host that stops answering ends
 DEFAULT_SSH = ("ssh", "-o", "BatchMode=yes", "-o", f"ServerAliveInterval={ALIVE_INTERVAL_S}",
                "-o", f"ServerAliveCountMax={ALIVE_COUNT}")
 # what a task's environment takes from the launcher's besides what the launcher gives it (ssh passes
-# no environment): the suite's own settings, TensorFlow's, threading and Python's
-FORWARDED_PREFIXES = ("DISTBENCH_", "TF_", "OMP_", "KMP_", "PYTHON", "HOROVOD_", "CUDA_")
+# no environment): the suite's own settings, TensorFlow's, threading and Python's. Not CUDA's: the GPUs a task
+# sees are its host's, chosen there by its local rank (bench.run.placement), not the launcher's
+FORWARDED_PREFIXES = ("DISTBENCH_", "TF_", "OMP_", "KMP_", "PYTHON", "HOROVOD_")
+NOT_FORWARDED = (GIVEN,)  # what this machine's processes were given, not the host's
 
 
 def ssh_command() -> list[str]:
@@ -94,7 +97,7 @@ class HostPlacement(HostKind):
             # hosts' network, and reaches the hosts (that one too) with the `ssh` it finds on PATH
             path = f"{ssh_shim(run_dir / 'bin')}:{os.environ.get('PATH', '')}"
             return self.over_ssh(hosts[0], [*horovodrun_command(len(hosts), hosts), *argv], {**env, "PATH": path}), {}
-        names = sorted({*env, *(k for k in os.environ if k.startswith(FORWARDED_PREFIXES))})
+        names = sorted({*env, *(k for k in os.environ if k.startswith(FORWARDED_PREFIXES) and k not in NOT_FORWARDED)})
         host_args = ["-H", host_slots(hosts),
                      "--mca", "plm_rsh_agent", shlex.join(ssh_command()), "--wdir", os.getcwd(),
                      *(flag for name in names for flag in ("-x", name))]
@@ -110,7 +113,7 @@ class HostPlacement(HostKind):
     def over_ssh(host: str, argv: list[str], env: dict[str, str]) -> list[str]:
         """`argv` started on `host` over ssh, in this process's folder, under the guard, with `env` and the
         forwarded part of this process's environment."""
-        passed = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIXES)}
+        passed = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIXES) and k not in NOT_FORWARDED}
         passed.update(env)
         remote = " ".join([
             "cd", shlex.quote(os.getcwd()), "&&", "exec", "env",
