@@ -337,7 +337,7 @@ def test_the_guides_host_kind_runs_a_ps_cluster_and_an_mpi_job(tmp_path, strateg
     driver = "\n".join([
         "import runpy, sys", f"sys.path.insert(0, {str(tmp_path)!r})", "from pinned import Pinned",
         "from bench.run.launch.run_hosts import RunHosts",
-        "RunHosts.of = classmethod(lambda cls, config, processes: cls(Pinned(processes)))",
+        "RunHosts.of = classmethod(lambda cls, config, processes, *planning: cls(Pinned(processes)))",
         "runpy.run_module('bench', run_name='__main__')"])
     results = tmp_path / "results"
     done = subprocess.run([sys.executable, "-c", driver, "--strategy", strategy, "--workers", "2", *extra,

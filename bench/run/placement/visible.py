@@ -34,6 +34,7 @@ from bench.run.placement.plan import display_role
 LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "HOROVOD_LOCAL_SIZE")
 
 _chosen: dict[str, Any] = {}  # this process's placement: one per process, as its environment is
+_deciding: dict[str, Any] = {}  # what decided it (config, strategy, role): its collective follows what TensorFlow saw
 
 
 def local_size_from(environ: Mapping[str, str]) -> int:
@@ -64,6 +65,7 @@ def apply(config: RunConfig, strategy: type[Strategy], role: str, index: int, lo
         os.environ.setdefault(GIVEN, os.environ.get(VISIBLE, UNSET))
         os.environ[VISIBLE] = ",".join(gpus) or NONE_VISIBLE
     shared_by = sharing([need] * max(1, local_size), len(slots)) if config.share_gpus else 1
+    _deciding.update(config=config, strategy=strategy, role=role)
     _chosen.clear()
     _chosen.update({
         "host": socket.gethostname(), "role": display_role(strategy, config, role), "index": index,
@@ -96,6 +98,8 @@ def configure_memory() -> dict[str, Any]:
     if not _chosen:  # a process that chose nothing (a test's own): TensorFlow's defaults but growth
         return {}
     _chosen["tensorflow_gpus"] = seen
+    # the collective it runs: on GPUs only where TensorFlow computes on them (the CPU build sees none)
+    _chosen["collective"] = _deciding["strategy"].collective(_deciding["config"], _deciding["role"], bool(seen))
     return dict(_chosen)
 
 
