@@ -3,6 +3,7 @@ that must choose its GPUs first: bench.run.placement)."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 from bench.infra.tools import version
 
 
+@functools.cache  # a host's GPUs do not change while a process lives: nvidia-smi once a process
 def gpu_table() -> list[dict[str, str]]:
     """nvidia-smi's index, name, UUID and total memory (MiB) of each GPU of this host ([] without nvidia-smi)."""
     if not shutil.which("nvidia-smi"):

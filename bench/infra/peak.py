@@ -10,6 +10,7 @@ import platform
 import re
 from pathlib import Path
 
+from bench.infra.gpus import computing_gpu
 from bench.infra.tools import suite_cache
 
 
@@ -55,8 +56,6 @@ def path(key: str) -> Path:
 def this_device_key() -> str:
     """The key of what TensorFlow computes on here: the GPU its CUDA build uses (nvidia-smi's name, as a run's
     devices record it), else this CPU with every core."""
-    from bench.infra.gpus import computing_gpu
-
     return device_key(computing_gpu())
 
 

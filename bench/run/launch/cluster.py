@@ -23,7 +23,7 @@ from bench.run.launch.processes import Child, start
 from bench.run.launch.recovery import WORKER_RESTARTED, recoveries_left, recovering, recovery, rejoin_config
 from bench.run.launch.run_hosts import RunHosts
 from bench.run.launch.supervisor import Restarts, steps_written, supervise
-from bench.run.launch.tf_config import tf_config
+from bench.run.launch.tf_config import hand_started_cluster, tf_config
 from bench.run.process.aggregation import mark_aggregated
 from bench.run.process.leave import leave
 from bench.run.process.lifecycle import join_environment, joined_run, open_run, start_run
@@ -118,11 +118,7 @@ def run_task(config: RunConfig, strategy: type[Strategy]) -> int:
     """One task of a multi-host cluster, started by hand (or by a scheduler) on its host."""
     from bench.run.launch import worker_process
 
-    cluster = {"worker": list(config.worker_hosts)}
-    if config.ps_hosts:
-        cluster["ps"] = list(config.ps_hosts)
-    if config.chief_host:
-        cluster["chief"] = [config.chief_host]
+    cluster = hand_started_cluster(config)
     me = cluster[config.job_name][config.task_index]
     port = int(me.rpartition(":")[2])
     if port_in_use(port):

@@ -15,23 +15,23 @@ from bench.run.contract import IN_PROCESS, MPI, Strategy
 from bench.run.launch.host_kind import HostKind
 from bench.run.launch.mpi_environment import under_mpi, world_rank
 from bench.run.launch.slurm import srun
+from bench.run.launch.tf_config import hand_started_cluster
 from bench.run.placement.gpus import cluster_hosts, environment_slots, local_rank_from
 from bench.run.placement.plan import PlannedProcess, make_plan
 
 
-def slots_of(config: RunConfig) -> Callable[[str], list[str]]:
-    """The GPUs each host offers: --gpus-per-host where given, else a Slurm job's GPUs on each of its nodes,
-    else this host's (CUDA_VISIBLE_DEVICES, or nvidia-smi's), taken to be every host's."""
-    if config.gpus_per_host is None and srun.in_allocation():
-        per_node = srun.Allocation.current().gpus_per_node
-        return lambda host: [str(i) for i in range(per_node)]
+def slots_of(config: RunConfig, allocation: srun.Allocation | None) -> Callable[[str], list[str]]:
+    """The GPUs each host offers: --gpus-per-host where given, else the Slurm job's (`allocation`) GPUs on each of
+    its nodes, else this host's (CUDA_VISIBLE_DEVICES, or nvidia-smi's), taken to be every host's."""
+    if config.gpus_per_host is None and allocation is not None:
+        return lambda host: [str(i) for i in range(allocation.gpus_per_node)]
     here, _ = environment_slots(config.gpus_per_host)
     return lambda host: list(here)
 
 
 def of_kind(config: RunConfig, strategy: type[Strategy], kind: HostKind) -> list[PlannedProcess]:
     """The plan of a launched run whose processes go where `kind` puts them; raises PlacementError."""
-    return make_plan(config, strategy, kind.task_hosts(), slots_of(config))
+    return make_plan(config, strategy, kind.task_hosts(), slots_of(config, allocation()))
 
 
 def recorded(plan: list[PlannedProcess]) -> dict:
@@ -39,10 +39,15 @@ def recorded(plan: list[PlannedProcess]) -> dict:
     return {"plan": [p.as_json() for p in plan]}
 
 
-def one_process_host(config: RunConfig) -> str:
+def allocation() -> srun.Allocation | None:
+    """The Slurm job this launcher runs in (read once a plan), or None."""
+    return srun.Allocation.current() if srun.in_allocation() else None
+
+
+def one_process_host(config: RunConfig, job: srun.Allocation | None) -> str:
     """Where a one-process run goes: the allocation's first node, the first of --hosts, or here."""
-    if srun.in_allocation():
-        return srun.Allocation.current().nodes[0]
+    if job is not None:
+        return job.nodes[0]
     return config.hosts[0] if config.hosts else socket.gethostname()
 
 
@@ -53,14 +58,13 @@ def planned(config: RunConfig, strategy: type[Strategy]) -> list[PlannedProcess]
     kind = strategy.runs_as.kind
     if kind == MPI and under_mpi():
         rank = world_rank() or 0
-        return make_plan(config, strategy, {"worker": [socket.gethostname()]}, slots_of(config),
+        return make_plan(config, strategy, {"worker": [socket.gethostname()]}, slots_of(config, None),
                          ranks={("worker", 0): local_rank_from(os.environ) or 0}, indices={"worker": [rank]})
     if config.job_name is not None:
-        cluster = {"worker": list(config.worker_hosts), "ps": list(config.ps_hosts),
-                   "chief": [config.chief_host] if config.chief_host else []}
-        return make_plan(config, strategy, {r: h for r, h in cluster_hosts(cluster).items() if h}, slots_of(config))
+        return make_plan(config, strategy, cluster_hosts(hand_started_cluster(config)), slots_of(config, None))
     if kind == IN_PROCESS:
-        return make_plan(config, strategy, {"worker": [one_process_host(config)]}, slots_of(config))
+        job = allocation()
+        return make_plan(config, strategy, {"worker": [one_process_host(config, job)]}, slots_of(config, job))
     from bench.run.launch.run_hosts import RunHosts
 
     processes = {r: n for r, n in strategy.processes(config).items() if n > 0}

@@ -10,6 +10,8 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
+from bench.run.placement.gpus import cluster_hosts
+
 
 class HostKind:
     # whether the launcher holds each started command's stdin open: a kind that reaches its hosts over a
@@ -22,8 +24,7 @@ class HostKind:
 
     def task_hosts(self) -> dict[str, list[str]]:
         """Each role's tasks' hosts, by name (the placement's plan: bench.run.placement)."""
-        return {role: [address.rpartition(":")[0] for address in addresses]
-                for role, addresses in self.tf_cluster().items()}
+        return cluster_hosts(self.tf_cluster())
 
     def command(self, role: str, index: int, argv: list[str], env: dict[str, str]) -> list[str]:
         """Task `index` of `role`'s command as started from this host; `env` is what the launcher gives it."""

@@ -11,8 +11,7 @@ from bench.run.launch import gpu_plan
 from bench.run.launch.interrupts import Interrupted, interruptible
 from bench.run.launch.slurm import srun
 from bench.run.placement import visible
-from bench.run.placement.gpus import local_rank_from
-from bench.run.placement.visible import local_size_from
+from bench.run.placement.gpus import local_rank_from, local_size_from
 from bench.run.process.lifecycle import close_run, joined_run, open_run, start_run
 from bench.run.process.process import prepare_process, train
 from bench.usage import refuse

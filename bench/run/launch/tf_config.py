@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from bench.config import RunConfig
 from bench.errors import UsageError
 
 
@@ -23,3 +24,13 @@ def topology_from_tf_config(text: str) -> dict:
                 "task_index": task.get("index")}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UsageError(f"TF_CONFIG is not valid cluster JSON: {exc}") from None
+
+
+def hand_started_cluster(config: RunConfig) -> dict[str, list[str]]:
+    """The cluster a task started by hand names in its flags (--worker-hosts, --ps-hosts, --chief-host)."""
+    cluster = {"worker": list(config.worker_hosts)}
+    if config.ps_hosts:
+        cluster["ps"] = list(config.ps_hosts)
+    if config.chief_host:
+        cluster["chief"] = [config.chief_host]
+    return cluster

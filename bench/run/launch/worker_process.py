@@ -8,7 +8,6 @@ import sys
 import traceback
 
 from bench.config import RunConfig
-from bench.errors import UsageError
 from bench.run.contract import Strategy, WorkerContext, worker_class
 from bench.run.launch.tf_config import tf_config
 from bench.run.placement import visible
@@ -22,21 +21,15 @@ def run_role(config: RunConfig, strategy_cls: type[Strategy], folder: RunFolder,
     from bench.run.process.process import failure_report, prepare_process, train
     from bench.run.quiet_tf import import_tensorflow_quietly
 
-    # the GPUs this task sees, before TensorFlow starts: its local rank from the cluster's addresses
-    local_rank, local_size = visible.cluster_position(cluster, strategy_cls.gpus(config), role, index)
-    placement_error = None
-    try:
-        visible.apply(config, strategy_cls, role, index, local_rank, local_size)
-    except UsageError as exc:
-        placement_error = exc
-    import_tensorflow_quietly()  # a ps task imports it too (a worker's prepare_process would)
     # TensorFlow's own multi-worker strategies read the cluster from here
     os.environ.setdefault("TF_CONFIG", tf_config(cluster, role, index))
+    # the GPUs this task sees, chosen before TensorFlow starts: its local rank from the cluster's addresses
+    local_rank, local_size = visible.cluster_position(cluster, strategy_cls.gpus(config), role, index)
     code = 0
     if role != strategy_cls.runs_as.trainer_role(config):
         try:
-            if placement_error:
-                raise placement_error
+            visible.apply(config, strategy_cls, role, index, local_rank, local_size)
+            import_tensorflow_quietly()  # a serving task imports it here (a trainer's prepare_process does)
             placed = visible.configure_memory()
             folder.write_devices(placed["role"], index, placed)
             worker_class(strategy_cls).serve(role, index, config, cluster)
@@ -47,8 +40,7 @@ def run_role(config: RunConfig, strategy_cls: type[Strategy], folder: RunFolder,
         context = WorkerContext(rank=index, num_workers=len(cluster["worker"]), is_chief=index == 0,
                                 run_start=run_start, cluster=cluster, run_dir=str(folder.path))
         try:
-            if placement_error:
-                raise placement_error
+            visible.apply(config, strategy_cls, role, index, local_rank, local_size)
             runtime = prepare_process(config, strategy_cls)
         except Exception as exc:  # noqa: BLE001 - reported to the launcher through the file and the exit code
             report = failure_report(exc)

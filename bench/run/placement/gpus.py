@@ -73,12 +73,23 @@ def host_slots(declared: int | None, found: Sequence[str], given: Sequence[str] 
     return base[:declared]
 
 
+# how many processes of its job share this process's host, as each launcher names it (LOCAL_RANK_VARIABLES' order)
+LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "HOROVOD_LOCAL_SIZE")
+
+
+def first_number(environ: Mapping[str, str], names: Sequence[str]) -> int | None:
+    """The value of the first of `names` set to a number in `environ`, or None."""
+    return next((int(environ[n]) for n in names if environ.get(n, "").isdigit()), None)
+
+
 def local_rank_from(environ: Mapping[str, str]) -> int | None:
     """This process's local rank as its launcher set it (LOCAL_RANK_VARIABLES), or None."""
-    for name in LOCAL_RANK_VARIABLES:
-        if environ.get(name, "").isdigit():
-            return int(environ[name])
-    return None
+    return first_number(environ, LOCAL_RANK_VARIABLES)
+
+
+def local_size_from(environ: Mapping[str, str]) -> int:
+    """The processes of this process's job on its host, as its launcher set it (1 where none says)."""
+    return first_number(environ, LOCAL_SIZE_VARIABLES) or 1
 
 
 def role_order(roles: Sequence[str]) -> list[str]:

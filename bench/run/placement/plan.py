@@ -61,14 +61,17 @@ def make_plan(config: RunConfig, strategy: type[Strategy], hosts: Mapping[str, S
     needs = strategy.gpus(config)
     ranks = ranks or local_ranks(hosts, needs)
     check_hosts(config, hosts, needs, slots_of)
+    on_host: dict[str, list[int]] = {}  # the GPUs each process of a host takes
+    for role, placed in hosts.items():
+        for host in placed:
+            on_host.setdefault(host, []).append(needs.get(role, 0))
     out = []
     for role in role_order(list(hosts)):
         for k, host in enumerate(hosts[role]):
             index = indices[role][k] if indices else k
             slots = slots_of(host)
-            on_host = [needs.get(r, 0) for r in hosts for h in hosts[r] if h == host]
             gpus = choose(needs.get(role, 0), ranks[(role, k)], slots, config.share_gpus)
-            memory = memory_policy(config.gpu_memory_fraction, sharing(on_host, len(slots))) if gpus else None
+            memory = memory_policy(config.gpu_memory_fraction, sharing(on_host[host], len(slots))) if gpus else None
             out.append(PlannedProcess(host, display_role(strategy, config, role), index, ranks[(role, k)],
                                       as_indices(gpus), memory, strategy.collective(config, role, bool(gpus))))
     return out

@@ -30,18 +30,8 @@ from bench.run.placement.gpus import (
 )
 from bench.run.placement.plan import display_role
 
-# how many processes of its job share this process's host, as each launcher names it (LOCAL_RANK_VARIABLES' order)
-LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "HOROVOD_LOCAL_SIZE")
-
 _chosen: dict[str, Any] = {}  # this process's placement: one per process, as its environment is
 _deciding: dict[str, Any] = {}  # what decided it (config, strategy, role): its collective follows what TensorFlow saw
-
-
-def local_size_from(environ: Mapping[str, str]) -> int:
-    for name in LOCAL_SIZE_VARIABLES:
-        if environ.get(name, "").isdigit():
-            return int(environ[name])
-    return 1
 
 
 def cluster_position(cluster: Mapping[str, Sequence[str]], needs: Mapping[str, int], role: str,
