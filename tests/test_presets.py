@@ -147,3 +147,15 @@ def test_the_preset_says_how_many_runs_are_left_and_about_how_long():
     assert time_left(time.monotonic(), 0, 10) == ""
     text = time_left(time.monotonic() - 120, 2, 10)  # 1 min a run so far
     assert text == " (2 done, 8 left, about 8 min left)"
+
+
+def test_the_comparison_ends_on_its_answer_and_writes_answer_csv(comparison):
+    from bench.analysis.report.answer import ANSWER_LINES, ANSWER_WIDTH
+
+    lines = comparison["stdout"].strip().splitlines()
+    assert lines[0].startswith("Answer on ") and lines[-1].startswith("report: ")
+    assert len(lines) <= ANSWER_LINES and all(len(line) <= ANSWER_WIDTH for line in lines[:-1])
+    folder = next(comparison["out"].glob("compare-*"))
+    rows = pd.read_csv(folder / "answer.csv")
+    assert list(rows.columns) == ["model", "workers", "fastest", "runner_up", "lead", "verdict"]
+    assert set(rows["workers"]) == {1, 2}

@@ -228,45 +228,6 @@ def test_headline_says_tie_when_the_intervals_overlap():
     assert clear["fastest"].iloc[0] == "allreduce"
 
 
-def _setting(strategy: str, family: str, throughput: float, step_ms: float, compute_ms: float,
-             communication_ms: float, workers: int = 4) -> dict:
-    return {"purpose": "throughput", "model": "cnn", "workers": workers, "batch_size": 64, "strategy": strategy,
-            "variant": strategy, "family": family, "throughput_examples_per_s": throughput,
-            "throughput_ci95_examples_per_s": throughput * 0.02, "step_time_p50_s": step_ms / 1e3,
-            "compute_p50_s": compute_ms / 1e3, "communication_p50_s": communication_ms / 1e3,
-            "waiting_p50_s": 0.0, "other_p50_s": 0.0}
-
-
-def test_the_answer_names_the_winning_family_its_lead_and_the_part_of_the_step_that_differs():
-    from bench.analysis.report import aggregate
-    from bench.analysis.report.sections import answer_line
-
-    settings = pd.DataFrame([_setting("multi-tower", "in-graph", 2000, 128, 120, 2),
-                             _setting("mirrored", "in-graph", 1900, 130, 120, 4),
-                             _setting("allreduce", "allreduce", 1000, 256, 130, 120),
-                             _setting("ps-sync", "parameter-server", 500, 500, 140, 300),
-                             _setting("single", "in-graph", 9999, 10, 10, 0, workers=1)])
-    answer = aggregate.family_answer(settings)
-    row = answer.iloc[0]
-    assert (row["family"], row["strategy"], row["next_family"], row["next_strategy"]) == (
-        "in-graph", "multi-tower", "allreduce", "allreduce")
-    assert row["lead"] == pytest.approx(2.0) and not row["tie"]
-    line = answer_line(row)
-    assert line.startswith("cnn, 4 workers: in-graph wins (multi-tower, 2,000 examples/s), 2.00x the best allreduce")
-    assert "allreduce takes 256.0 ms per 256 examples against 128.0 ms" in line
-    assert "communication is 120.0 ms against 2.0" in line
-
-
-def test_overlapping_intervals_make_the_answer_a_tie():
-    from bench.analysis.report import aggregate
-    from bench.analysis.report.sections import answer_line
-
-    settings = pd.DataFrame([_setting("multi-tower", "in-graph", 1000, 256, 200, 10),
-                             _setting("allreduce", "allreduce", 990, 258, 200, 12)])
-    row = aggregate.family_answer(settings).iloc[0]
-    assert row["tie"] and "tie (their 95% intervals overlap)" in answer_line(row)
-
-
 def test_scaling_efficiency_divides_by_the_median_of_the_baselines_runs():
     from bench.analysis.report import aggregate
 

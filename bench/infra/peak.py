@@ -67,6 +67,14 @@ def read(key: str | None = None) -> dict | None:
         return None
 
 
+def keep_highest(new: dict, recorded: dict | None) -> dict:
+    """The record to keep of a device's peak: a measurement on a busier machine only comes out lower, so the
+    highest rate measured by the same TensorFlow in the same precision stands (a comparison's MFU above 100 %
+    came from a peak measured while other work ran)."""
+    same = recorded and all(recorded.get(k) == new.get(k) for k in ("tensorflow", "dtype"))
+    return recorded if same and recorded.get("tflops", 0) > new["tflops"] else new
+
+
 def write(record: dict, key: str) -> Path:
     target = path(key)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -50,6 +50,7 @@ def settings(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, group in ok.groupby(GROUP_KEY, dropna=False):
         values = group["throughput_examples_per_s"].dropna().to_numpy()
+        positive = values[values > 0]
         if len(values) >= 2:
             mean, half = mean_and_ci95(values)
             spread = "95% CI over repeats"
@@ -61,7 +62,8 @@ def settings(runs: pd.DataFrame) -> pd.DataFrame:
         rows.append({**dict(zip(GROUP_KEY, key, strict=True)),
                      **{c: group[c].iloc[0] for c in DECLARED if c in group}, "repeats": len(group),
                      "throughput_examples_per_s": mean, "throughput_ci95_examples_per_s": half,
-                     "spread": spread, "scaling_efficiency": float(np.nanmean(group["scaling_efficiency"]))
+                     "spread": spread, "log_sd": float(np.std(np.log(positive), ddof=1)) if len(positive) > 1
+                     else math.nan, "scaling_efficiency": float(np.nanmean(group["scaling_efficiency"]))
                      if group["scaling_efficiency"].notna().any() else math.nan,
                      "step_time_p50_s": float(group["step_time_p50_s"].mean()),
                      **{part: float(group[part].mean()) if part in group and group[part].notna().any() else math.nan
@@ -112,52 +114,3 @@ def add_baseline(runs: pd.DataFrame, baseline: pd.DataFrame) -> pd.DataFrame:
 
     runs["throughput_vs_baseline"] = runs.apply(ratio, axis=1) if len(runs) else []
     return runs
-
-
-def family_answer(setting_rows: pd.DataFrame) -> pd.DataFrame:
-    """Per model, at its largest worker count: the best strategy of each family, the family that
-    wins, its lead over the best of the next family, and the step split's reason: the part of
-    a step in which the runner-up spends the most time beyond the winner."""
-    thr = setting_rows[setting_rows["purpose"] == "throughput"] if len(setting_rows) else setting_rows
-    rows = []
-    for model, group in thr.groupby("model"):
-        group = group[group["workers"] == group["workers"].max()].dropna(subset=["throughput_examples_per_s"])
-        best = (group.sort_values("throughput_examples_per_s", ascending=False).groupby("family", sort=False)
-                .head(1).reset_index(drop=True))
-        if best.empty:
-            continue
-        win = best.iloc[0]
-        row = {"model": model, "workers": int(win["workers"]), "family": win["family"], "strategy": win["variant"],
-               "throughput_examples_per_s": win["throughput_examples_per_s"], "next_family": "", "next_strategy": "",
-               "lead": math.nan, "tie": False, "reason": "no other family ran"}
-        if len(best) > 1:
-            second = best.iloc[1]
-            row.update(next_family=second["family"], next_strategy=second["variant"],
-                       lead=win["throughput_examples_per_s"] / second["throughput_examples_per_s"],
-                       tie=overlaps_best(win, second), reason=split_reason(win, second))
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def batch_time_s(row: pd.Series) -> float:
-    """Mean seconds per `workers` x batch examples, from the run's throughput."""
-    return row["workers"] * row["batch_size"] / row["throughput_examples_per_s"]
-
-
-def split_reason(win: pd.Series, other: pd.Series) -> str:
-    """How much longer `other` takes per global batch than `win`, and the part of the split of
-    step time (medians) that differs most."""
-    ms = 1e3
-    examples = int(win["workers"] * win["batch_size"])
-    says = (f"{other['variant']} takes {ms * batch_time_s(other):.1f} ms per {examples:,} examples against "
-            f"{ms * batch_time_s(win):.1f} ms")
-    gaps = {label: other[part] - win[part] for part, label in SPLIT.items()
-            if pd.notna(other.get(part)) and pd.notna(win.get(part))}
-    if not gaps:
-        return says
-    if other["step_time_p50_s"] <= win["step_time_p50_s"]:
-        return (f"{says}; its median step is not longer ({ms * other['step_time_p50_s']:.1f} against "
-                f"{ms * win['step_time_p50_s']:.1f} ms): the difference is in its slowest steps")
-    part = max(gaps, key=gaps.get)
-    column = next(c for c, label in SPLIT.items() if label == part)
-    return f"{says}; its step's {part} is {ms * other[column]:.1f} ms against {ms * win[column]:.1f}"

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis.report import aggregate, collect
+from bench.analysis.report import aggregate, answer, collect, verdict
 from bench.analysis.report.columns import NETWORK_COLUMNS, SUMMARY_COLUMNS
 from bench.analysis.report.html import note, page
+
+ANSWER_TEXT = "answer.txt"  # the terminal's answer, which a preset prints at its end
 
 
 def summary_frame(paths: Sequence[Path], earlier: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -33,8 +35,11 @@ def write_report(paths: Sequence[Path], out_dir: Path, baseline: Sequence[Path] 
         (["throughput_vs_baseline"] if "throughput_vs_baseline" in runs else [])
     table = runs[columns] if not runs.empty else pd.DataFrame(columns=SUMMARY_COLUMNS)
     table.to_csv(out_dir / "summary.csv", index=False)
+    verdicts = verdict.answer(runs) if not runs.empty else pd.DataFrame(columns=verdict.ANSWER_COLUMNS)
+    answer.write(verdicts, out_dir)
+    (out_dir / ANSWER_TEXT).write_text("\n".join(answer.lines(runs, verdicts)) + "\n" if len(verdicts) else "")
     html_path = out_dir / "report.html"
-    html_path.write_text(render(runs, paths, remark, earlier))
+    html_path.write_text(render(runs, paths, remark, earlier, verdicts))
     return html_path
 
 
@@ -54,7 +59,8 @@ def machines(runs: pd.DataFrame) -> str:
     return f"Machine: {'; '.join(said)}. "
 
 
-def render(runs: pd.DataFrame, paths: Sequence[Path], remark: str, earlier: pd.DataFrame | None = None) -> str:
+def render(runs: pd.DataFrame, paths: Sequence[Path], remark: str, earlier: pd.DataFrame | None = None,
+           verdicts: pd.DataFrame | None = None) -> str:
     from bench.analysis.report import sections
     from bench.analysis.report.agreement import agreement_section
 
@@ -66,5 +72,5 @@ def render(runs: pd.DataFrame, paths: Sequence[Path], remark: str, earlier: pd.D
     if runs.empty:
         return page("distbench report", intro, [*micro] or [note("No run folders found.")])
     compared = [agreement_section(runs, earlier)] if earlier is not None and not earlier.empty else []
-    return page("distbench report", intro, [*compared, *sections.all_sections(runs), *micro])
+    return page("distbench report", intro, [*compared, *sections.all_sections(runs, verdicts), *micro])
 

@@ -59,8 +59,12 @@ def why_columns(summary: dict[str, Any]) -> dict[str, Any]:
     """What explains a run's step: its model FLOP/s utilization, what its slowest worker cost and the
     tensors whose exchange the compute did not hide."""
     split = summary.get("breakdown") or {}
-    return {**{key: summary.get(key) for key in ("model_flops_per_example", "achieved_tflops", "peak_tflops", "mfu",
-                                                  "throughput_without_slowest_examples_per_s")},
+    figures = {key: summary.get(key) for key in ("model_flops_per_example", "achieved_tflops", "peak_tflops", "mfu",
+                                                  "throughput_without_slowest_examples_per_s")}
+    # a run above its devices' peak proves the peak wrong (measured busier, partial, another precision): the
+    # report marks the peak as suspect and prints no MFU for the run
+    suspect = figures["mfu"] is not None and figures["mfu"] > 1
+    return {**figures, "mfu": None if suspect else figures["mfu"], "peak_suspect": suspect,
             "waiting_caused_s": split.get("waiting_caused_s"), **exposure_columns(summary)}
 
 

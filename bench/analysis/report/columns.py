@@ -7,7 +7,7 @@ RUN_COLUMNS = [
     ("data", "data", "text"), ("workers", "workers", "int"), ("batch_size", "batch/worker", "int"),
     ("status", "status", "text"), ("throughput_examples_per_s", "examples/s", "rate"),
     ("throughput_ci95_examples_per_s", "± 95% CI", "rate"), ("scaling_efficiency", "scaling eff.", "pct"),
-    ("mfu", "MFU", "pct"),
+    ("mfu", "MFU", "pct"), ("peak_suspect", "peak suspect", "text"),
     ("step_time_p50_s", "p50 step ms", "ms"), ("step_time_p99_s", "p99 step ms", "ms"),
     ("final_accuracy", "final acc.", "acc"), ("bytes_sent_per_worker_per_step", "sent/worker/step", "bytes"),
 ]

@@ -6,7 +6,7 @@ import html as html_lib
 
 import pandas as pd
 
-from bench.analysis.report import aggregate, plots
+from bench.analysis.report import aggregate, answer, plots, verdict
 from bench.analysis.report.columns import RUN_COLUMNS
 from bench.analysis.report.html import figure, folded, note, section, table
 from bench.metrics import significant
@@ -37,7 +37,7 @@ def micro_sections(paths) -> list[str]:
     return out
 
 
-def all_sections(runs: pd.DataFrame) -> list[str]:
+def all_sections(runs: pd.DataFrame, verdicts: pd.DataFrame | None = None) -> list[str]:
     from bench.analysis.report.checkpoints import checkpoints_section
     from bench.analysis.report.network import network_section
     from bench.analysis.report.recovery import recovery_section
@@ -50,10 +50,10 @@ def all_sections(runs: pd.DataFrame) -> list[str]:
     ok = plain[plain["ok"]]
     settings = aggregate.settings(plain)
     convergence = ok[ok["purpose"] == "convergence"]
+    verdicts = verdict.answer(runs) if verdicts is None else verdicts
     on_one_machine = [
-        headline(settings),
         throughput(settings),
-        efficiency(settings),
+        efficiency(settings, plain),
         convergence_section(convergence),
         time_to_accuracy(convergence),
         time_split(ok),
@@ -62,6 +62,7 @@ def all_sections(runs: pd.DataFrame) -> list[str]:
         *([stragglers(plain)] if (plain["scenario"] != "clean").any() else []),
     ] if len(plain) else []
     return [
+        *([headline(runs, verdicts)] if len(verdicts) else []),
         *on_one_machine,
         why_section(runs),
         *([network_section(runs[emulated & ~converging])] if (emulated & ~converging).any() else []),
@@ -76,33 +77,26 @@ def all_sections(runs: pd.DataFrame) -> list[str]:
     ]
 
 
-def answer_line(row: pd.Series) -> str:
-    """One model's answer: the family that wins at its largest worker count, by how much, and why."""
-    head = f"{row['model']}, {row['workers']} workers: "
-    if not row["next_family"]:
-        return head + f"{row['family']} ({row['strategy']}) is the only family that ran."
-    if row["tie"]:
-        return head + (f"{row['family']} ({row['strategy']}) and {row['next_family']} ({row['next_strategy']}) "
-                       f"tie (their 95% intervals overlap); {row['reason']}.")
-    return head + (f"{row['family']} wins ({row['strategy']}, {row['throughput_examples_per_s']:,.0f} examples/s), "
-                   f"{row['lead']:.2f}x the best {row['next_family']} strategy ({row['next_strategy']}): "
-                   f"{row['reason']}.")
-
-
-def headline(settings: pd.DataFrame) -> str:
-    best = aggregate.headline(settings) if len(settings) else pd.DataFrame()
-    answers = aggregate.family_answer(settings) if len(settings) else pd.DataFrame()
-    lines = "".join(f"<li>{html_lib.escape(answer_line(row))}</li>" for _, row in answers.iterrows())
-    return section("headline", "Fastest strategy per model and worker count",
-                   f'<ul class="answer">{lines}</ul>' if lines else "", table(best, [
-        ("model", "model", "text"), ("workers", "workers", "int"), ("fastest", "fastest", "text"),
-        ("throughput_examples_per_s", "examples/s", "rate"), ("throughput_ci95_examples_per_s", "± 95% CI", "rate"),
-        ("runner_up", "runner-up", "text"), ("lead", "lead over runner-up", "ratio")], "headline-table"),
-        note("Synthetic data, same model, optimizer and per-worker batch for every strategy. "
-             "\"tie\": the runners-up's 95% intervals overlap the fastest one's, so the data cannot rank them."),
-        note("On one machine every worker shares its cores, so in-graph towers win here by avoiding processes "
-             "and copies; which family wins on a cluster is answered by the network preset (links between "
-             "hosts) and by python -m bench project."))
+def headline(runs: pd.DataFrame, verdicts: pd.DataFrame) -> str:
+    """The answer: every cell's fastest strategy, its lead and whether a rerun would keep it (verdict.py)."""
+    links = "link" in verdicts
+    said = [*answer.machine(runs), answer.spread_line(runs, verdicts)] if len(verdicts) else []
+    return section("headline", "The answer: fastest strategy per model and worker count",
+                   *[note(line) for line in said], table(verdicts, [
+        ("model", "model", "text"), ("workers", "workers", "int"), *([("link", "link Mbit/s", "int")] if links else []),
+        ("fastest", "fastest", "text"), ("verdict", "verdict", "text"), ("lead", "lead over runner-up", "ratio"),
+        ("threshold", "lead needed to be ahead", "ratio"), ("runner_up", "runner-up", "text"),
+        ("throughput_examples_per_s", "examples/s", "rate"), ("throughput_ci95_examples_per_s", "± 95% CI (windows)",
+                                                                 "rate"),
+        ("rounds", "rounds", "int")], "headline-table"),
+        note("Synthetic data, same model, optimizer and per-worker batch for every strategy. \"ahead\": the lead "
+             "exceeds the 95 % bound of what a rerun moves the ratio of two strategies' throughputs on this machine "
+             "(the spread between runs of one setting, pooled over the settings that ran more than once; "
+             "docs/presets.md, \"What a verdict's interval covers\"); \"tie\": it does not. The same table is "
+             "answer.csv beside this report."),
+        *([note("On one machine every worker shares its cores, so in-graph towers win here by avoiding processes "
+                "and copies; which family wins on a cluster is answered by the network preset (links between "
+                "hosts) and by python -m bench project.")] if not links else []))
 
 
 def throughput(settings: pd.DataFrame) -> str:
@@ -114,25 +108,27 @@ def throughput(settings: pd.DataFrame) -> str:
         f"for a single run). Dashed: n times the 1-worker {registry.baseline()} baseline (the median of its runs)."))
 
 
-def efficiency(settings: pd.DataFrame) -> str:
+def efficiency(settings: pd.DataFrame, runs: pd.DataFrame) -> str:
     if settings.empty or settings["scaling_efficiency"].isna().all():
         return section("scaling", "Scaling efficiency",
-                       note(f"Needs a 1-worker {registry.baseline()} run of the same model."), utilization(settings))
+                       note(f"Needs a 1-worker {registry.baseline()} run of the same model."),
+                       utilization(settings, runs))
     return section("scaling", "Scaling efficiency", figure(
         plots.efficiency_vs_workers(settings),
         f"throughput / (workers x 1-worker {registry.baseline()} throughput, the median of its runs, same model and "
-        "per-worker batch)"), utilization(settings))
+        "per-worker batch)"), utilization(settings, runs))
 
 
-def utilization(settings: pd.DataFrame) -> str:
+def utilization(settings: pd.DataFrame, runs: pd.DataFrame) -> str:
     """MFU against workers, or why there is none."""
+    suspect = int(runs["peak_suspect"].fillna(False).astype(bool).sum()) if "peak_suspect" in runs else 0
+    above = note(f"Peak suspect: {suspect} run(s) computed faster than the recorded peak allows, so the peak is "
+                 "wrong for them (measured while the machine was busier, or in another precision); their MFU is not "
+                 "shown. ./run_bench.sh peak on an idle machine keeps the highest rate it measures.") if suspect else ""
     if "mfu" not in settings or settings["mfu"].isna().all():
-        return note("No model FLOP/s utilization: no peak was measured on this machine (./run_bench.sh peak), "
-                    "or the runs predate it.")
-    above = settings["mfu"].gt(1).any()
-    return (note("Some runs reach more than 100 % of the recorded peak: it was measured while the machine "
-                 "was busier than during these runs; measure it again on an idle machine (./run_bench.sh "
-                 "peak).") if above else "") + figure(plots.mfu_vs_workers(settings),
+        return above + note("No model FLOP/s utilization: no peak was measured on this machine (./run_bench.sh "
+                            "peak), or the runs predate it.")
+    return above + figure(plots.mfu_vs_workers(settings),
                   "Model FLOP/s utilization: the model's forward and backward FLOPs per example (counted once, "
                   "as the projection counts them) times examples/s, over the peak FLOP/s of the devices the run "
                   "used (float32 matrix products of this TensorFlow on this machine, ./run_bench.sh peak, or "

@@ -11,7 +11,7 @@ import html as html_lib
 import pandas as pd
 
 from bench.analysis.report import plots
-from bench.analysis.report.html import figure, note, section, table
+from bench.analysis.report.html import figure, folded, note, section, table
 from bench.metrics import STEP_PARTS, significant
 from bench.run.process.breakdown import p50_column
 
@@ -35,11 +35,12 @@ def shares(runs: pd.DataFrame) -> pd.DataFrame:
     columns = [p50_column(p) for p in STEP_PARTS]
     busy = [c for c in LINKS_BUSY if c in runs]
     runs = runs.assign(links_busy=runs[busy].max(axis=1) if busy else float("nan"))
-    means = [*columns, "links_busy", *[c for c in ("mfu", "exposed_top_share") if c in runs]]
+    means = [*columns, "links_busy", *[c for c in ("mfu", "exposed_top_share", "throughput_examples_per_s")
+                                        if c in runs]]
     grouped = runs.groupby(KEY, dropna=False)[means].mean()
     total = grouped[columns].sum(axis=1)
     out = grouped.copy()
-    for said in [c for c in TEXTS if c in runs]:
+    for said in [c for c in (*TEXTS, "family") if c in runs]:
         # a repeat's tensors stand for the others (the traced steps of the first that traced)
         out[said] = runs.groupby(KEY, dropna=False)[said].first()
     for part, column in zip(STEP_PARTS, columns, strict=True):
@@ -67,23 +68,100 @@ def sentence(row: pd.Series) -> str:
     return text + "."
 
 
+# SHORT: a part as the model's sentences and the terminal's line name what a step loses to
+SHORT = {"compute_s": "compute", "communication_s": "exposed communication", "waiting_s": "waiting for a worker",
+         "other_s": "host time"}
+
+
+def families(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per model (and link), at its largest worker count: the fastest variant of each family, fastest first."""
+    many = rows[rows["workers"] > 1].dropna(subset=["throughput_examples_per_s"]) \
+        if "throughput_examples_per_s" in rows else rows.iloc[0:0]
+    if many.empty or "family" not in many:
+        return many
+    top = many.groupby(["model", "link_mbit"], dropna=False)["workers"].transform("max")
+    many = many[many["workers"] == top].sort_values("throughput_examples_per_s", ascending=False)
+    return many.groupby(["model", "link_mbit", "family"], dropna=False, sort=False).head(1)
+
+
+def share_of(row: pd.Series, part: str) -> float:
+    return row[f"{part.removesuffix('_s')}_share"]
+
+
+def loses_to(row: pd.Series) -> str:
+    """The largest part of a row's step, with its share and the step's length."""
+    part = row["largest"]
+    return f"{SHORT[part]} ({100 * share_of(row, part):.0f} % of {significant(row['step_ms'])} ms)"
+
+
+def who(row: pd.Series) -> str:
+    return f"{row['family']} ({row['variant']})"
+
+
+def model_sentences(group: pd.DataFrame) -> list[str]:
+    """At most three sentences for one model (and link): the fastest family's step and what the others lose to,
+    fastest first (`group`: families() rows of one model)."""
+    first = group.iloc[0]
+    where = f"{first['model']} at {int(first['workers'])} workers" + (
+        f", {first['link_mbit']:g} Mbit/s links" if pd.notna(first["link_mbit"]) else "")
+    largest = first["largest"]
+    mfu = f", {100 * first['mfu']:.0f} % MFU" if pd.notna(first.get("mfu")) else ""
+    out = [f"{where}: {who(first)} is fastest; {100 * share_of(first, largest):.0f} % of its "
+           f"{significant(first['step_ms'])} ms step is {SAID[largest]}{mfu}."]
+    others = group.iloc[1:]
+    if len(others):
+        out.append("The others lose to " + "; ".join(f"{who(r)}: {loses_to(r)}" for _, r in others.iterrows()) + ".")
+        exposed = others[others["largest"].eq("communication_s")]
+        if len(exposed) and "exposed_tensors" in exposed and isinstance(exposed.iloc[0].get("exposed_tensors"), str):
+            row = exposed.iloc[0]
+            first_tensor = row["exposed_tensors"].split(";")[0].strip()
+            out.append(f"Of {row['variant']}'s exposed communication, {100 * row['exposed_top_share']:.0f} % is on "
+                       f"its top tensors, first {first_tensor}.")
+    return out
+
+
+def slowest_line(group: pd.DataFrame) -> str:
+    """Why the slowest family of one model (and link) loses, in one line (the terminal's answer)."""
+    last = group.iloc[-1]
+    where = f"{last['model']} x{int(last['workers'])}" + (
+        f" @{last['link_mbit']:g} Mbit/s" if pd.notna(last["link_mbit"]) else "")
+    return (f"{where}, {last['variant']} ({last['family']}): {SHORT[last['largest']]}, "
+            f"{100 * share_of(last, last['largest']):.0f} % of a {significant(last['step_ms'])} ms step")
+
+
+def summaries(runs: pd.DataFrame) -> list[tuple[str, list[str], str]]:
+    """Per model (and link, slowest first): the model, its sentences and its slowest family's line (empty without
+    split records)."""
+    split = clean_split(runs)
+    if split.empty:
+        return []
+    best = families(shares(split))
+    return [(model, model_sentences(group), slowest_line(group))
+            for (model, _), group in best.groupby(["model", "link_mbit"], dropna=False, sort=True) if len(group)]
+
+
+def clean_split(runs: pd.DataFrame) -> pd.DataFrame:
+    split = runs[runs["ok"] & (runs["purpose"] == "throughput") & (runs["scenario"] == "clean")] if len(runs) else runs
+    return split[split["compute_p50_s"].notna()] if "compute_p50_s" in split else split.iloc[0:0]
+
+
 def why_section(runs: pd.DataFrame) -> str:
     """Where each strategy's step goes and what it reaches of the peak, per model and worker count."""
     ident, title = "why", "Why it scales as it does"
-    split = runs[runs["ok"] & (runs["purpose"] == "throughput") & (runs["scenario"] == "clean")] if len(runs) else runs
-    split = split[split["compute_p50_s"].notna()] if "compute_p50_s" in split else split.iloc[0:0]
+    split = clean_split(runs)
     if split.empty:
         return section(ident, title, note("No throughput run recorded the split of its steps."))
     rows = shares(split)
+    said = "".join(f"<li>{html_lib.escape(' '.join(sentences))}</li>" for _, sentences, _ in summaries(runs))
     # one worker alone has nothing to exchange or wait for: its row stays in the table
     lines = "".join(f"<li>{html_lib.escape(sentence(row))}</li>" for _, row in rows.iterrows() if row["workers"] > 1)
-    return section(ident, title, f'<ul class="answer">{lines}</ul>', figure(
+    return section(ident, title, f'<ul class="answer">{said}</ul>', folded(
+        f"every setting's step, {len(rows)} rows", f'<ul>{lines}</ul>' + table(rows, [
+            ("model", "model", "text"), ("workers", "workers", "int"), ("link_mbit", "link Mbit/s", "int"),
+            ("variant", "strategy", "text"), ("step_ms", "step ms", "ratio"),
+            ("compute_share", "compute", "pct"), ("communication_share", "exposed communication", "pct"),
+            ("waiting_share", "waiting", "pct"), ("other_share", "other", "pct"), ("mfu", "MFU", "pct"),
+            ("exposed_tensors", "tensors the compute did not hide (traced steps)", "text")], "why-table")), figure(
         plots.breakdown_bars(split),
         "Each strategy's typical step: compute (forward, backward, an update applied locally), communication "
-        "the compute did not hide, waiting for other workers, and host time outside the graph (docs/step-time.md)."),
-        table(rows, [("model", "model", "text"), ("workers", "workers", "int"), ("link_mbit", "link Mbit/s", "int"),
-                     ("variant", "strategy", "text"), ("step_ms", "step ms", "ratio"),
-                     ("compute_share", "compute", "pct"), ("communication_share", "exposed communication", "pct"),
-                     ("waiting_share", "waiting", "pct"), ("other_share", "other", "pct"), ("mfu", "MFU", "pct"),
-                     ("exposed_tensors", "tensors the compute did not hide (traced steps)", "text")],
-              "why-table"))
+        "the compute did not hide, waiting for other workers, and host time outside the graph (docs/step-time.md)."))

@@ -27,6 +27,13 @@ def say(line: str) -> None:
     print(f"compare: {line}", file=sys.stderr, flush=True)
 
 
+def say_rounds(rounds: int, budget: Budget) -> None:
+    more = ("one round: a verdict's threshold comes from the spread of the baseline's repeats, pooled (a larger "
+            "--budget fits more rounds)") if rounds == 1 else "a verdict's threshold comes from their spread"
+    say(f"{rounds} round{'s' if rounds > 1 else ''} of the throughput runs fit the {budget.total_s / 60:.1f} min "
+        f"budget; {more}")
+
+
 class BudgetedRuns:
     """A runner.Sizer: the comparison's planned runs (`cells`, in the runner's order) within `budget`."""
 

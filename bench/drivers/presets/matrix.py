@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.config import default_warmup
 from bench.drivers.presets import budget
-from bench.drivers.presets.budgeted import BudgetedRuns
+from bench.drivers.presets.budgeted import BudgetedRuns, say_rounds
 from bench.drivers.presets.probe import probe
 from bench.drivers.presets.runner import refused_cells, run_all
 from bench.errors import UsageError
@@ -106,24 +106,28 @@ def worker_counts(strategy: str, wanted: Sequence[int], one_process_runs: bool =
 
 def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int], steps: int | None,
          convergence_steps: int, repeats: int, convergence_workers: int = CONVERGENCE["workers"],
-         per_model: dict[str, int] = DEFAULT_STEPS, one_process_runs: bool = True) -> list[Planned]:
-    """Throughput runs, `repeats` of each (the baseline's 1-worker one at least BASELINE_REPEATS
-    times, the extra runs spread through its model's last round); convergence runs, one per seed
-    0..repeats-1. A strategy that cannot train a model (bench.run.validation.model_refusal) has no
-    runs of it (runner.refused_cells)."""
+         per_model: dict[str, int] = DEFAULT_STEPS, one_process_runs: bool = True,
+         rounds: int | None = None) -> list[Planned]:
+    """Throughput runs in `rounds` rounds (default: `repeats`), a cell's strategies one after the other (model,
+    then worker count, then strategy: a slow drift of the machine touches every strategy of a cell alike), their
+    order reversed in every other round (A B C, C B A: a steady drift adds the same to each strategy's mean);
+    the baseline's 1-worker run at least BASELINE_REPEATS times, the extra runs spread through its model's last
+    round; convergence runs, one per seed 0..repeats-1. A strategy that cannot train a model
+    (bench.run.validation.model_refusal) has no runs of it (runner.refused_cells)."""
+    rounds = repeats if rounds is None else rounds
     runs = []
-    for round_ in range(repeats):
+    for round_ in range(rounds):
+        order = list(strategies) if round_ % 2 == 0 else list(reversed(strategies))
         for model in models:
-            block = []
-            for strategy in strategies:
-                if model_refusal(model, registry.get(strategy), registry.all_strategies()):
-                    continue
-                counts = worker_counts(strategy, workers, one_process_runs)
-                n_steps = steps or per_model.get(model, 100)
-                data = SYNTHETIC[known_models.reads(model)]
-                block += [Planned(strategy, model, data, n, n_steps, "throughput") for n in counts]
-            if round_ == repeats - 1:
-                block = with_baseline_repeats(block, BASELINE_REPEATS - repeats)
+            counts = {strategy: worker_counts(strategy, workers, one_process_runs) for strategy in order
+                      if not model_refusal(model, registry.get(strategy), registry.all_strategies())}
+            n_steps = steps or per_model.get(model, 100)
+            data = SYNTHETIC[known_models.reads(model)]
+            block = [Planned(strategy, model, data, n, n_steps, "throughput")
+                     for n in sorted({n for mine in counts.values() for n in mine})
+                     for strategy in counts if n in counts[strategy]]
+            if round_ == rounds - 1:
+                block = with_baseline_repeats(block, BASELINE_REPEATS - rounds)
             runs += block
     for seed in range(repeats) if convergence_steps else []:
         for strategy in strategies:
@@ -169,9 +173,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--convergence-workers", type=int, default=CONVERGENCE["workers"],
                    help=f"workers of each convergence run (default: {CONVERGENCE['workers']})")
     p.add_argument("--batch-size", type=int, default=64, help="per worker (default: 64)")
-    p.add_argument("--repeats", type=int, default=1,
-                   help="runs of each throughput setting, and convergence runs of each strategy with seeds "
-                        "0..N-1 (default: 1)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="rounds of the throughput runs (each round every setting once, a cell's strategies one after "
+                        "the other), and convergence runs of each strategy with seeds 0..N-1 (default: 1; with "
+                        "--budget, as many rounds as the budget fits)")
     p.add_argument("--output", default="results", help="(default: results)")
     p.add_argument("--timeout-s", type=float, default=600, help="longest a single run may take (default: 600)")
     p.add_argument("--budget", default=None,
@@ -197,6 +202,8 @@ def validate(args: argparse.Namespace) -> None:
     args.workers = list(DEFAULT_WORKERS) if args.workers is None else args.workers
     if not args.workers or min(args.workers) < 1:
         raise UsageError("--workers: give positive worker counts, e.g. 1,2,4")
+    args.rounds_given = args.repeats
+    args.repeats = 1 if args.repeats is None else args.repeats
     for flag, value in (("--repeats", args.repeats), ("--batch-size", args.batch_size),
                         ("--convergence-workers", args.convergence_workers)):
         if value < 1:
@@ -222,17 +229,20 @@ def measure_peak_once() -> None:
     subprocess.run([sys.executable, "-m", "bench", "peak", "--rounds", "3"], check=False)
 
 
-def budgeted(runs: Sequence[Planned], args: argparse.Namespace, began: float) -> BudgetedRuns:
-    """The runs' sizer within --budget, after the probe of this machine; the budget's clock started at `began`
-    (the peak's measurement, where one was made, and the probe come out of it)."""
+def probed_budget(runs: Sequence[Planned], args: argparse.Namespace, began: float) -> budget.Budget:
+    """The --budget after the probe of this machine; its clock started at `began` (the peak's measurement, where
+    one was made, and the probe come out of it)."""
     models = list(dict.fromkeys((run.model, run.data) for run in runs if run.purpose == "throughput"))
     probed = probe(registry.baseline(), models, args.batch_size, args.timeout_s)
     within = budget.Budget(args.budget, args.ci_width, probed, started=began)
     within.spent["probe"] = time.monotonic() - began
-    cells = [budget.Cell(run.strategy, run.model, run.workers, run.purpose, run.steps,
-                         registry.is_baseline(run.strategy), registry.get(run.strategy).runs_as.kind != IN_PROCESS)
-             for run in runs]
-    return BudgetedRuns(cells, within)
+    return within
+
+
+def cells(runs: Sequence[Planned]) -> list[budget.Cell]:
+    return [budget.Cell(run.strategy, run.model, run.workers, run.purpose, run.steps,
+                        registry.is_baseline(run.strategy), registry.get(run.strategy).runs_as.kind != IN_PROCESS)
+            for run in runs]
 
 
 def main(argv: Sequence[str]) -> int:
@@ -243,10 +253,21 @@ def main(argv: Sequence[str]) -> int:
         return refuse(exc)
     began = time.monotonic()
     measure_peak_once()
-    runs = plan(args.strategies, args.models, args.workers, args.steps, args.convergence_steps, args.repeats,
-                args.convergence_workers, FULL_STEPS if args.full else DEFAULT_STEPS, args.one_process_runs)
+
+    def planned(rounds: int | None = None) -> list[Planned]:
+        return plan(args.strategies, args.models, args.workers, args.steps, args.convergence_steps, args.repeats,
+                    args.convergence_workers, FULL_STEPS if args.full else DEFAULT_STEPS, args.one_process_runs,
+                    rounds)
+
+    runs, sizer = planned(), None
     left_out = refused_cells((strategy, model) for model in args.models for strategy in args.strategies)
-    sizer = budgeted(runs, args, began) if args.budget is not None else None
+    if args.budget is not None:
+        within = probed_budget(runs, args, began)
+        if args.rounds_given is None:  # the budget decides how many rounds of the throughput runs fit
+            rounds = within.rounds_that_fit(cells(planned(1)))
+            say_rounds(rounds, within)
+            runs = planned(rounds)
+        sizer = BudgetedRuns(cells(runs), within)
     return run_all("compare", [(f"{run.purpose}: {run.strategy} {known_models.label(run.model)} x{run.workers}",
                                 run.argv(args.batch_size, extra)) for run in runs], Path(args.output), args.timeout_s,
                    skipped=left_out, sizer=sizer)

@@ -170,7 +170,8 @@ def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, time
     disposition this process inherited) ends the run in progress and the preset; the report then
     shows the runs made so far, and the status is 130. `skipped`: cells the preset left out, each with
     why, which the report's remark lists. `sizer`: sizes each run just before it starts."""
-    from bench.analysis.report.build import write_report
+    from bench.analysis.report.answer import ANSWER_FILE
+    from bench.analysis.report.build import ANSWER_TEXT, write_report
 
     folder = output / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -202,5 +203,8 @@ def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, time
     shutil.copy(html, output / "report.html")
     shutil.copy(folder / "summary.csv", output / "summary.csv")
     print(f"{said} in {elapsed / 60:.1f} min", file=sys.stderr)
-    print(f"report: {(output / 'report.html').resolve()}")
+    shown = folder / ANSWER_TEXT
+    if shown.is_file() and shown.read_text().strip():
+        print(shown.read_text().rstrip())
+    print(f"report: {(output / 'report.html').resolve()} (answer.csv: {(folder / ANSWER_FILE).resolve()})")
     return 0 if stopped is None else 130

@@ -1,0 +1,150 @@
+"""The comparison's verdicts: per cell (model, workers, and link on the emulated cluster) the fastest
+strategy, its lead over the runner-up, and whether that lead is more than a rerun moves a figure on
+this machine ("ahead") or not ("tie").
+
+What a rerun moves a figure is measured, not assumed: the spread of log throughput between runs of
+one setting (its rounds, --repeats, and the baseline's repeats every comparison makes), pooled over
+every setting that ran more than once. A setting with OWN_ROUNDS rounds or more gives its own. One
+run's interval over its own time windows is not a rerun's: three fixed-step comparisons of the
+same matrix agreed on 6-7 of 9 cells when "ahead" meant "95 % intervals of one run apart"
+(docs/presets.md, "What a verdict's interval covers")."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from bench.analysis.report.collect import GROUP_KEY
+from bench.metrics import t975
+
+CELL = ["model", "workers"]
+OWN_ROUNDS = 5  # a setting with this many rounds has a spread of its own (4 degrees of freedom)
+ANSWER_COLUMNS = ["model", "workers", "fastest", "runner_up", "lead", "verdict"]
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Standard deviation of log throughput between runs of one setting, and what it was measured on."""
+
+    sd: float  # nan: no setting ran twice
+    dof: int
+    settings: int  # settings that ran more than once
+
+    def known(self) -> bool:
+        return self.dof >= 1 and not math.isnan(self.sd)
+
+    def said(self) -> str:
+        if not self.known():
+            return ("no setting ran twice: verdicts use each run's own interval over its time windows, "
+                    "which does not hold what moves between runs")
+        return (f"a rerun moves a figure by {100 * math.expm1(self.sd):.1f} % (one standard deviation, pooled "
+                f"over {self.settings} settings that ran more than once, {self.dof} degrees of freedom)")
+
+
+def measured(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs a verdict reads: ok, clean throughput runs with a throughput."""
+    if runs.empty:
+        return runs
+    scenario = runs["scenario"] if "scenario" in runs else pd.Series("clean", index=runs.index)
+    keep = runs["ok"] & (runs["purpose"] == "throughput") & (scenario == "clean") \
+        & runs["throughput_examples_per_s"].gt(0)
+    return runs[keep]
+
+
+def _keys(runs: pd.DataFrame) -> list[str]:
+    return [k for k in GROUP_KEY if k in runs]
+
+
+def rerun_spread(runs: pd.DataFrame) -> Spread:
+    """The pooled spread of log throughput between runs of one setting (`runs`: every run, as collect.load
+    reads them)."""
+    ok = measured(runs)
+    squares, dof, settings = 0.0, 0, 0
+    for _, group in ok.groupby(_keys(ok), dropna=False):
+        logs = np.log(group["throughput_examples_per_s"].to_numpy(dtype=float))
+        if len(logs) < 2:
+            continue
+        squares += float(((logs - logs.mean()) ** 2).sum())
+        dof += len(logs) - 1
+        settings += 1
+    return Spread(math.sqrt(squares / dof) if dof else math.nan, dof, settings)
+
+
+def window_share(row: pd.Series) -> float:
+    """A setting's own 95 % half-width as a share of its throughput (0 when unknown)."""
+    half = row.get("throughput_ci95_examples_per_s")
+    rate = row["throughput_examples_per_s"]
+    return 0.0 if half is None or pd.isna(half) or not rate else float(half) / float(rate)
+
+
+def threshold(best: pd.Series, runner: pd.Series, spread: Spread) -> float:
+    """The lead `best` must exceed to be ahead of `runner`: the 95 % two-sided bound of the log ratio of two
+    settings' means under the rerun spread (each setting's own where it has OWN_ROUNDS rounds), and never
+    less than their own windows' intervals say."""
+    windows = math.exp(math.hypot(window_share(best), window_share(runner)))
+    if not spread.known():
+        return windows
+    rounds = [int(row.get("repeats", 1) or 1) for row in (best, runner)]
+    own = [row.get("log_sd", math.nan) for row in (best, runner)]
+    variances, dofs = [], []
+    for n, sd in zip(rounds, own, strict=True):
+        if n >= OWN_ROUNDS and not pd.isna(sd):
+            variances.append(sd**2 / n)
+            dofs.append(n - 1)
+        else:
+            variances.append(spread.sd**2 / n)
+            dofs.append(spread.dof)
+    return max(windows, math.exp(t975(min(dofs)) * math.sqrt(sum(variances))))
+
+
+def answer(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: the fastest strategy (its variant), the runner-up, the lead (>= 1), the threshold the
+    lead was held to, the verdict and the rounds behind it (`runs`: as collect.load reads them)."""
+    from bench.analysis.report.aggregate import settings
+
+    clean = measured(runs)
+    spread = rerun_spread(runs)
+    thr = settings(clean) if len(clean) else pd.DataFrame()
+    if thr.empty:
+        return pd.DataFrame(columns=[*ANSWER_COLUMNS, "threshold", "rounds"])
+    links = "link_mbit" in thr and thr["link_mbit"].notna().any()
+    cell = [*CELL, *(["link_mbit"] if links else [])]
+    rows = []
+    for key, group in thr.dropna(subset=["throughput_examples_per_s"]).groupby(cell, dropna=False):
+        ranked = group.sort_values("throughput_examples_per_s", ascending=False)
+        best = ranked.iloc[0]
+        row = {**dict(zip(cell, key, strict=True)), "fastest": _name(best), "runner_up": "", "lead": math.nan,
+               "verdict": "only one ran", "threshold": math.nan, "rounds": int(best["repeats"]),
+               "throughput_examples_per_s": best["throughput_examples_per_s"],
+               "throughput_ci95_examples_per_s": best["throughput_ci95_examples_per_s"]}
+        if len(ranked) > 1:
+            runner = ranked.iloc[1]
+            lead = best["throughput_examples_per_s"] / runner["throughput_examples_per_s"]
+            bar = threshold(best, runner, spread)
+            row.update(runner_up=_name(runner), lead=lead, threshold=bar, verdict="ahead" if lead > bar else "tie",
+                       rounds=min(int(best["repeats"]), int(runner["repeats"])))
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    out["workers"] = out["workers"].astype(int)
+    return out.rename(columns={"link_mbit": "link"}) if links else out
+
+
+def _name(row: pd.Series) -> str:
+    variant = row.get("variant")
+    return str(variant) if isinstance(variant, str) and variant else str(row["strategy"])
+
+
+def csv_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """answer.csv's columns: ANSWER_COLUMNS, and `link` (Mbit/s) where the runs varied links."""
+    columns = [*ANSWER_COLUMNS, *(["link"] if "link" in table else [])]
+    out = table[columns].copy() if len(table) else pd.DataFrame(columns=columns)
+    out["lead"] = out["lead"].round(3)
+    return out
+
+
+def said(row: pd.Series) -> str:
+    """ "X ahead" or "tie", as two comparisons' verdicts are set side by side."""
+    return f"{row['fastest']} ahead" if row["verdict"] == "ahead" else row["verdict"]

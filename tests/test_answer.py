@@ -1,0 +1,181 @@
+"""The comparison's answer: verdicts held to what a rerun moves a figure (bench.analysis.report.verdict),
+answer.csv and the terminal's lines (bench.analysis.report.answer), the why section's sentences, the order
+of a comparison's runs and its rounds, and no MFU above the peak."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.analysis.report import answer, verdict, why
+from bench.analysis.report.aggregate import add_scaling_efficiency
+from bench.metrics import t975
+
+NO_TENSORFLOW = True
+
+
+def run(strategy: str, rate: float, workers: int = 4, model: str = "cnn", family: str = "in-graph",
+        link: float = math.nan, split: tuple[float, float, float, float] = (0.02, 0.001, 0.0, 0.001),
+        window: float = 0.01, baseline: bool = False) -> dict:
+    """One ok clean throughput run as collect.load reads it."""
+    compute, communication, waiting, other = split
+    return {"ok": True, "purpose": "throughput", "scenario": "clean", "strategy": strategy, "variant": strategy,
+            "family": family, "model": model, "data": "synthetic", "workers": workers, "ps": 0, "batch_size": 64,
+            "options": "{}", "link_mbit": link, "host_cores": math.nan, "scaling_baseline": baseline,
+            "asynchronous": False, "throughput_examples_per_s": rate, "throughput_ci95_examples_per_s": window * rate,
+            "step_time_p50_s": 0.02, "compute_p50_s": compute, "communication_p50_s": communication,
+            "waiting_p50_s": waiting, "other_p50_s": other, "mfu": 0.5, "host": "h", "cpu_model": "Xeon",
+            "cpu_count": 2, "cpu_extensions": "avx2"}
+
+
+def frame(rows: list[dict]) -> pd.DataFrame:
+    return add_scaling_efficiency(pd.DataFrame(rows))
+
+
+def test_the_rerun_spread_is_pooled_over_every_setting_that_ran_more_than_once():
+    a, b = [100.0, 104.0, 98.0], [50.0, 52.0]
+    runs = frame([*(run("single", r, workers=1, baseline=True) for r in a), *(run("mirrored", r) for r in b),
+                  run("multi-tower", 70.0)])
+    spread = verdict.rerun_spread(runs)
+    logs = [np.log(a), np.log(b)]
+    squares = sum(float(((x - x.mean()) ** 2).sum()) for x in logs)
+    assert (spread.dof, spread.settings) == (3, 2)
+    assert spread.sd == pytest.approx(math.sqrt(squares / 3))
+
+
+def cell(lead: float, spread_share: float, rounds: int = 1) -> pd.Series:
+    """The answer's row of a cell whose leader is `lead` times the runner-up, every other cell giving a rerun
+    spread of `spread_share`."""
+    rows = [run("multi-tower", 1000.0 * lead, window=0.0), run("mirrored", 1000.0, window=0.0)] * rounds
+    for model in ("mlp", "embedding"):  # settings run three times: the pooled spread
+        rows += [run("single", 100.0 * f, workers=1, model=model, baseline=True)
+                 for f in (1 - spread_share, 1.0, 1 + spread_share)]
+    table = verdict.answer(frame(rows))
+    return table[(table["model"] == "cnn") & (table["workers"] == 4)].iloc[0]
+
+
+def test_a_lead_within_what_a_rerun_moves_it_is_a_tie_and_a_clear_lead_is_ahead():
+    close, clear = cell(1.08, 0.04), cell(1.25, 0.04)
+    # sd 4 % on 4 degrees of freedom, one round each: exp(t975(4) * 0.04 * sqrt(2)) = 1.17
+    assert close["threshold"] == pytest.approx(math.exp(t975(4) * 0.04 * math.sqrt(2)), rel=0.01)
+    assert (close["verdict"], close["fastest"], close["runner_up"]) == ("tie", "multi-tower", "mirrored")
+    assert clear["verdict"] == "ahead" and clear["lead"] == pytest.approx(1.25)
+    # more rounds narrow it: the same lead that ties in one round is ahead in five
+    assert cell(1.08, 0.04, rounds=5)["verdict"] == "ahead"
+
+
+def test_without_a_rerun_the_runs_own_windows_set_the_bar():
+    table = verdict.answer(frame([run("multi-tower", 1030.0, window=0.02), run("mirrored", 1000.0, window=0.02)]))
+    row = table.iloc[0]
+    assert not verdict.rerun_spread(frame([run("a", 1.0)])).known()
+    assert row["threshold"] == pytest.approx(math.exp(math.hypot(0.02, 0.02)))
+    assert row["verdict"] == "ahead"
+
+
+def test_answer_csv_has_its_header_and_a_link_column_only_where_links_vary(tmp_path):
+    table = verdict.answer(frame([run("a", 2.0), run("b", 1.0)]))
+    answer.write(table, tmp_path)
+    assert (tmp_path / "answer.csv").read_text().splitlines()[0] == "model,workers,fastest,runner_up,lead,verdict"
+    linked = verdict.answer(frame([run("a", 2.0, link=100.0), run("b", 1.0, link=100.0),
+                                   run("a", 1.0, link=1000.0), run("b", 3.0, link=1000.0)]))
+    answer.write(linked, tmp_path)
+    rows = pd.read_csv(tmp_path / "answer.csv")
+    assert list(rows.columns) == ["model", "workers", "fastest", "runner_up", "lead", "verdict", "link"]
+    assert rows.set_index("link")["fastest"].to_dict() == {100.0: "a", 1000.0: "b"}
+    assert (rows["lead"] >= 1).all()
+
+
+FAMILIES = (("multi-tower", "in-graph", 4000.0, (0.05, 0.0, 0.0, 0.005)),
+            ("allreduce", "allreduce", 2000.0, (0.05, 0.04, 0.0, 0.005)),
+            ("ps-sync", "parameter-server", 1000.0, (0.05, 0.01, 0.09, 0.005)),
+            ("local-sgd", "parameter-averaging", 3000.0, (0.05, 0.0, 0.0, 0.03)))
+
+
+def matrix(links: tuple[float, ...] = (math.nan,),
+           models: tuple[str, ...] = ("mlp", "cnn", "embedding")) -> pd.DataFrame:
+    rows = []
+    for model in models:
+        rows += [run("single", 1000.0 * f, workers=1, model=model, baseline=True) for f in (0.97, 1.0, 1.03)]
+        for link in links:
+            for workers in (2, 4):
+                rows += [run(name, rate * workers / 4, workers, model, family, link, split)
+                         for name, family, rate, split in FAMILIES]
+    return frame(rows)
+
+
+def test_the_terminals_answer_fits_25_lines_of_100_columns_and_names_what_it_must():
+    runs = matrix()
+    lines = answer.lines(runs, verdict.answer(runs))
+    assert len(lines) <= answer.ANSWER_LINES - 1 and all(len(line) <= answer.ANSWER_WIDTH for line in lines)
+    text = "\n".join(lines)
+    assert "Xeon" in text and "One machine: the ranking is this machine's, not a cluster's." in text
+    cells = [line.split() for line in lines if len(line.split()) > 2 and line.split()[1].isdigit()]
+    assert len(cells) == 9 and ["mlp", "4", "multi-tower"] == cells[-1][:3]  # every cell's fastest
+    assert "Scales best" in text and "Why the slowest family loses" in text
+    assert "cnn x4, ps-sync (parameter-server): waiting for a worker" in text  # its largest part
+    # many cells (every link of an emulated preset): the largest worker count per model and link, and where the
+    # rest are
+    many = matrix(links=(100.0, 1000.0, 10000.0))
+    lines = answer.lines(many, verdict.answer(many))
+    assert len(lines) <= answer.ANSWER_LINES - 1 and all(len(line) <= answer.ANSWER_WIDTH for line in lines)
+    assert "Emulated hosts" in lines[1] and any("answer.csv" in line for line in lines)
+    assert [line.split()[:3] for line in lines if line.startswith("mlp")] == [["mlp", "4", "100"], ["mlp", "4", "1000"],
+                                                                               ["mlp", "4", "10000"]]
+
+
+def test_the_why_section_says_at_most_three_sentences_per_model():
+    runs = matrix()
+    said = why.summaries(runs)
+    assert len(said) == 3
+    for _, sentences, _ in said:
+        assert 1 <= len(sentences) <= 3
+    first = said[0][1]
+    assert first[0].startswith("cnn at 4 workers: in-graph (multi-tower) is fastest")
+    assert "parameter-server (ps-sync): waiting for a worker" in first[1]
+
+
+def test_a_cells_strategies_run_one_after_the_other_and_every_other_round_backwards():
+    from bench.drivers.presets.matrix import plan
+
+    runs = plan(["single", "ps-sync", "allreduce"], ["mlp"], [1, 2, 4], 50, 0, 1, rounds=2)
+    throughput = [(r.strategy, r.workers) for r in runs if r.purpose == "throughput"]
+    first, second = throughput[: len(throughput) // 2], throughput[len(throughput) // 2:]
+    at_two = [s for s, w in first if w == 2]
+    assert at_two == ["ps-sync", "allreduce"]
+    # a cell's runs are adjacent: its worker count does not change within it
+    workers = [w for _, w in first if w > 1]
+    assert workers == sorted(workers)
+    assert [s for s, w in second if w == 2] == list(reversed(at_two))
+
+
+def test_the_budget_decides_how_many_rounds_fit():
+    from bench.drivers.presets.budget import MOST_ROUNDS, Budget, Cell, Probed
+
+    probed = Probed({"mlp": 0.001}, startup_s=4.0)
+    one_round = [Cell("single", "mlp", 1, "throughput", 100, True, False),
+                 Cell("ps-sync", "mlp", 4, "throughput", 100, False, True)]
+    now = [0.0]
+    assert Budget(30, 0.05, probed, started=0.0, clock=lambda: now[0]).rounds_that_fit(one_round) == 1
+    assert Budget(3600, 0.05, probed, started=0.0, clock=lambda: now[0]).rounds_that_fit(one_round) == MOST_ROUNDS
+    fits = Budget(100, 0.05, probed, started=0.0, clock=lambda: now[0]).rounds_that_fit(one_round)
+    assert 1 < fits < MOST_ROUNDS
+
+
+def test_a_run_above_its_peak_marks_the_peak_suspect_instead_of_printing_its_mfu():
+    from bench.analysis.report.collect import why_columns
+
+    above = why_columns({"mfu": 1.006, "achieved_tflops": 0.3, "peak_tflops": 0.298})
+    assert above["mfu"] is None and above["peak_suspect"] and above["achieved_tflops"] == 0.3
+    below = why_columns({"mfu": 0.84})
+    assert below["mfu"] == 0.84 and not below["peak_suspect"]
+
+
+def test_a_peak_measured_on_a_busier_machine_does_not_replace_a_higher_one():
+    from bench.infra.peak import keep_highest
+
+    quiet = {"tflops": 0.392, "tensorflow": "2.21.0", "dtype": "float32", "date": "2026-12-05"}
+    busy = {**quiet, "tflops": 0.331}
+    assert keep_highest(busy, quiet) is quiet and keep_highest(quiet, busy) is quiet
+    # another TensorFlow measures its own kernels: its figure replaces the old one
+    assert keep_highest({**busy, "tensorflow": "2.22.0"}, quiet)["tflops"] == 0.331
