@@ -179,3 +179,36 @@ def test_a_peak_measured_on_a_busier_machine_does_not_replace_a_higher_one():
     assert keep_highest(busy, quiet) is quiet and keep_highest(quiet, busy) is quiet
     # another TensorFlow measures its own kernels: its figure replaces the old one
     assert keep_highest({**busy, "tensorflow": "2.22.0"}, quiet)["tflops"] == 0.331
+
+
+def test_the_tradeoffs_answer_is_the_first_to_the_target_on_each_link(tmp_path):
+    def converged(variant: str, family: str, link: float, seconds: float) -> dict:
+        return {"ok": True, "purpose": "convergence", "scenario": "clean", "strategy": variant, "variant": variant,
+                "family": family, "model": "mlp", "workers": 4, "link_mbit": link, "asynchronous": False,
+                "net_worker_sent_per_step": 1e5, "steps_to_target": 300, "steps": 1000, "time_to_target_s": seconds,
+                "best_accuracy": 0.95, "target_accuracy": 0.9, "throughput_examples_per_s": 1000.0,
+                "cpu_model": "Xeon", "cpu_count": 2, "host": "h"}
+
+    rows = [converged("allreduce", "allreduce", 100.0, s) for s in (3.6, 3.8, 4.0)]
+    rows += [converged("ps-async", "parameter-server", 100.0, s) for s in (7.5, 8.0, 8.5)]
+    rows += [converged("allreduce", "allreduce", 1000.0, s) for s in (2.0, 2.5, 3.0)]
+    rows += [converged("ps-async", "parameter-server", 1000.0, s) for s in (2.2, 2.8, 3.2)]
+    table = verdict.answer(pd.DataFrame(rows))
+    assert table.set_index("link")[["fastest", "verdict"]].to_dict("index") == {
+        100.0: {"fastest": "allreduce", "verdict": "ahead"}, 1000.0: {"fastest": "allreduce", "verdict": "tie"}}
+    assert table.set_index("link").loc[100.0, "lead"] == pytest.approx(8.0 / 3.8)
+    lines = answer.lines(pd.DataFrame(rows), table)
+    assert "over 3 seeds" in lines[2] and len(lines) <= answer.ANSWER_LINES - 1
+
+
+def test_a_budget_counts_from_when_run_bench_began_but_not_from_a_setup_that_built(monkeypatch):
+    import time
+
+    from bench.drivers.presets.budget import STARTED_AT, started_at
+
+    monkeypatch.setenv(STARTED_AT, str(time.time() - 4.0))
+    assert started_at(lambda: 100.0) == pytest.approx(96.0, abs=0.5)
+    monkeypatch.setenv(STARTED_AT, str(time.time() - 90.0))  # a Horovod build came first: not the comparison's
+    assert started_at(lambda: 100.0) == 100.0
+    monkeypatch.delenv(STARTED_AT)
+    assert started_at(lambda: 100.0) == 100.0

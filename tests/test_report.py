@@ -212,22 +212,6 @@ def test_a_real_browser_renders_the_report_offline(report_dir, tmp_path):
     assert coloured.sum() > 1000
 
 
-def setting(strategy, rate, ci, workers=2):
-    return {"purpose": "throughput", "model": "cnn", "workers": workers, "strategy": strategy,
-            "throughput_examples_per_s": rate, "throughput_ci95_examples_per_s": ci}
-
-
-def test_headline_says_tie_when_the_intervals_overlap():
-    from bench.analysis.report.aggregate import headline
-
-    # cnn x1 on main: allreduce 2,854 ± 185 over multi-tower 2,760 ± 343 was called a win
-    tied = headline(pd.DataFrame([setting("allreduce", 2854, 185), setting("multi-tower", 2760, 343),
-                                  setting("ps-async", 1500, 50)]))
-    assert tied["fastest"].iloc[0] == "tie: allreduce, multi-tower" and tied["best_strategy"].iloc[0] == "allreduce"
-    clear = headline(pd.DataFrame([setting("allreduce", 2854, 50), setting("multi-tower", 2500, 100)]))
-    assert clear["fastest"].iloc[0] == "allreduce"
-
-
 def test_scaling_efficiency_divides_by_the_median_of_the_baselines_runs():
     from bench.analysis.report import aggregate
 

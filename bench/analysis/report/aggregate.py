@@ -80,26 +80,6 @@ def overlaps_best(best: pd.Series, other: pd.Series) -> bool:
     return other["throughput_examples_per_s"] + half(other) >= best["throughput_examples_per_s"] - half(best)
 
 
-def headline(setting_rows: pd.DataFrame) -> pd.DataFrame:
-    """The fastest strategy for every model and worker count (throughput runs); `fastest` says
-    "tie: a, b" when the runners-up's intervals overlap the best one's."""
-    thr = setting_rows[setting_rows["purpose"] == "throughput"] if len(setting_rows) else setting_rows
-    rows = []
-    for (model, workers), group in thr.groupby(["model", "workers"]):
-        ranked = group.sort_values("throughput_examples_per_s", ascending=False)
-        best = ranked.iloc[0]
-        runner = ranked.iloc[1] if len(ranked) > 1 else None
-        tied = [r["strategy"] for _, r in ranked.iloc[1:].iterrows() if overlaps_best(best, r)]
-        rows.append({"model": model, "workers": int(workers), "best_strategy": best["strategy"],
-                     "fastest": f"tie: {', '.join([best['strategy'], *tied])}" if tied else best["strategy"],
-                     "throughput_examples_per_s": best["throughput_examples_per_s"],
-                     "throughput_ci95_examples_per_s": best["throughput_ci95_examples_per_s"],
-                     "runner_up": runner["strategy"] if runner is not None else "",
-                     "lead": best["throughput_examples_per_s"] / runner["throughput_examples_per_s"]
-                     if runner is not None else math.nan})
-    return pd.DataFrame(rows)
-
-
 def add_baseline(runs: pd.DataFrame, baseline: pd.DataFrame) -> pd.DataFrame:
     """`throughput_vs_baseline`: this run's throughput / the baseline's mean for the same setting."""
     runs = runs.copy()

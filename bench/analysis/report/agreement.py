@@ -1,45 +1,49 @@
-"""Whether two sets of runs give the report's first table the same answers: per model and worker count,
-the fastest strategy of each (or its tie). A budgeted comparison is checked this way against a long
-fixed-step one (`python -m bench report BUDGETED --baseline LONG`)."""
+"""Whether two sets of runs give the same answer (bench.analysis.report.verdict): per cell, "X ahead" or
+"tie" in each. A budgeted comparison is checked this way against a long fixed-step one, and a rerun against
+its first run (`python -m bench report RERUN --baseline FIRST`)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis.report import aggregate
+from bench.analysis.report import verdict as verdicts
 from bench.analysis.report.html import note, section, table
 
-TIE = "tie: "
-
-
-def winners(fastest: str) -> set[str]:
-    """The strategies a first-table cell names: one, or every strategy of its tie."""
-    return set(fastest[len(TIE):].split(", ")) if fastest.startswith(TIE) else {fastest}
+TIE = "tie"
 
 
 def verdict(here: str, there: str) -> str:
-    """ "same", "tie in one" (one names a tie that holds the other's answer, or both ties that share a
-    strategy) or "different" (no strategy in common)."""
-    if winners(here) == winners(there) and here.startswith(TIE) == there.startswith(TIE):
+    """ "same", "tie in one" (one says tie where the other names a strategy ahead) or "reversed" (each names a
+    different strategy ahead)."""
+    if here == there:
         return "same"
-    return "tie in one" if winners(here) & winners(there) else "different"
+    return "tie in one" if TIE in (here, there) else "reversed"
 
 
 def agreement(here: pd.DataFrame, there: pd.DataFrame) -> pd.DataFrame:
-    """The first table's cells of two sets of runs (with scaling efficiency added) side by side."""
-    tables = [aggregate.headline(aggregate.settings(runs))[["model", "workers", "fastest"]] for runs in (here, there)]
-    both = tables[0].merge(tables[1], on=["model", "workers"], suffixes=("", "_baseline"))
-    both["agreement"] = [verdict(a, b) for a, b in zip(both["fastest"], both["fastest_baseline"], strict=True)]
+    """The answer's cells of two sets of runs (with scaling efficiency added) side by side."""
+    tables = []
+    for runs in (here, there):
+        table_ = verdicts.answer(runs)
+        table_["said"] = [verdicts.said(row) for _, row in table_.iterrows()]
+        tables.append(table_[[*(c for c in ("model", "workers", "link") if c in table_), "said", "lead",
+                              "threshold"]])
+    key = [c for c in ("model", "workers", "link") if c in tables[0] and c in tables[1]]
+    both = tables[0].merge(tables[1], on=key, suffixes=("", "_baseline"))
+    both["agreement"] = [verdict(a, b) for a, b in zip(both["said"], both["said_baseline"], strict=True)]
     return both
 
 
 def agreement_section(here: pd.DataFrame, there: pd.DataFrame) -> str:
     both = agreement(here, there)
     counts = both["agreement"].value_counts()
-    said = ", ".join(f"{counts.get(k, 0)} {k}" for k in ("same", "tie in one", "different"))
-    return section("agreement", "The first table against the baseline runs'", note(
-        f"{len(both)} cells: {said}. \"tie in one\": one side could not rank strategies the other ranked, and "
-        "its tie holds the other's answer; \"different\": the two name no strategy in common."),
-        table(both, [("model", "model", "text"), ("workers", "workers", "int"), ("fastest", "fastest here", "text"),
-                     ("fastest_baseline", "fastest in the baseline runs", "text"),
-                     ("agreement", "agreement", "text")], "agreement-table"))
+    said = ", ".join(f"{counts.get(k, 0)} {k}" for k in ("same", "tie in one", "reversed"))
+    return section("agreement", "The answer against the baseline runs'", note(
+        f"{len(both)} cells: {said}. \"tie in one\": one side's lead was within what a rerun moves it, the "
+        "other's beyond; \"reversed\": each names a different strategy ahead."),
+        table(both, [("model", "model", "text"), ("workers", "workers", "int"),
+                     *([("link", "link Mbit/s", "int")] if "link" in both else []),
+                     ("said", "here", "text"), ("lead", "lead", "ratio"), ("threshold", "needed", "ratio"),
+                     ("said_baseline", "in the baseline runs", "text"), ("lead_baseline", "lead", "ratio"),
+                     ("threshold_baseline", "needed", "ratio"), ("agreement", "agreement", "text")],
+              "agreement-table"))

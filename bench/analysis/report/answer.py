@@ -39,6 +39,9 @@ def machine(runs: pd.DataFrame) -> list[str]:
 def spread_line(runs: pd.DataFrame, table: pd.DataFrame) -> str:
     spread = verdict.rerun_spread(runs)
     rounds = int(table["rounds"].min()) if len(table) and table["rounds"].notna().any() else 1
+    if verdict.measured(runs).empty:  # time to target on capped links: its seeds are its reruns
+        return (f"Time to target accuracy over {rounds} seed{'s' if rounds > 1 else ''}; 'lead': the next one's "
+                "time over the first's; 'ahead': their 95 % intervals over seeds apart.")
     said = f"{rounds} round{'s' if rounds > 1 else ''} per setting; "
     if not spread.known():
         return said + "no setting ran twice: 'ahead' means beyond one run's own interval."

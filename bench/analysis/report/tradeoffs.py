@@ -67,7 +67,7 @@ def headline(table_: pd.DataFrame) -> str:
         parts = [f"{r.family} {r.variant} {r.time_to_target_s:.1f} s ± {_half(r.time_to_target_ci95)}"
                  for r in here.itertuples()]
         first = here.iloc[0]
-        tie = len(here) > 1 and _overlap(first, here.iloc[1])
+        tie = len(here) > 1 and overlap(first, here.iloc[1])
         verdict = f"tie between {first['family']} and {here.iloc[1]['family']}" if tie else f"{first['family']} first"
         missed = f"; not reached in every run: {', '.join(never)}" if never else ""
         lines.append(f"{link:g} Mbit/s: {verdict} ({'; '.join(parts)}){missed}.")
@@ -78,7 +78,7 @@ def _half(value: float) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.1f}"
 
 
-def _overlap(a: pd.Series, b: pd.Series) -> bool:
+def overlap(a: pd.Series, b: pd.Series) -> bool:
     ha = 0.0 if math.isnan(a["time_to_target_ci95"]) else a["time_to_target_ci95"]
     hb = 0.0 if math.isnan(b["time_to_target_ci95"]) else b["time_to_target_ci95"]
     return a["time_to_target_s"] + ha >= b["time_to_target_s"] - hb

@@ -109,7 +109,7 @@ def answer(runs: pd.DataFrame) -> pd.DataFrame:
     spread = rerun_spread(runs)
     thr = settings(clean) if len(clean) else pd.DataFrame()
     if thr.empty:
-        return pd.DataFrame(columns=[*ANSWER_COLUMNS, "threshold", "rounds"])
+        return time_to_target_answer(runs)
     links = "link_mbit" in thr and thr["link_mbit"].notna().any()
     cell = [*CELL, *(["link_mbit"] if links else [])]
     rows = []
@@ -130,6 +130,34 @@ def answer(runs: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(rows)
     out["workers"] = out["workers"].astype(int)
     return out.rename(columns={"link_mbit": "link"}) if links else out
+
+
+def time_to_target_answer(runs: pd.DataFrame) -> pd.DataFrame:
+    """Where the runs are convergence runs on capped links (the tradeoffs preset): per link, the strategy that
+    reaches the target first, its lead in time over the next, and "tie" where their 95 % intervals over
+    seeds (reruns) overlap (bench.analysis.report.tradeoffs)."""
+    from bench.analysis.report.tradeoffs import overlap, settings
+
+    empty = pd.DataFrame(columns=[*ANSWER_COLUMNS, "threshold", "rounds"])
+    linked = runs[runs["link_mbit"].notna() & (runs["purpose"] == "convergence")] \
+        if len(runs) and "link_mbit" in runs else runs.iloc[0:0]
+    table = settings(linked) if len(linked) else linked
+    if table.empty:
+        return empty
+    rows = []
+    for link, group in table[table["all_reached"]].groupby("link_mbit"):
+        ranked = group.sort_values("time_to_target_s")
+        first = ranked.iloc[0]
+        row = {"model": linked["model"].iloc[0], "workers": int(linked["workers"].max()), "link": link,
+               "fastest": first["variant"], "runner_up": "", "lead": math.nan, "verdict": "only one reached",
+               "threshold": math.nan, "rounds": int(first["runs"])}
+        if len(ranked) > 1:
+            second = ranked.iloc[1]
+            row.update(runner_up=second["variant"], lead=second["time_to_target_s"] / first["time_to_target_s"],
+                       verdict="tie" if overlap(first, second) else "ahead",
+                       rounds=min(int(first["runs"]), int(second["runs"])))
+        rows.append(row)
+    return pd.DataFrame(rows) if rows else empty
 
 
 def _name(row: pd.Series) -> str:

@@ -12,6 +12,7 @@ step, so the time rule is turned into steps from the step time the runs so far m
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections import defaultdict
@@ -51,6 +52,20 @@ MOST_ROUNDS = 5  # from five rounds a setting's spread is its own (bench.analysi
 
 
 LEAST_BUDGET_S = 30.0  # the probe and a few runs' start-ups take that on 2 cores
+
+
+STARTED_AT = "DISTBENCH_STARTED_AT"  # the wall clock at which ./run_bench.sh began (its setup's checks come first)
+
+
+def started_at(clock: Callable[[], float] = time.monotonic) -> float:
+    """When a budget's clock started, on `clock`: when ./run_bench.sh began, where it says so (a few seconds of
+    its setup's checks and Python's start count too: a user waits for them), else now."""
+    now = clock()
+    try:
+        age = time.time() - float(os.environ[STARTED_AT])
+    except (KeyError, ValueError):
+        return now
+    return now - age if 0 <= age < LEAST_BUDGET_S else now
 
 
 def parse_budget(text: str) -> float:

@@ -251,7 +251,7 @@ def main(argv: Sequence[str]) -> int:
         validate(args)
     except UsageError as exc:
         return refuse(exc)
-    began = time.monotonic()
+    began = budget.started_at()
     measure_peak_once()
 
     def planned(rounds: int | None = None) -> list[Planned]:
