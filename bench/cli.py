@@ -196,6 +196,11 @@ def _gpus(p: argparse.ArgumentParser, d: RunConfig) -> None:
     g.add_argument("--gpu-memory-fraction", type=float, default=d.gpu_memory_fraction, metavar="F",
                    help="each process takes this fraction of each GPU's memory (the seed's "
                         "per_process_gpu_memory_fraction; default: memory growth, the seed's allow_growth)")
+    g.add_argument("--precision", default=d.precision, metavar="P",
+                   help="float32, mixed_float16 (loss scaled) or mixed_bfloat16: what the forward and backward passes "
+                        "compute in, the variables float32 (Keras's policy names; default: %(default)s)")
+    g.add_argument("--xla", action="store_true",
+                   help="compile each step's forward and backward pass with XLA (tf_cnn_benchmarks' --xla_compile)")
     g.add_argument("--dry-run", action="store_true",
                    help="print the processes the run would start (host, role, local rank, GPUs, memory, "
                         "collective), one line each, and start none")

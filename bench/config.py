@@ -107,6 +107,9 @@ class RunConfig:
     share_gpus: bool = False  # more GPU processes on a host than its GPUs: shared, each with a memory limit
     # the seed's per_process_gpu_memory_fraction; None: memory growth (the seed's allow_growth)
     gpu_memory_fraction: float | None = None
+    # the precision of the forward and backward passes (bench.run.models.precision) and XLA for them
+    precision: str = "float32"
+    xla: bool = False
     # options declared by the chosen strategy (see bench.run.contract.Strategy.options)
     options: Mapping[str, Any] = field(default_factory=dict)
 

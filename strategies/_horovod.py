@@ -81,6 +81,7 @@ class HorovodStrategy(Strategy):
 
     runs_as = HorovodRanks
     options: ClassVar[tuple[Option, ...]] = HOROVOD_OPTIONS
+    xla = True  # its gradients: strategies.workers.gradient_step.gradients; Horovod's exchange stays outside XLA
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:

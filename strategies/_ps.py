@@ -27,6 +27,7 @@ STEP_STATS_SOURCE = ("TensorFlow's step statistics (RunOptions FULL_TRACE) of th
 
 class ParameterServerStrategy(Strategy):
     family = PARAMETER_SERVER
+    xla_refusal = "its TensorFlow 1 graph runs in a session, whose XLA is auto-clustering, not this compilation"
     checkpoints = True
     v1_graph = True  # between-graph replication: replica_device_setter, SyncReplicasOptimizer, a v1 Session
     runs_as = TfCluster

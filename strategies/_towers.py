@@ -15,6 +15,7 @@ TOWER_OPTIONS = (VARIABLE_DEVICE,)
 
 class TowerStrategy(Strategy):
     family = IN_GRAPH
+    xla = True  # each tower's gradients: strategies.workers.gradient_step.gradients
     exchange_trace = "not traced per tensor: its towers exchange inside one process (the split's communication)"
     checkpoints = True
     options = TOWER_OPTIONS

@@ -15,6 +15,7 @@ class AllreduceTF(Strategy):
     description = "tf.distribute.MultiWorkerMirroredStrategy, ring collectives over gRPC"
     worker = "strategies.workers.allreduce_tf:AllreduceTFWorker"
     family = ALLREDUCE
+    xla = True  # its replicas' gradients: strategies.workers.gradient_step.gradients
     checkpoints = True
     runs_as = TfCluster
     # Keras 3's optimizer under a tf.distribute strategy reduces every gradient in one all_reduce call

@@ -15,6 +15,11 @@ class MultiTower(TowerStrategy):
     name = "multi-tower"
     description = "in-graph replication by hand: N towers, gradients averaged on one parameter device"
     worker = "strategies.workers.multi_tower:MultiTowerWorker"
+    # an XLA-compiled tower reads only what is on its own device: "Trying to access resource hid_w/0 located in
+    # device CPU:0 from device CPU:1" (TensorFlow 2.21, 2 towers)
+    xla = False
+    xla_refusal = "its towers read the variables on the parameter device, which an XLA-compiled tower on another " \
+        "device cannot; mirrored keeps a copy on each tower and compiles them"
 
     @classmethod
     def sparse_exchange(cls, config: RunConfig) -> SparseExchange:

@@ -57,6 +57,7 @@ class PSCoordinator(ParameterServerStrategy):
     asynchronous = True
     checkpoints = False
     v1_graph = False  # eager TensorFlow 2 on the coordinator: a Keras 3 model runs
+    xla_refusal = "its workers run the functions its coordinator schedules, with the variables on the ps tasks"
     options: ClassVar[tuple[Option, ...]] = (STEPS_PER_FUNCTION,)
     traces_exchange = False
     worker_towers = False  # TensorFlow would make a worker of K GPUs K replicas of each scheduled step

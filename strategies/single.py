@@ -10,6 +10,7 @@ class Single(Strategy):
     baseline = True
     description = "one process, one device: the baseline"
     family = IN_GRAPH
+    xla = True  # its gradients: strategies.workers.gradient_step.gradients
     checkpoints = True
     worker = "strategies.workers.single:SingleWorker"
     worker_range = (1, 1)

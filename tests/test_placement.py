@@ -22,6 +22,7 @@ from bench.run.launch.slurm.srun import Allocation, SlurmPlacement, workers_per_
 from bench.run.launch.ssh_hosts import HostPlacement
 from bench.run.launch.this_host import ThisHost
 from bench.run.placement.gpus import (
+    GIVEN,
     LOCAL_RANK_VARIABLES,
     PlacementError,
     choose,
@@ -279,6 +280,19 @@ def test_the_dry_run_plan_as_json(args, expected):
 def test_allreduce_tf_plans_nccl_among_gpus():
     assert {p["collective"] for p in processes_of(dry_run("--strategy", "allreduce-tf", "--workers", "4"))} == \
         {"MultiWorkerMirroredStrategy, NCCL"}
+
+
+def test_mirrored_offers_nccl_across_its_gpu_towers_and_refuses_it_without_gpus():
+    nccl = processes_of(dry_run("--strategy", "mirrored", "--workers", "2", "--reduction", "nccl"))
+    assert [p["collective"] for p in nccl] == ["NCCL all-reduce across the GPU towers (tf.distribute.NcclAllReduce)"]
+    default = processes_of(dry_run("--strategy", "mirrored", "--workers", "2"))
+    assert default[0]["collective"].startswith("towers' gradients reduced in this process")
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", GIVEN)}
+    done = subprocess.run([sys.executable, "-m", "bench", "--strategy", "mirrored", "--workers", "2", "--reduction",
+                           "nccl", "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "bench: error: --reduction nccl all-reduces across GPU towers, and this host has none (nvidia-smi lists no "
+        "GPU): leave it out to reduce on one device"]
 
 
 def test_the_dry_run_in_words_is_a_line_a_process():

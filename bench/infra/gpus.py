@@ -48,3 +48,20 @@ def horovod_links_nccl() -> bool:
     if spec is None or spec.origin is None:
         return False
     return any(b"libnccl.so" in lib.read_bytes() for lib in Path(spec.origin).parent.glob("mpi_lib*.so"))
+
+
+def horovod_built() -> dict[str, bool] | None:
+    """What Horovod, where this process imported it, says it was built with (hvd.nccl_built() and the rest): a GPU
+    allreduce without NCCL reduces GPU tensors through host memory. None where Horovod was not imported."""
+    import sys
+
+    hvd = sys.modules.get("horovod.tensorflow")
+    if hvd is None:
+        return None
+    said = {}
+    for name in ("nccl", "cuda", "mpi", "gloo"):
+        try:
+            said[name] = bool(getattr(hvd, f"{name}_built")())
+        except Exception:  # noqa: BLE001 - a Horovod without the query leaves it out
+            continue
+    return said

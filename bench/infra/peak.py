@@ -68,11 +68,32 @@ def read(key: str | None = None) -> dict | None:
 
 
 def keep_highest(new: dict, recorded: dict | None) -> dict:
-    """The record to keep of a device's peak: a measurement on a busier machine only comes out lower, so the
-    highest rate measured by the same TensorFlow in the same precision stands (a comparison's MFU above 100 %
-    came from a peak measured while other work ran)."""
-    same = recorded and all(recorded.get(k) == new.get(k) for k in ("tensorflow", "dtype"))
-    return recorded if same and recorded.get("tflops", 0) > new["tflops"] else new
+    """The record to keep of a device's peak, precision by precision: a measurement on a busier machine only
+    comes out lower, so the highest rate measured by the same TensorFlow stands (a comparison's MFU above 100 %
+    came from a peak measured while other work ran). Another TensorFlow's figures are replaced."""
+    if not recorded or recorded.get("tensorflow") != new.get("tensorflow"):
+        return new
+    mine, theirs = precisions(new), precisions(recorded)
+    kept = {dtype: theirs[dtype] if theirs.get(dtype, {}).get("tflops", 0) > figure["tflops"] else figure
+            for dtype, figure in mine.items()}
+    kept.update({dtype: figure for dtype, figure in theirs.items() if dtype not in kept})
+    if all(kept[d] is theirs.get(d) for d in kept) and len(kept) == len(theirs):
+        return recorded
+    return {**new, **kept["float32"], "dtype": "float32", "by_precision": kept} if "float32" in kept else \
+        {**new, "by_precision": kept}
+
+
+def precisions(record: dict) -> dict[str, dict]:
+    """A peak record's figures by precision (a record from before precisions: its float32 figures)."""
+    if record.get("by_precision"):
+        return dict(record["by_precision"])
+    return {record.get("dtype", "float32"): {k: record[k] for k in ("tflops", "size", "tflops_by_size") if k in record}}
+
+
+def rate(record: dict, dtype: str) -> float | None:
+    """A peak record's TFLOP/s in `dtype`, or None where it was not measured."""
+    figure = precisions(record).get(dtype)
+    return figure.get("tflops") if figure else None
 
 
 def write(record: dict, key: str) -> Path:

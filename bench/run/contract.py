@@ -197,6 +197,10 @@ class Strategy:
     exchange_overlaps_backward: ClassVar[bool] = True
     checkpoints: ClassVar[bool] = False  # its Worker implements save_checkpoint (--checkpoint-every-*)
     v1_graph: ClassVar[bool] = False  # its Worker builds a TensorFlow 1 graph (tf.compat.v1): no Keras 3 model there
+    # whether --xla compiles its forward and backward pass (its worker computes them with
+    # strategies.workers.gradient_step.gradients), and why not where it does not
+    xla: ClassVar[bool] = False
+    xla_refusal: ClassVar[str] = "its worker computes its gradients outside the step XLA compiles"
     baseline: ClassVar[bool] = False  # its 1-worker throughput is what scaling efficiency divides by (one strategy)
     # what traces its exchange per tensor on the steps bench.run.process.tracing names (its Worker's
     # trace_exchange writes them), or why nothing does: run.json's exposure says it

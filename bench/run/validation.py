@@ -76,6 +76,7 @@ def validate(config: RunConfig, strategy_cls: type[Strategy], known: Known) -> R
         data.check(config.data, config.data_dir, models.reads(config.model))
     check_memory(config, strategy_cls)
     check_gpus(config, strategy_cls)
+    check_precision(config, strategy_cls)
     check_topology(config)
     check_injection(config)
     check_recovery(config, strategy_cls)
@@ -105,6 +106,21 @@ def model_refusal(model: str, strategy_cls: type[Strategy], known: Known) -> str
         return (f"a Keras 3 model cannot be built in the TensorFlow 1 graph {strategy_cls.name} trains in; "
                 f"run it with {', '.join(able)}")
     return None
+
+
+def check_precision(config: RunConfig, strategy_cls: type[Strategy]) -> None:
+    """--precision is one this suite knows and the model computes in; --xla goes to a strategy whose gradients
+    XLA can compile (its declared `xla`)."""
+    from bench.run.models.precision import FLOAT32, PRECISIONS
+
+    if config.precision not in PRECISIONS:
+        raise UsageError(f"--precision: {config.precision!r} is not one of {', '.join(PRECISIONS)}")
+    if config.precision != FLOAT32 and not models.mixed_precision(config.model):
+        able = [name for name in models.MODELS if models.mixed_precision(name)]
+        raise UsageError(f"--precision {config.precision}: model {models.label(config.model)} computes in float32 only "
+                         f"(a mixed precision is declared by {', '.join(able)}; docs/gpus.md, \"Precision and XLA\")")
+    if config.xla and not strategy_cls.xla:
+        raise UsageError(f"--xla: {config.strategy} does not compile its steps with XLA ({strategy_cls.xla_refusal})")
 
 
 def check_recovery(config: RunConfig, strategy_cls: type[Strategy]) -> None:

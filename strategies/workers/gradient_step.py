@@ -21,11 +21,18 @@ IN_THE_UPDATE = "in-the-update"
 def gradients(model: Model, variables: Sequence[tf.Variable], x: tf.Tensor, y: tf.Tensor,
               replicas: int = 1) -> tuple[tf.Tensor, Gradients]:
     """(loss, gradients) of one replica's batch. With `replicas`, of loss / replicas: an optimizer
-    that sums the replicas' gradients (a tf.distribute strategy's) then applies their mean."""
-    with tf.GradientTape() as tape:
-        loss = model.loss(x, y)
-        scaled = loss / replicas if replicas != 1 else loss
-    return loss, tape.gradient(scaled, variables)
+    that sums the replicas' gradients (a tf.distribute strategy's) then applies their mean. In the model's
+    precision (its loss scale undone), and compiled by XLA where the run asks (--xla: the forward and backward
+    pass, as tf_cnn_benchmarks' --xla_compile; the exchange and update stay outside)."""
+    def compute(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, Gradients]:
+        with tf.GradientTape() as tape:
+            loss = model.loss(x, y)
+            scaled = model.scaled(loss / replicas if replicas != 1 else loss)
+        return loss, model.unscaled(tape.gradient(scaled, variables))
+
+    if model.jit_compile:
+        return tf.function(compute, jit_compile=True, autograph=False)(x, y)
+    return compute(x, y)
 
 
 def exchange_and_update(stamps: Stamps, grads: Gradients, variables: Sequence[tf.Variable], optimizer: Any,

@@ -57,7 +57,7 @@ class LocalSgdPSWorker(ParameterServerWorker):
                        for i, v in enumerate(self.local.weights)]
             x, y = feed.batch()
             loss = self.local.loss(x, y)
-            grads = tf.gradients(loss, self.local.trainables)
+            grads = self.local.unscaled(tf.gradients(self.local.scaled(loss), self.local.trainables))
             train = optimizer.apply_gradients(zip(grads, self.local.trainables))
         # the average: each worker adds (copy - anchor) / N to the global parameters on the ps ...
         pushes = [g.assign_add((v.read_value() - a.read_value()) / n, read_value=False)

@@ -18,8 +18,15 @@ class MirroredWorker(_towers.TowerWorker):
 
     def setup(self, data: Dataset) -> None:
         n, b = self.place()
-        cross_device = tf.distribute.ReductionToOneDevice(reduce_to_device=self.param_device)
-        # mirrored: the same towers, reduced to the same parameter device, by TensorFlow
+        self.reduction = self.config.option("reduction")
+        if self.reduction == "nccl":
+            if not all("GPU" in tower.upper() for tower in self.towers):
+                raise RuntimeError(f"--reduction nccl needs GPU towers; TensorFlow gave {self.towers} (its CPU build "
+                                   "computes on the CPU wherever it runs)")
+            cross_device = tf.distribute.NcclAllReduce()
+        else:
+            cross_device = tf.distribute.ReductionToOneDevice(reduce_to_device=self.param_device)
+        # mirrored: the same towers, reduced by TensorFlow (by default to the same parameter device)
         strategy = tf.distribute.MirroredStrategy(devices=self.towers, cross_device_ops=cross_device)
         with strategy.scope():
             model = models.for_run(self.config)
@@ -55,4 +62,4 @@ class MirroredWorker(_towers.TowerWorker):
 
     def info(self) -> dict[str, Any]:
         return {"towers": self.towers, "parameter_device": self.param_device,
-                "cross_device_ops": "ReductionToOneDevice"}
+                "cross_device_ops": "NcclAllReduce" if self.reduction == "nccl" else "ReductionToOneDevice"}

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.protobuf import rewriter_config_pb2
 
 from bench.config import RunConfig
 from bench.errors import RunFailed
@@ -53,12 +54,23 @@ def ready_queue(num_workers: int) -> tf.queue.FIFOQueue:
                                   name="ready_queue")
 
 
-def session_config(worker: int, towers: int = 1) -> tf.compat.v1.ConfigProto:
+def mixed(config: RunConfig) -> bool:
+    """Whether the run computes in a mixed precision (bench.run.models.precision)."""
+    from bench.run.models.precision import FLOAT32
+
+    return config.precision != FLOAT32
+
+
+def session_config(worker: int, towers: int = 1, mixed: bool = False) -> tf.compat.v1.ConfigProto:
     # A worker talks to the ps tasks and itself only, never waits for other workers.
     proto = tf.compat.v1.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{worker}"],
                                      allow_soft_placement=True)
     if towers > 1 and not tf.config.list_physical_devices("GPU"):
         proto.device_count["CPU"] = towers  # towers without GPUs: logical CPU devices of this worker's server
+    if mixed and not tf.config.list_physical_devices("GPU"):
+        # a session's remapper fuses Conv2D, BiasAdd and Relu into a _FusedConv2D that has no bfloat16 CPU kernel
+        # ("allowed=[DT_HALF, DT_FLOAT, DT_DOUBLE, ...]", TensorFlow 2.21); a tf.function's does not
+        proto.graph_options.rewrite_options.remapping = rewriter_config_pb2.RewriterConfig.OFF
     return visible.session_gpu_options(proto)
 
 
@@ -179,7 +191,8 @@ class ParameterServerWorker(Worker):
         self.worker_device = f"/job:worker/task:{ctx.rank}"
         self.towers = config.gpus_per_worker if self.strategy.worker_towers else 1
         self.server = tf.distribute.Server(self.spec, job_name="worker", task_index=ctx.rank,
-                                           config=session_config(ctx.rank, self.towers), start=True)
+                                           config=session_config(ctx.rank, self.towers, mixed(self.config)),
+                                           start=True)
         # ps: variables on the ps tasks (round-robin or balanced by bytes), the rest on this worker
         setter = tf.compat.v1.train.replica_device_setter(
             ps_tasks=config.ps, worker_device=self.worker_device, cluster=self.spec,
@@ -223,7 +236,7 @@ class ParameterServerWorker(Worker):
         feed = initial_values()
         scaffold = tf.compat.v1.train.Scaffold(saver=self.saver, init_feed_dict=feed, local_init_feed_dict=feed)
         master = self.server.target
-        cfg = session_config(self.context.rank, self.towers)
+        cfg = session_config(self.context.rank, self.towers, mixed(self.config))
         if self.context.is_chief:
             # a resumed run: the chief's session starts from the checkpoint instead of the initial
             # values, before any worker is let in (they wait until the variables are ready)
@@ -300,7 +313,9 @@ class ParameterServerWorker(Worker):
         # which put a partitioned table's gradient rows on the piece's ps (its lookup is colocated
         # there), and every worker-side op on them (ps-sync's hand-in) moved them back and forth:
         # twice the rows each way on the links (tests/test_emulated.py)
-        return loss, tf.compat.v1.gradients(loss, self.model.trainables, colocate_gradients_with_ops=False)
+        grads = tf.compat.v1.gradients(self.model.scaled(loss), self.model.trainables,
+                                       colocate_gradients_with_ops=False)
+        return loss, self.model.unscaled(grads)
 
     def _tower_gradients(self, x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, list]:
         """A worker of several devices (--gpus-per-worker): each tower's loss and gradients on its slice of the

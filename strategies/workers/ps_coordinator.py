@@ -130,7 +130,8 @@ class PSCoordinatorWorker(Worker):
                 version = global_step.read_value()
                 with tf.GradientTape() as tape:
                     step_loss = model.loss(x, y)
-                grads = tape.gradient(step_loss, variables)
+                    scaled = model.scaled(step_loss)
+                grads = model.unscaled(tape.gradient(scaled, variables))
                 stamps.take(grads)  # ready
                 update = optimizer.apply_gradients(zip(grads, variables))
                 with tf.control_dependencies([update, version]):

@@ -68,6 +68,15 @@ def why_columns(summary: dict[str, Any]) -> dict[str, Any]:
             "waiting_caused_s": split.get("waiting_caused_s"), **exposure_columns(summary)}
 
 
+def device_columns(devices: dict[str, Any] | None) -> dict[str, Any]:
+    """The collective a run's first worker ran, and whether its GPU tensors went through host memory: it computed on
+    GPUs with a Horovod built without NCCL (its devices record: `horovod_built`)."""
+    first = next(iter((devices or {}).values()), {}) if isinstance(devices, dict) else {}
+    built = first.get("horovod_built") or {}
+    return {"collective": first.get("collective"), "horovod_nccl": built.get("nccl"),
+            "gpu_tensors_via_host": bool(first.get("tensorflow_gpus") and built and not built.get("nccl"))}
+
+
 def sizing_columns(record: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     """How the run's steps were set (a budgeted comparison's `sizing`, else its fixed --steps) and the
     interval they reached, as a share of its throughput."""
@@ -136,7 +145,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
         "gpus": ", ".join(env.get("gpus") or []), "python": env.get("python"),
         "tensorflow": env.get("tensorflow"), "horovod": env.get("horovod"), "mpi": env.get("mpi"),
         "suite_commit": env.get("suite_commit"),
-        **network_columns(record.get("network")),
+        **network_columns(record.get("network")), **device_columns(record.get("devices")),
     }
 
 

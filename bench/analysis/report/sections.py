@@ -81,6 +81,8 @@ def headline(runs: pd.DataFrame, verdicts: pd.DataFrame) -> str:
     """The answer: every cell's fastest strategy, its lead and whether a rerun would keep it (verdict.py)."""
     links = "link" in verdicts
     said = [*answer.machine(runs), answer.spread_line(runs, verdicts)] if len(verdicts) else []
+    via_host = int(runs["gpu_tensors_via_host"].fillna(False).astype(bool).sum()) \
+        if "gpu_tensors_via_host" in runs else 0
     return section("headline", "The answer: fastest strategy per model and worker count",
                    *[note(line) for line in said], table(verdicts, [
         ("model", "model", "text"), ("workers", "workers", "int"), *([("link", "link Mbit/s", "int")] if links else []),
@@ -94,6 +96,10 @@ def headline(runs: pd.DataFrame, verdicts: pd.DataFrame) -> str:
              "(the spread between runs of one setting, pooled over the settings that ran more than once; "
              "docs/presets.md, \"What a verdict's interval covers\"); \"tie\": it does not. The same table is "
              "answer.csv beside this report."),
+        *([note(f"Marked: {via_host} run(s) computed on GPUs with a Horovod built without NCCL, so their allreduce "
+                "copied GPU tensors to host memory and reduced them there: no GPU user runs Horovod so, and it "
+                "handicaps allreduce (./run_bench.sh setup --gpu with nvcc builds it with NCCL; docs/gpus.md). "
+                "Their collective is in the run table.")] if via_host else []),
         *([note("On one machine every worker shares its cores, so in-graph towers win here by avoiding processes "
                 "and copies; which family wins on a cluster is answered by the network preset (links between "
                 "hosts) and by python -m bench project.")] if not links else []))

@@ -54,6 +54,12 @@ def reads(name: str) -> str:
     return SIGNATURE if user.is_spec(name) else READS[name]
 
 
+def mixed_precision(name: str) -> bool:
+    """Whether model `name` computes in a mixed precision (its DECLARES; a user's model: no)."""
+    check(name)
+    return not user.is_spec(name) and catalog.declared()[name].mixed_precision
+
+
 def default_data(name: str) -> str:
     """The data a run of this model reads when --data is not given."""
     return DEFAULT_DATA[reads(name)]
@@ -132,10 +138,22 @@ def build(name: str, seed: int, **sizes: int) -> Model:
 
 
 def for_run(config: RunConfig) -> Model:
-    """The model of a run, sized by its config."""
-    return build(config.model, config.seed, **settings(config))
+    """The model of a run, sized by its config, in its precision."""
+    return in_precision(build(config.model, config.seed, **settings(config)), config)
 
 
 def build_partitioned(config: RunConfig, shards: int, min_bytes: int) -> Model:
     """A run's model whose variables of at least `min_bytes` are split into `shards` pieces."""
-    return get(config.model)(config.seed, partition=(shards, min_bytes), **settings(config))
+    return in_precision(get(config.model)(config.seed, partition=(shards, min_bytes), **settings(config)), config)
+
+
+def in_precision(model: Model, config: RunConfig) -> Model:
+    """`model` set to compute in the run's precision (--precision) and to compile its gradients with XLA (--xla)."""
+    import tensorflow as tf
+
+    from bench.run.models.precision import compute_dtype, loss_scale
+
+    model.compute_dtype = tf.as_dtype(compute_dtype(config.precision))
+    model.loss_scale = loss_scale(config.precision)
+    model.jit_compile = config.xla
+    return model

@@ -6,8 +6,10 @@ every strategy starts from bit-identical weights whatever TF mode it is in.
 
 from __future__ import annotations
 
+import contextlib
 import weakref
-from typing import ClassVar
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
@@ -39,6 +41,13 @@ class Model(tf.Module):
     # step's code cost 0.3-0.4 CPU-s of every training process's start-up (a 20-step mlp run under
     # single: 2.9 CPU-s instead of 3.3); the graph is the same either way.
     autograph: ClassVar[bool] = True
+    # A run's precision (bench.run.models.precision), set by models.for_run: the dtype its forward and backward
+    # passes compute in (its variables stay float32, cast where they are read: only a model whose logits read
+    # its variables as attributes declares `mixed_precision` in DECLARES), the loss scale, and whether its
+    # gradients are compiled by XLA (--xla)
+    compute_dtype: tf.DType = tf.float32
+    loss_scale: float = 1.0
+    jit_compile: bool = False
 
     def __init__(self, seed: int = 0, partition: tuple[int, int] | None = None, **sizes: int) -> None:
         """`partition` = (shards, min_bytes): variables of at least min_bytes are split
@@ -120,15 +129,59 @@ class Model(tf.Module):
                 out.append(v)
         return out
 
+    @contextlib.contextmanager
+    def _computing(self) -> Iterator[None]:
+        """Inside: the model's float32 variable attributes read as `compute_dtype` (cast where read, so that the
+        gradients reach the float32 variables); nothing changes at float32."""
+        if self.compute_dtype == tf.float32:
+            yield
+            return
+        held = {name: value for name, value in vars(self).items()
+                if isinstance(value, (tf.Variable, PartitionedVariable)) and value.dtype == tf.float32}
+        for name, value in held.items():
+            read = value.as_tensor() if isinstance(value, PartitionedVariable) else value
+            object.__setattr__(self, name, tf.cast(read, self.compute_dtype))
+        try:
+            yield
+        finally:
+            for name, value in held.items():
+                object.__setattr__(self, name, value)
+
+    def precise_logits(self, x: tf.Tensor, training: bool) -> tf.Tensor:
+        """The logits in float32, computed in `compute_dtype`."""
+        if self.compute_dtype == tf.float32:
+            return self.logits(x, training)
+        with self._computing():
+            inputs = tf.cast(x, self.compute_dtype) if x.dtype.is_floating else x
+            return tf.cast(self.logits(inputs, training), tf.float32)
+
     def loss(self, x: tf.Tensor, y: tf.Tensor, training: bool = True) -> tf.Tensor:
-        """Mean softmax cross-entropy of the batch."""
+        """Mean softmax cross-entropy of the batch (in float32 whatever the compute dtype)."""
         return tf.reduce_mean(
-            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=self.logits(x, training))
+            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=self.precise_logits(x, training))
         )
+
+    def scaled(self, loss: tf.Tensor) -> tf.Tensor:
+        """The loss the backward pass starts from: times the loss scale (float16), else itself."""
+        return loss * self.loss_scale if self.loss_scale != 1.0 else loss
+
+    def unscaled(self, grads: Sequence[Any]) -> list[Any]:
+        """Gradients of `scaled(loss)` divided by the loss scale (a table's IndexedSlices alike)."""
+        if self.loss_scale == 1.0:
+            return list(grads)
+
+        def one(g: Any) -> Any:
+            if g is None:
+                return None
+            if isinstance(g, tf.IndexedSlices):
+                return tf.IndexedSlices(g.values / self.loss_scale, g.indices, g.dense_shape)
+            return g / self.loss_scale
+
+        return [one(g) for g in grads]
 
     def evaluate(self, x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """(summed loss, number correct) over a batch, in inference mode."""
-        logits = self.logits(x, training=False)
+        logits = self.precise_logits(x, training=False)
         losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
         correct = tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32), y)
         return tf.reduce_sum(losses), tf.reduce_sum(tf.cast(correct, tf.float32))

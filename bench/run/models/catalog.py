@@ -6,7 +6,9 @@ launchers check --model before any worker starts). Each dict:
 - `name`: what --model calls it; `class`: the class in that file that builds it;
 - `reads`: the inputs it takes, `"images"` or `"ids"` (bench.run.data);
 - `imagenet`: True for a model that takes --image-size, with `min_image_size`, the smallest input
-  its strides and valid paddings leave room for.
+  its strides and valid paddings leave room for;
+- `mixed_precision`: True for a model whose logits read every variable as an attribute of its own, so that
+  --precision mixed_* casts them where they are read (bench.run.models.base.Model.precise_logits).
 
 A file whose declaration is malformed is reported and skipped, as a broken strategy is."""
 
@@ -22,7 +24,7 @@ from bench.run.data import IDS, IMAGES
 
 DECLARATION = "DECLARES"
 REQUIRED = ("name", "class", "reads")
-OPTIONAL = {"imagenet": False, "min_image_size": None}
+OPTIONAL = {"imagenet": False, "min_image_size": None, "mixed_precision": False}
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class Declared:
     reads: str
     imagenet: bool = False
     min_image_size: int | None = None
+    mixed_precision: bool = False
 
 
 def read(path: Path, module: str) -> list[Declared]:
@@ -52,7 +55,7 @@ def read(path: Path, module: str) -> list[Declared]:
         if facts["imagenet"] and not isinstance(facts["min_image_size"], int):
             raise ValueError(f"{entry['name']}: an ImageNet model declares its min_image_size")
         out.append(Declared(entry["name"], f"{module}:{entry['class']}", entry["reads"], bool(facts["imagenet"]),
-                            facts["min_image_size"]))
+                            facts["min_image_size"], bool(facts["mixed_precision"])))
     return out
 
 

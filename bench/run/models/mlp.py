@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from bench.run.models.base import NUM_CLASSES, Model
 
-DECLARES = ({"name": "mlp", "class": "MLP", "reads": "images"},)
+DECLARES = ({"name": "mlp", "class": "MLP", "reads": "images", "mixed_precision": True},)
 
 HIDDEN = 100
 

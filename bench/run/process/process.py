@@ -9,6 +9,7 @@ import traceback
 from typing import Any
 
 from bench.config import RunConfig
+from bench.infra.gpus import horovod_built
 from bench.run.contract import Strategy, WorkerContext, worker_class
 from bench.run.placement import visible
 from bench.run.process import environment
@@ -53,6 +54,10 @@ def train(config: RunConfig, strategy: type[Strategy], context: WorkerContext, f
     else:
         report = {"startup_s": outcome.startup_s, "local_steps": outcome.local_steps,
                   "strategy_info": outcome.strategy_info}
+    built = horovod_built()
+    if built is not None and (runtime.get("devices") or {}).get("role"):  # what its allreduce could run on
+        runtime["devices"]["horovod_built"] = built
+        folder.write_devices(runtime["devices"]["role"], runtime["devices"]["index"], runtime["devices"])
     # described after the steps, which it does not delay: a launcher, maybe on another machine (--hosts
     # from a laptop), opened run.json with its own machine's description, and the chief's is the one the
     # run's throughput and MFU belong to (bench.run.launch.close); a process that opened it has described it

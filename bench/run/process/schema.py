@@ -35,8 +35,9 @@ RUN_FIELDS: dict[str, str] = {
     "plan": "launched runs: each process's host, role, index, local rank, GPUs, memory policy and collective, as its "
             "launcher planned them before any started (bench.run.placement.plan)",
     "devices": "each process's own record of its placement (\"worker 0\" -> host, local rank, GPUs, "
-               "CUDA_VISIBLE_DEVICES as set and as given, memory policy, collective, the GPUs TensorFlow saw) "
-               "(bench.run.placement.visible)",
+               "CUDA_VISIBLE_DEVICES as set and as given, memory policy, collective, the GPUs TensorFlow saw; a "
+               "Horovod process also horovod_built: what hvd.nccl_built(), cuda_built(), mpi_built() and gloo_built() "
+               "said) (bench.run.placement.visible, bench.run.process.process)",
     "placement": "runs placed on hosts, as their host kind describes them (bench.run.launch.host_kind): under "
                  "Slurm scheduler, job_id, ps_nodes, hosts (node and address per process), steps; over ssh the "
                  "hosts; on the emulated cluster its hosts",

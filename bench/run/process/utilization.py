@@ -10,6 +10,7 @@ from typing import Any
 
 from bench.infra import peak
 from bench.metrics import mfu, model_flops_per_example
+from bench.run.models.precision import FLOAT32, compute_dtype
 
 FIGURES = ("model_flops_per_example", "achieved_tflops", "peak_tflops", "mfu")
 
@@ -66,8 +67,13 @@ def peak_flops(record: dict[str, Any]) -> tuple[float | None, str]:
     measured = peak.read(peak.device_key(gpu_name(record), env.get("cpu_model"), env.get("cpu_count")))
     if measured is None:
         return None, "no peak measured on this machine: ./run_bench.sh peak, or --peak-tflops"
-    rate = f"{measured['tflops'] * 1e3:.4g} GFLOP/s {measured['dtype']}"
-    return measured["tflops"] * 1e12 * count, f"{measured['command']} on {measured['date']} ({rate}) x {where}"
+    # the peak of the precision the run computed in (bench.run.models.precision)
+    dtype = compute_dtype((record.get("config") or {}).get("precision") or FLOAT32)
+    tflops = peak.rate(measured, dtype)
+    if tflops is None:
+        return None, f"no {dtype} peak measured on this machine: ./run_bench.sh peak measures each precision"
+    rate = f"{tflops * 1e3:.4g} GFLOP/s {dtype}"
+    return tflops * 1e12 * count, f"{measured['command']} on {measured['date']} ({rate}) x {where}"
 
 
 def figures(record: dict[str, Any], examples_per_s: float) -> dict[str, Any]:
