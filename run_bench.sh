@@ -212,7 +212,7 @@ build_horovod() (
         HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 CMAKE_POLICY_VERSION_MINIMUM=3.5 \
         MAKEFLAGS="-j$(nproc)" \
         "$VENV/bin/python" -m pip wheel --disable-pip-version-check \
-        --no-build-isolation --no-deps -w "$src/dist" .
+        --no-build-isolation --no-deps -w "$src/dist" . || exit 1
     relocate_wheel "$src/dist"
     mkdir -p "$out"
     cp "$src"/dist/horovod-*.whl "$out/"

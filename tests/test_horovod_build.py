@@ -61,6 +61,10 @@ def test_the_nccl_build_uses_tensorflows_nccl_and_compiles_for_sm_75_and_newer(t
     assert build.env["HOROVOD_NCCL_INCLUDE"] == str(tf_site / "nvidia" / "nccl" / "include")
     assert build.env["HOROVOD_BUILD_CUDA_CC_LIST"] == "75,80,86,90,100,120"
     assert build.env["HOROVOD_CUDA_HOME"] == str((tmp_path / "cuda").resolve())
+    # a wrapper on PATH: the toolkit is where nvcc says it is
+    said = hb.decide(env, tf_site, nvcc_12, ARCHES_13, tmp_path / "links", "#$ _HERE_=/opt/cuda-12.6/bin\n"
+                     "#$ TOP=/opt/cuda-12.6/bin/..\n")
+    assert said.env["HOROVOD_CUDA_HOME"] == "/opt/cuda-12.6"
     link = Path(build.env["HOROVOD_NCCL_LIB"]) / "libnccl.so"
     assert link.resolve() == (tf_site / "nvidia" / "nccl" / "lib" / "libnccl.so.2").resolve()
 

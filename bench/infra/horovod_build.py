@@ -56,6 +56,13 @@ def nvcc_version(text: str) -> str | None:
     return found.group(1) if found else None
 
 
+def toolkit_root(nvcc: Path, dryrun_text: str) -> Path:
+    """The toolkit nvcc belongs to, as nvcc itself says (`nvcc --dryrun`: "#$ TOP=/usr/local/cuda-13.0/bin/.."): a
+    wrapper script on PATH (exec /usr/local/cuda-13.0/bin/nvcc) is not where its toolkit is."""
+    found = re.search(r"^#\$ TOP=(.+)$", dryrun_text, re.MULTILINE)
+    return Path(os.path.normpath(found.group(1).strip())) if found else nvcc.resolve().parent.parent
+
+
 def architectures(text: str) -> list[int]:
     """The compute capabilities `nvcc --list-gpu-arch` lists ("compute_75 ..."), from LEAST_ARCH up."""
     return sorted({int(n) for n in re.findall(r"compute_(\d+)", text) if int(n) >= LEAST_ARCH})
@@ -86,7 +93,8 @@ def major(version: str | None) -> str | None:
     return version.split(".")[0] if version else None
 
 
-def decide(env: Mapping[str, str], site: Path, nvcc_text: str, arch_text: str, links: Path) -> GpuBuild:
+def decide(env: Mapping[str, str], site: Path, nvcc_text: str, arch_text: str, links: Path,
+           dryrun_text: str = "") -> GpuBuild:
     """The GPU build of Horovod: NCCL where nvcc, its CUDA major equal to TensorFlow's (or the stand-in), and
     TensorFlow's NCCL are found; `links` is a folder for the libnccl.so link that CMake's search needs (the
     wheel has only libnccl.so.2)."""
@@ -114,7 +122,7 @@ def decide(env: Mapping[str, str], site: Path, nvcc_text: str, arch_text: str, l
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(library)
-    build_env = {"HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_CUDA_HOME": str(nvcc.resolve().parent.parent),
+    build_env = {"HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_CUDA_HOME": str(toolkit_root(nvcc, dryrun_text)),
                  "HOROVOD_NCCL_INCLUDE": str(nccl / "include"), "HOROVOD_NCCL_LIB": str(links),
                  "HOROVOD_NCCL_LINK": "SHARED"}
     if arches:
@@ -176,7 +184,8 @@ def run_nvcc(nvcc: Path | None, *args: str) -> str:
     if nvcc is None:
         return ""
     try:
-        return subprocess.run([str(nvcc), *args], capture_output=True, text=True, timeout=60).stdout
+        done = subprocess.run([str(nvcc), *args], capture_output=True, text=True, timeout=60)
+        return done.stdout + done.stderr
     except (OSError, subprocess.SubprocessError):
         return ""
 
@@ -193,7 +202,7 @@ def main(argv: list[str]) -> int:
         return 2
     nvcc = nvcc_path(os.environ)
     build = decide(os.environ, site_packages(), run_nvcc(nvcc, "--version"), run_nvcc(nvcc, "--list-gpu-arch"),
-                   Path(argv[1]))
+                   Path(argv[1]), run_nvcc(nvcc, "--dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull))
     print(f"KEY={build.key()}")
     for key, value in build.env.items():
         print(f"{key}={value}")
