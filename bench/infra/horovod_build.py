@@ -151,12 +151,11 @@ inline GpuStreamHandle AsGpuStreamValue(Stream* stream) {
 """
 STREAM_AFTER = "#endif // HAVE_GPU\n"
 # CMake links the CUDA runtime statically by default: a process would then hold TensorFlow's libcudart and
-# Horovod's copy. Shared, it loads the one TensorFlow's packages installed.
+# Horovod's copy. Shared, Horovod's cuda* calls bind to the CUDA runtime functions TensorFlow's framework library
+# exports (libtensorflow_framework.so.2 defines cudaGetDevice, cudaSetDevice, ...: its stubs load TensorFlow's
+# libcudart), so gcc's default --as-needed records no libcudart of Horovod's own: one runtime in the process.
 RUNTIME_STATIC = 'set(CMAKE_CUDA_RUNTIME_LIBRARY "Static")'
-# ... and the TensorFlow library names it: CMake gives the runtime only to targets it links as CUDA, and Horovod's
-# mpi_lib is linked as C++ (built without this, its cudaGetDevice was an undefined symbol and no libcudart NEEDED)
-TOOLKIT_FOUND = "    find_package(CUDAToolkit REQUIRED)\n"
-RUNTIME_LINKED = "    list(APPEND LINKER_LIBS CUDA::cudart)  # distbench: the shared CUDA runtime, named\n"
+
 
 
 def patch(tree: Path) -> list[str]:
@@ -173,12 +172,9 @@ def patch(tree: Path) -> list[str]:
     lists = cmake.read_text()
     if RUNTIME_STATIC not in lists:
         raise SystemExit(f"{cmake} has no '{RUNTIME_STATIC}' to change: Horovod's source changed")
-    if TOOLKIT_FOUND not in lists:
-        raise SystemExit(f"{cmake} has no '{TOOLKIT_FOUND.strip()}' to link after: Horovod's source changed")
-    lists = lists.replace(RUNTIME_STATIC, RUNTIME_STATIC.replace("Static", "Shared"))
-    cmake.write_text(lists.replace(TOOLKIT_FOUND, TOOLKIT_FOUND + RUNTIME_LINKED, 1))
+    cmake.write_text(lists.replace(RUNTIME_STATIC, RUNTIME_STATIC.replace("Static", "Shared")))
     return [f"{ops.name}: AsGpuStreamValue from Stream::platform_specific_handle()",
-            f"{cmake.name}: the CUDA runtime shared, and linked"]
+            f"{cmake.name}: the CUDA runtime shared"]
 
 
 def site_packages() -> Path:
