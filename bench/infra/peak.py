@@ -77,8 +77,9 @@ def keep_highest(new: dict, recorded: dict | None) -> dict:
     kept = {dtype: theirs[dtype] if theirs.get(dtype, {}).get("tflops", 0) > figure["tflops"] else figure
             for dtype, figure in mine.items()}
     kept.update({dtype: figure for dtype, figure in theirs.items() if dtype not in kept})
-    if all(kept[d] is theirs.get(d) for d in kept) and len(kept) == len(theirs):
-        return recorded
+    for whole, figures in ((recorded, theirs), (new, mine)):
+        if all(kept[d] is figures.get(d) for d in kept):
+            return whole
     return {**new, **kept["float32"], "dtype": "float32", "by_precision": kept} if "float32" in kept else \
         {**new, "by_precision": kept}
 
