@@ -560,3 +560,23 @@ def test_the_coordinators_steps_per_function_is_the_suites_own_default_as_data()
 
     assert LOOPBACK.get("coordinator_steps_per_function") == MOST_STEPS_PER_FUNCTION
     assert LOOPBACK.transports()[GRPC].steps_per_function == MOST_STEPS_PER_FUNCTION
+
+
+@pytest.mark.parametrize("transport", [WIRE, HOSTMEM, LOOPBACK.transports()[GRPC]], ids=["wire", "hostmem", "grpc"])
+@pytest.mark.parametrize("link_gbit", [10, 100])  # the pusher's link busier than any task, and not
+def test_a_pusher_alone_is_the_synchronous_step_of_one_pusher_whatever_tasks_are_beside_it(transport, link_gbit):
+    # the asynchronous rate's shortcut (each task's timeline once, a few tasks beside the pusher changing only
+    # their own parts) against the step of a one-pusher layout built whole, task by task
+    rng = np.random.default_rng(7)
+    model = model_of(*[(int(size), float(ready)) for size, ready in
+                       zip(rng.integers(1e3, 5e7, 23), np.sort(rng.random(23)), strict=True)])
+    cluster = Cluster(8, 1, link_gbit, 200, 32, 4e9, on_host=transport is not HOSTMEM)
+    layout = Layout(cluster, tasks=9, colocated=True, aggregated=False)
+    tasks_of = parameter_servers.place(model, 9, ROUND_ROBIN)
+    besides = {(), (2, 5), (1, 4, 7), *((task,) for task in range(9))}
+    fast = parameter_servers._alone_steps_s(model, layout, besides, tasks_of, transport)
+    one = dataclasses.replace(cluster, workers=1)
+    for beside in besides:
+        on = ((0,), tuple(0 if task in beside else 1 + task for task in range(9)))
+        whole = parameter_servers.synchronous_step(model, Layout(one, 9, False, False, on), ROUND_ROBIN, transport)
+        assert fast[beside] == pytest.approx(whole.step_s, rel=1e-12)

@@ -38,6 +38,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.analysis.projection.cluster import Cluster, StepTerms
@@ -73,22 +75,54 @@ class Layout:
     # fewer hosts (bench.run.launch.ssh_hosts.wrapped); None: as `colocated` and the devices per host say
     on: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
-    @property
+    @functools.cached_property
     def hosts(self) -> int:
         return max((*self.on[0], *self.on[1])) + 1 if self.on else self.cluster.hosts
 
+    @functools.cached_property
+    def _devices_by_host(self) -> dict[int, int]:
+        return dict(Counter(self.on[0])) if self.on else {}
+
     def pushers_on(self, host: int) -> int:
-        devices = self.on[0].count(host) if self.on else self.cluster.devices_on(host)
+        devices = self._devices_by_host.get(host, 0) if self.on else self.cluster.devices_on(host)
         return min(1, devices) if self.aggregated else devices
 
     @functools.cached_property
     def pushers(self) -> int:
-        return sum(self.pushers_on(h) for h in range(self.hosts))
+        return sum(self.pushers_on(h) for h in self.tasks_on) + sum(
+            pushers * hosts for pushers, hosts in self.hosts_without_tasks.items())
 
     def host_of(self, task: int) -> int | None:
         if self.on:
             return self.on[1][task]
         return task % self.cluster.hosts if self.colocated else None
+
+    @functools.cached_property
+    def tasks_on(self) -> dict[int, tuple[int, ...]]:
+        """host -> the tasks on it (hosts with none left out)."""
+        out: dict[int, list[int]] = {}
+        for k, host in enumerate(self.on[1] if self.on else map(self.host_of, range(self.tasks))):
+            if host is not None:
+                out.setdefault(host, []).append(k)
+        return {host: tuple(tasks) for host, tasks in out.items()}
+
+    @functools.cached_property
+    def tasks_alone(self) -> tuple[int, ...]:
+        """The tasks each on a host of its own, with no pusher."""
+        return tuple(k for k in range(self.tasks) if self.host_of(k) is None)
+
+    @functools.cached_property
+    def hosts_without_tasks(self) -> dict[int, int]:
+        """{pushers: hosts} of the hosts with pushers and no task: alike hosts, whose links carry the same,
+        counted without visiting each (every host is full but the last)."""
+        if self.on:
+            return dict(Counter(self.pushers_on(h) for h in self._devices_by_host if h not in self.tasks_on))
+        last = self.hosts - 1
+        full = 1 if self.aggregated else self.cluster.devices_per_host
+        out = Counter({full: self.hosts - len(self.tasks_on) - (last not in self.tasks_on)})
+        if last not in self.tasks_on:
+            out[self.pushers_on(last)] += 1
+        return {pushers: hosts for pushers, hosts in out.items() if pushers and hosts}
 
     def computing_beside(self, task: int) -> bool:
         """The task shares its host's CPU with a worker whose device is that CPU (Cluster.on_host)."""
@@ -165,19 +199,21 @@ def _per_task(tensors: ModelTensors, tasks_of: list[int], tasks: int) -> tuple[l
 def _link_bytes(layout: Layout, sent: list[float]) -> list[tuple[float, float]]:
     """Per host link, (what its pushers' `sent` bytes per task carry between them and tasks elsewhere,
     what its tasks' carry between them and remote pushers): the two directions of a push (or, the
-    other way round, of a read). Hosts first, then each task on a host of its own."""
+    other way round, of a read). The hosts with tasks, then one of each alike host without a task, then
+    each task on a host of its own: linear in the tasks, whatever the hosts."""
+    total, everyone = sum(sent), layout.pushers
     out = []
-    for host in range(layout.hosts):
-        mine = [k for k in range(layout.tasks) if layout.host_of(k) == host]
-        out.append((layout.pushers_on(host) * (sum(sent) - sum(sent[k] for k in mine)),
-                    sum(layout.remote_pushers(k) * sent[k] for k in mine)))
-    return out + [(0.0, layout.pushers * sent[k]) for k in range(layout.tasks) if layout.host_of(k) is None]
+    for host, mine in layout.tasks_on.items():
+        here, pushers = sum(sent[k] for k in mine), layout.pushers_on(host)
+        out.append((pushers * (total - here), (everyone - pushers) * here))  # a task's remote pushers: the others
+    out += [(pushers * total, 0.0) for pushers in sorted(layout.hosts_without_tasks)]
+    return out + [(0.0, layout.pushers * sent[k]) for k in layout.tasks_alone]
 
 
-def _links_bound_s(layout: Layout, tensors: ModelTensors, tasks_of: list[int],
+def _links_bound_s(layout: Layout, pushed: list[float], pulled: list[float],
                    transport: Transport) -> tuple[float, float]:
-    """(pulls, pushes): the busiest host link's bytes in its busier direction, at the link's rate."""
-    pushed, pulled, _ = _per_task(tensors, tasks_of, layout.tasks)
+    """(pulls, pushes): the busiest host link's bytes in its busier direction, at the link's rate
+    (`pushed`, `pulled`: one pusher's bytes per task)."""
     net = transport.network_bytes_per_s(layout.cluster.link_gbit)
     pulls, pushes = (max(max(pair) for pair in _link_bytes(layout, sent)) / net for sent in (pulled, pushed))
     return pulls, pushes
@@ -189,39 +225,130 @@ def _aggregation_s(layout: Layout, nbytes: int) -> float:
     return nbytes * g / layout.cluster.intra_host_bytes_per_s if layout.aggregated and g > 1 else 0.0
 
 
-def synchronous_step(tensors: ModelTensors, layout: Layout, placement: str, transport: Transport) -> StepTerms:
-    mean = layout.cluster
-    cluster = mean.slowest()
-    layout = dataclasses.replace(layout, cluster=cluster)
-    tasks_of = place(tensors, layout.tasks, placement)
-    pulls_bound, pushes_bound = _links_bound_s(layout, tensors, tasks_of, transport)
+@dataclass(frozen=True)
+class _Timeline:
+    """One task's part of a step: when each of its variables has been read by every pusher (the step
+    starting at 0) with where in the forward pass it is needed, and when its last push ends after the
+    forward pass ends (the pushes follow the backward pass, so they move with the forward pass's end)."""
+
+    arrivals: tuple[tuple[float, float], ...]  # (read by every pusher, share of the forward pass before it)
+    pushed_after: float
+
+    @functools.cached_property
+    def last(self) -> float:
+        return max(done for done, _ in self.arrivals)
+
+    def needed_by(self, stretch: float, latency_s: float, forward_s: float) -> float:
+        """When the forward pass can end for this task's variables, their reads `stretch` times as long."""
+        return max(done * stretch + latency_s + ready * forward_s for done, ready in self.arrivals)
+
+
+def _timelines(tensors: ModelTensors, layout: Layout, tasks_of: list[int],
+               transport: Transport) -> dict[int, _Timeline]:
+    """Each task's timeline on `layout`, whose cluster is the one the step sees (Cluster.slowest)."""
+    cluster = layout.cluster
     by_task: dict[int, list[Tensor]] = {}
     for task, t in zip(tasks_of, tensors.tensors, strict=True):
         by_task.setdefault(task, []).append(t)
-    pulled = {task: _pulls_done_s(layout, task, v, transport) for task, v in by_task.items()}
-    last = max(max(done) for done in pulled.values())
+    out = {}
+    for task, variables in by_task.items():
+        pulled = _pulls_done_s(layout, task, variables, transport)
+        ready = sorted(((t.ready * cluster.backward_s + _aggregation_s(layout, t.nbytes), t) for t in variables),
+                       key=lambda pair: pair[0])
+        out[task] = _Timeline(tuple((done, t.ready) for done, t in zip(pulled, variables, strict=True)),
+                              _pushes_end_s(layout, task, ready, transport))
+    return out
+
+
+def _step_end_s(last: float, needed_by: Callable[[float], float], pushed_after: float, pulls_bound: float,
+                pushes_bound: float, cluster: Cluster, transport: Transport) -> float:
+    """When a synchronous step's last push ends, from its tasks' timelines (the last read done, when the
+    forward pass can end with the reads `stretch` times as long, the last push after the forward pass)
+    and its links' bounds."""
     stretch = pulls_bound / last if last and pulls_bound > last else 1.0  # a link busier than any task
     # a layer's forward waits for its variables: the layers after it take the rest of the pass
-    forward_end = cluster.forward_s
-    for task, variables in by_task.items():
-        for t, done in zip(variables, pulled[task], strict=True):
-            forward_end = max(forward_end, done * stretch + transport.latency_s + t.ready * cluster.forward_s)
-    ends = [forward_end + cluster.backward_s, forward_end + pushes_bound]
-    for task, variables in by_task.items():
-        ready = [(forward_end + t.ready * cluster.backward_s + _aggregation_s(layout, t.nbytes), t) for t in variables]
-        ends.append(_pushes_end_s(layout, task, sorted(ready, key=lambda pair: pair[0]), transport))
-    end = max(ends) + transport.latency_s
+    forward_end = max(cluster.forward_s, needed_by(stretch))
+    return forward_end + max(cluster.backward_s, pushes_bound, pushed_after) + transport.latency_s
+
+
+def synchronous_step(tensors: ModelTensors, layout: Layout, placement: str, transport: Transport) -> StepTerms:
+    return _synchronous_step(tensors, layout, place(tensors, layout.tasks, placement), transport)
+
+
+def _synchronous_step(tensors: ModelTensors, layout: Layout, tasks_of: list[int], transport: Transport) -> StepTerms:
+    mean = layout.cluster
+    cluster = mean.slowest()
+    layout = dataclasses.replace(layout, cluster=cluster)
+    pushed, pulled, _ = _per_task(tensors, tasks_of, layout.tasks)
+    timelines = _timelines(tensors, layout, tasks_of, transport).values()
+    latency_s, forward_s = transport.latency_s, cluster.forward_s
+    end = _step_end_s(max(t.last for t in timelines),
+                      lambda stretch: max(t.needed_by(stretch, latency_s, forward_s) for t in timelines),
+                      max(t.pushed_after for t in timelines), *_links_bound_s(layout, pushed, pulled, transport),
+                      cluster, transport)
     return StepTerms.of(end + cluster.other_s, mean.compute_s, waiting_s=cluster.compute_s - mean.compute_s,
                         other_s=cluster.other_s)
 
 
-def _alone_step_s(tensors: ModelTensors, layout: Layout, host: int, placement: str, transport: Transport) -> float:
-    """A pusher's own step on `host` with no other pusher: its reads and pushes, over its host's link
-    to the tasks elsewhere (each on a host of its own) and not to a task beside it."""
-    tasks = range(layout.tasks)
-    on = ((0,), tuple(0 if layout.host_of(k) == host else 1 + k for k in tasks))
-    alone = Layout(dataclasses.replace(layout.cluster, workers=1, devices_per_host=1), layout.tasks, False, False, on)
-    return synchronous_step(tensors, alone, placement, transport).step_s
+class _MostBut:
+    """The largest of some values without a few of them, in time of those few."""
+
+    def __init__(self, values: list[float]) -> None:
+        self.values, self.order = values, sorted(range(len(values)), key=values.__getitem__, reverse=True)
+
+    def __call__(self, without: set[int], others: list[float]) -> float:
+        kept = next((self.values[i] for i in self.order if i not in without), 0.0)
+        return max([kept, *others])
+
+
+def _alone_steps_s(tensors: ModelTensors, layout: Layout, besides: set[tuple[int, ...]], tasks_of: list[int],
+                   transport: Transport) -> dict[tuple[int, ...], float]:
+    """A pusher's own step with no other pusher, for each set of tasks `beside` it on its host: its reads
+    and pushes, over its host's link to the tasks elsewhere (each on a host of its own) and not to a task
+    beside it. Only the tasks that hold variables take part (the others move nothing). A task's timeline
+    is one of two, beside the pusher or not, whatever the others: each is computed once, and a set of
+    tasks beside it changes only those tasks' parts of the step."""
+    holding = sorted(set(tasks_of))
+    index = {task: i for i, task in enumerate(holding)}
+    compact = [index[task] for task in tasks_of]
+    cluster = dataclasses.replace(layout.cluster, workers=1, devices_per_host=1).slowest()
+    latency_s, forward_s = transport.latency_s, cluster.forward_s
+
+    def alone(beside: set[int]) -> Layout:
+        on = ((0,), tuple(0 if i in beside else 1 + i for i in range(len(holding))))
+        return Layout(cluster, len(holding), False, False, on)
+
+    remote = _timelines(tensors, alone(set()), compact, transport)
+    near = _timelines(tensors, alone(set(range(len(holding)))), compact, transport) if any(besides) else {}
+    remote_list = [remote[i] for i in range(len(holding))]
+    pushed, pulled, _ = _per_task(tensors, compact, len(holding))
+    net = transport.network_bytes_per_s(cluster.link_gbit)
+    last, pushed_after = _MostBut([t.last for t in remote_list]), _MostBut([t.pushed_after for t in remote_list])
+    needed_at_1 = _MostBut([t.needed_by(1.0, latency_s, forward_s) for t in remote_list])
+    # a host link alone (_link_bytes): the pusher's carries its bytes to the tasks elsewhere, each task's
+    # host its own task's bytes; the tasks beside the pusher leave both
+    def link_s(sent: list[float]) -> Callable[[set[int]], float]:
+        total, most = sum(sent), _MostBut(sent)
+        return lambda beside: most(beside, [total - sum(sent[i] for i in beside)]) / net
+
+    pulls_s, pushes_s = link_s(pulled), link_s(pushed)
+
+    out = {}
+    for key in besides:
+        beside = {index[task] for task in key}
+        timelines = [near[i] for i in beside]
+
+        def needed_by(stretch: float, beside: set[int] = beside, timelines: list[_Timeline] = timelines) -> float:
+            here = [t.needed_by(stretch, latency_s, forward_s) for t in timelines]
+            if stretch == 1.0:
+                return needed_at_1(beside, here)
+            return max(here + [t.needed_by(stretch, latency_s, forward_s) for i, t in enumerate(remote_list)
+                               if i not in beside])
+
+        out[key] = _step_end_s(last(beside, [t.last for t in timelines]), needed_by,
+                               pushed_after(beside, [t.pushed_after for t in timelines]),
+                               pulls_s(beside), pushes_s(beside), cluster, transport) + cluster.other_s
+    return out
 
 
 def _duplex_round_s(layout: Layout, pushed: list[float], pulled: list[float], transport: Transport) -> float:
@@ -239,9 +366,13 @@ def asynchronous_rate(tensors: ModelTensors, layout: Layout, placement: str,
                       transport: Transport) -> tuple[float, StepTerms]:
     """(examples/s, one pusher's step): each pusher alone on the links, capped by the tasks."""
     extra = _aggregation_s(layout, tensors.nbytes) if layout.aggregated else 0.0
-    alone = {h: _alone_step_s(tensors, layout, h, placement, transport) + extra
-             for h in range(layout.hosts) if layout.pushers_on(h)}
     tasks_of = place(tensors, layout.tasks, placement)
+    holding = set(tasks_of)
+    # a pusher alone moves the same on every host whose tasks holding variables are the same: once each
+    pushing = [(tuple(k for k in mine if k in holding), layout.pushers_on(h)) for h, mine in layout.tasks_on.items()]
+    pushing += [((), pushers * hosts) for pushers, hosts in layout.hosts_without_tasks.items()]
+    own = {key: step_s + extra for key, step_s in
+           _alone_steps_s(tensors, layout, {key for key, pushers in pushing if pushers}, tasks_of, transport).items()}
     pushed, pulled, count = _per_task(tensors, tasks_of, layout.tasks)
     # per update a task's process takes in and sends out its bytes (both its work)
     work = [_copy_s(pushed[k], transport, count[k], layout.pushers, layout.computing_beside(k))
@@ -249,7 +380,7 @@ def asynchronous_rate(tensors: ModelTensors, layout: Layout, placement: str,
             for k in range(layout.tasks) if count[k]]
     links_s = _duplex_round_s(layout, pushed, pulled, transport)
     cap = min([1.0 / w for w in work if w > 0] + ([layout.pushers / links_s] if links_s else []), default=math.inf)
-    updates = min(sum(layout.pushers_on(h) / own for h, own in alone.items()), cap)
+    updates = min(sum(pushers / own[key] for key, pushers in pushing if pushers), cap)
     step_s = layout.pushers / updates
     return updates * layout.examples_per_push, StepTerms.of(step_s, layout.cluster.compute_s,
                                                             other_s=layout.cluster.other_s)
