@@ -56,6 +56,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default=None, help=f"folder for {PROJECTION_FILE} (default: --from)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     cluster_cli.add_profile_argument(p)
+    cluster_cli.add_host_cores_argument(p)
     cluster_cli.add_level_argument(p)
     cluster_cli.add_arguments(p)
     return p
@@ -84,14 +85,16 @@ def main(argv: Sequence[str]) -> int:
         if one_machine_runs(runs).empty and args.compute_ms is None:
             raise UsageError(f"--from {source}: no finished run to calibrate from")
         used, why = cluster_cli.chosen_profile(args, source)
+        cores = cluster_cli.host_cores(args, used)
         cal = calibrate(source, runs, args.model, args.compute_ms, used, why)
         checked, left_out = validation(cal, runs, args.level) if args.compute_ms is None else (pd.DataFrame(), [])
-        table = projection(cal, args.workers, args.link_gbit, args.ps, args.level, validated_error(checked))
+        table = projection(cal, args.workers, args.link_gbit, args.ps, args.level, validated_error(checked),
+                           host_cores=args.host_cores)
     except UsageError as exc:
         return refuse(exc)
     best, crossing = winners(table), crossover(args.workers)
     result = {"calibration": {"models": cal.describe().to_dict("records")},
-              "profile": {**used.summary(), "why": why}, "constants": cluster_cli.constants(used),
+              "profile": {**used.summary(), "why": why}, "host_cores": cores, "constants": cluster_cli.constants(used),
               "projection": cluster_cli.records(table), "winners": best.to_dict("records"),
               "crossover": crossing.to_dict("records"),
               "validation": cluster_cli.records(checked), "validation_summary": error_summary(checked, left_out),
@@ -103,6 +106,7 @@ def main(argv: Sequence[str]) -> int:
         print(json.dumps(result, default=float))
         return 0
     show(cal, best, crossing, checked, result["validation_summary"])
+    print(f"host cores: {cores['said']}")
     print(f"written: {(out / PROJECTION_FILE).resolve()}", file=sys.stderr)
     return 0
 

@@ -34,6 +34,8 @@ class Cluster:
     # the compute given was measured with the exchange's own threads beside it (runs of the same
     # strategy on the same cores), so a transport's compute_stretch is in it already
     stretch_measured: bool = False
+    # each host's cores as nproc counts them (hardware threads); None: those of the host the profile measured
+    host_cores: float | None = None
 
     @property
     def hosts(self) -> int:

@@ -49,11 +49,12 @@ def model_tensors(model: ModelCalibration) -> ModelTensors:
 
 
 def cluster_of(model: ModelCalibration, workers: int, link_gbit: float, profile: Profile,
-               other_s: float = 0.0) -> Cluster:
-    """`workers` CPU workers of the calibrated compute, each on a host of its own behind a link of
-    `link_gbit`, each step with `other_s` of the host's own work (Cluster.other_s)."""
+               other_s: float = 0.0, host_cores: float | None = None) -> Cluster:
+    """`workers` CPU workers of the calibrated compute, each on a host of its own (of `host_cores`; None: the
+    profile's) behind a link of `link_gbit`, each step with `other_s` of the host's own work (Cluster.other_s)."""
     return Cluster(workers, 1, link_gbit, model.batch_size / model.compute_s, model.batch_size,
-                   profile.get("intra_host_bytes_per_s"), model.compute_sd_s, on_host=True, other_s=other_s)
+                   profile.get("intra_host_bytes_per_s"), model.compute_sd_s, on_host=True, other_s=other_s,
+                   host_cores=host_cores)
 
 
 def ps_counts(workers: int, wanted: Sequence[int] | None) -> list[tuple[int, str]]:
@@ -75,7 +76,7 @@ def compute_term(model: ModelCalibration) -> levels.Term:
 
 def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[float],
                ps: Sequence[int] | None, level: float = levels.DEFAULT_LEVEL,
-               model_error: schemes.ModelErrors | None = None) -> pd.DataFrame:
+               model_error: schemes.ModelErrors | None = None, host_cores: float | None = None) -> pd.DataFrame:
     """Every scheme and transport per model, workers and link; the ps schemes per ps count, on hosts of their own."""
     rows = []
     for model in cal.models.values():
@@ -83,7 +84,8 @@ def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[fl
         for n in workers:
             for gbit in links_gbit:
                 for i, (k, rule) in enumerate(ps_counts(n, ps)):
-                    found = schemes.rows(model.model, shaped, cluster_of(model, n, gbit, cal.profile),
+                    found = schemes.rows(model.model, shaped, cluster_of(model, n, gbit, cal.profile,
+                                                                          host_cores=host_cores),
                                          PsSetup(k, False, ROUND_ROBIN), cal.profile,
                                          compute=compute_term(model), other_of=model.other_for, level=level,
                                          model_error=model_error)
@@ -288,6 +290,14 @@ def hosts_cpu(run: pd.Series, model: ModelCalibration, local: pd.DataFrame) -> H
                         f"({model.source}) was not measured on such a host (srun -N 1 on one)")
 
 
+def run_host_cores(run: pd.Series) -> float | None:
+    """The cores each of an emulated run's hosts had: its budget, else the machine's, which they shared."""
+    budget = recorded(run.get("host_cores"))
+    if budget is not None:
+        return budget
+    return float(run["cpu_count"]) if pd.notna(run.get("cpu_count")) else None
+
+
 def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: ModelCalibration, shaped: ModelTensors,
                       cpu: HostsCpu, level: float = levels.DEFAULT_LEVEL
                       ) -> tuple[float, schemes.Interval, schemes.Interval]:
@@ -300,7 +310,8 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
     (calibrate.concurrent_stretch), found with the step it gives."""
     workers, ps = int(run["workers"]), PsSetup(int(run["ps"] or 1), False, _placement(run))
     cluster = dataclasses.replace(
-        cluster_of(model, workers, float(run["link_mbit"]) / 1e3, profile, model.other_for(scheme, run["wire"])),
+        cluster_of(model, workers, float(run["link_mbit"]) / 1e3, profile, model.other_for(scheme, run["wire"]),
+                   run_host_cores(run)),
         stretch_measured=cpu.with_exchange_threads)
     all_at_once = cpu.stretch
     overlapped = bool(run.get("exchange_overlaps_backward", True))

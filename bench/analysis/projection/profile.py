@@ -39,6 +39,16 @@ SHARED = ("latency_s", "link_share", "intra_host_bytes_per_s", "horovod.fusion_b
 # the transports a profile may describe, and which carry their buffers through host memory
 HOST_COPIES = {NCCL: False, MPI: True, GLOO: True, GRPC: True}
 FIELDS = ("value", "low", "high", "unit", "measures", "software", "source")
+HOST_CORES, CORES_GAIN, LEAST_CORES = "host_cores", "grpc.cores_gain", "grpc.least_cores"
+# a ps task's gain per doubling of the cores its streams use, where its profile did not measure it: anything
+# from none (its work serialised in one place) to linear (each stream's handler on a core of its own)
+UNMEASURED_CORES_GAIN = {
+    "value": 2 ** 0.5, "low": 1.0, "high": 2.0, "unit": "x per doubling of cores",
+    "measures": "a ps task's rate's gain per doubling of the cores its workers' streams use at once",
+    "software": "TensorFlow's gRPC server (a thread per call in flight)",
+    "source": "not measured by this profile: from no gain (the task's work serialised) to linear (each stream's "
+              "RecvTensor handler on a core of its own), the geometric middle as the point; ./run_bench.sh "
+              "profile measures it where the ps task's host has 2 or more cores"}
 
 
 @dataclass(frozen=True)
@@ -116,8 +126,15 @@ class Profile:
                 rate_by_bytes=self._curve(f"{name}.process_bytes_per_s"),
                 rate_by_workers=self._curve(f"{name}.process_bytes_per_s", "by_workers"),
                 compute_stretch=self.get(f"{name}.compute_stretch") or 1.0,
-                rate_share_computing=self.get(f"{name}.rate_share_computing") or 1.0)
+                rate_share_computing=self.get(f"{name}.rate_share_computing") or 1.0,
+                **(self._cores() if name == GRPC else {}))
         return out
+
+    def _cores(self) -> dict:
+        """A ps task's cores as measured: its host's, its gain per doubling and the fewest it was measured with."""
+        gain = self.constants.get(CORES_GAIN)
+        return {"cores_measured": self.get(HOST_CORES), "cores_gain": gain.value if gain else 1.0,
+                "least_cores_measured": self.get(LEAST_CORES) if gain and gain.samples else None}
 
     def _curve(self, name: str, field: str = "by_bytes") -> tuple[tuple[float, float], ...]:
         constant = self.constants.get(name)
@@ -192,6 +209,10 @@ def parse(data: dict, path: str) -> Profile:
         if any(v <= 0 or not math.isfinite(v) for v, _ in c.candidates):
             raise ValueError(f"{name}: candidates must be [value > 0, source] pairs")
         constants[name] = c
+    if f"{GRPC}.flow_share" in constants and HOST_CORES in constants and CORES_GAIN not in constants:
+        gain = UNMEASURED_CORES_GAIN
+        constants[CORES_GAIN] = Constant(CORES_GAIN, *(float(gain[f]) for f in ("value", "low", "high")),
+                                         *(str(gain[f]) for f in ("unit", "measures", "software", "source")))
     missing = [n for n in SHARED if n not in constants]
     if missing:
         raise ValueError(f"lacks {', '.join(missing)}")

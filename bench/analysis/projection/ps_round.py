@@ -27,15 +27,17 @@ def round_tensors(nbytes: int, tasks: int) -> ModelTensors:
 
 
 def served(profile: Profile, worker_hosts: tuple[int, ...], task_hosts: tuple[int, ...], link_gbit: float,
-           nbytes: int, level: float = levels.DEFAULT_LEVEL, model: levels.Term | None = None) -> dict[str, float]:
+           nbytes: int, level: float = levels.DEFAULT_LEVEL, model: levels.Term | None = None,
+           host_cores: float | None = None) -> dict[str, float]:
     """Bytes/s the tasks serve in all, pushed and pulled (point, low, high at `level`), while worker i on
     host `worker_hosts[i]` pushes `nbytes` split over the tasks, task k on host `task_hosts[k]`, and
-    pulls it back, every worker at once. `model`: the model's error of form, where known (checked_error)."""
+    pulls it back, every worker at once. `model`: the model's error of form, where known (checked_error).
+    `host_cores`: each host's cores (None: those of the host the profile was measured on)."""
     workers, tasks = len(worker_hosts), len(task_hosts)
     # on_host: a worker's process keeps its host's CPU busy (moving bytes, where a training worker computes);
     # its devices per host (1) are moot: the hosts are PsSetup.on's
     cluster = Cluster(workers, 1, link_gbit, NO_COMPUTE_EXAMPLES_PER_S, batch_size=1,
-                      intra_host_bytes_per_s=float("inf"), on_host=True)
+                      intra_host_bytes_per_s=float("inf"), on_host=True, host_cores=host_cores)
     ps = PsSetup(tasks, True, ROUND_ROBIN, on=(worker_hosts, task_hosts))
     found = interval(PS_ASYNC, GRPC, round_tensors(nbytes, tasks), cluster, ps, profile,
                      intra_host_from_profile=False, level=level)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from bench.analysis.projection import allreduce, levels, parameter_servers
 from bench.analysis.projection.cluster import Cluster, StepTerms
 from bench.analysis.projection.parameter_servers import BALANCED, Layout
-from bench.analysis.projection.profile import Profile
+from bench.analysis.projection.profile import CORES_GAIN, Profile
 from bench.analysis.projection.transports import Transport
 from bench.run.contract import ALLREDUCE, GRPC, NCCL, PARAMETER_SERVER
 from bench.run.models.tensors import ModelTensors
@@ -76,6 +76,8 @@ def predict(scheme: str, chosen: Transport, tensors: ModelTensors, cluster: Clus
                                hierarchical=scheme == HIERARCHICAL)
         return cluster.workers * cluster.batch_size / terms.step_s, terms
     layout = Layout(cluster, ps.tasks, ps.colocated, aggregated=scheme == PS_SYNC_AGGREGATED, on=ps.on)
+    if cluster.host_cores is not None:
+        chosen = dataclasses.replace(chosen, host_cores=cluster.host_cores)
     if scheme == PS_ASYNC:
         return parameter_servers.asynchronous_rate(tensors, layout, ps.placement, chosen)
     if scheme == PS_COORDINATOR:
@@ -183,11 +185,34 @@ def interval(scheme: str, transport: str, tensors: ModelTensors, cluster: Cluste
 
     rate, step_s, terms = at(profile)
     skip = frozenset() if intra_host_from_profile else frozenset({"intra_host_bytes_per_s"})
-    parts = [part(t.name, t.u, t.dof, lambda f, n=t.name: at(profile.moved(n, f))[0])
-             for t in profile.terms(transport, skip)]
+    def moving(t: levels.Term) -> levels.Term:
+        name = constant_of(t)
+        return part(t.name, t.u, t.dof, lambda f: at(profile.moved(name, f))[0])
+
+    parts = [moving(_beyond_measured(t, scheme, cluster, ps, profile)) for t in profile.terms(transport, skip)]
     if compute is not None and compute.u > 0:
         parts.append(part(compute.name, compute.u, compute.dof, lambda f: at(profile, f)[0]))
     return Interval(rate, step_s, terms, tuple(p for p in parts if p.u > 0), level)
+
+
+def constant_of(term: levels.Term) -> str:
+    """The profile constant a term moves (an extrapolated one's name says so after it)."""
+    return term.name.split(" ")[0]
+
+
+def _beyond_measured(term: levels.Term, scheme: str, cluster: Cluster, ps: PsSetup, used: Profile) -> levels.Term:
+    """A ps task's gain per doubling of cores where its streams use cores outside those the profile measured
+    it with: what was measured does not reach there, so its uncertainty is the whole range it may take (no
+    gain to linear), named as an extrapolation."""
+    if term.name != CORES_GAIN or scheme not in PS_SCHEMES or cluster.host_cores is None \
+            or not used.constants[CORES_GAIN].samples:  # a documented gain is the software's, whatever the host
+        return term
+    pushers = Layout(cluster, ps.tasks, ps.colocated, aggregated=scheme == PS_SYNC_AGGREGATED, on=ps.on).pushers
+    beyond = dataclasses.replace(used.transports()[GRPC], host_cores=cluster.host_cores).cores_extrapolated(pushers)
+    if beyond <= 1.0:
+        return term
+    wide = levels.range_term(f"{CORES_GAIN} (extrapolated {beyond:.3g}x beyond the cores measured)", 1.0, 2.0)
+    return wide if wide.u >= term.u else term
 
 
 def rows(model: str, tensors: ModelTensors, cluster: Cluster, ps: PsSetup, profile: Profile,
@@ -227,6 +252,8 @@ def interval_columns(found: Interval, prefix: str) -> dict:
     model = found.model or levels.Term("model error", 0.0)
     low, high = levels.bounds(1.0, [model], found.level)
     name = "throughput_examples_per_s" if prefix == "throughput" else f"{prefix}_examples_per_s"
+    widest = max([*found.parts, model], key=lambda t: t.u)
     return {name: found.point, f"{prefix}_low": found.low, f"{prefix}_high": found.high, "level": found.level,
             "u_log": u, "u_dof": dof, "model_error_u_log": model.u, "model_error_dof": model.dof,
-            "model_error_low": low, "model_error_high": high}
+            "model_error_low": low, "model_error_high": high,
+            "widest_term": widest.name if widest.u > 0 else None, "widest_term_u_log": widest.u}

@@ -5,13 +5,15 @@ not measure from the shipped profile they were documented in, saying so."""
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
 from bench.analysis.micro_summary import one_tensor, summarize
 from bench.analysis.projection import levels, profile
-from bench.drivers.profile.ps_rate import LAYOUT, MANY, MANY_TENSORS, ONE_TENSOR, workers_of
+from bench.analysis.projection.profile import CORES_GAIN, HOST_CORES, LEAST_CORES
+from bench.drivers.profile.ps_rate import HOST_FILE, LAYOUT, MANY, MANY_TENSORS, ONE_TENSOR, workers_of
 from bench.metrics import messages
 
 RATE, SHARE_COMPUTING = "grpc.process_bytes_per_s", "grpc.rate_share_computing"
@@ -39,7 +41,10 @@ UNITS = {"latency_s": "s", "latency_computing_s": "s", "mpi.process_bytes_per_s"
          "mpi.wait_cpu_share": "cores",
          "gloo.wait_cpu_share": "cores", "grpc.message_s": "s", "mpi.compute_stretch": "x",
          "gloo.compute_stretch": "x", "mpi.rate_share_computing": "of its rate",
-         "gloo.rate_share_computing": "of its rate"}
+         "gloo.rate_share_computing": "of its rate", HOST_CORES: "cores", CORES_GAIN: "x per doubling of cores",
+         LEAST_CORES: "cores"}
+# a host's own facts: never carried over from the shipped profile where this one did not measure them
+OF_THE_HOST = (HOST_CORES, CORES_GAIN, LEAST_CORES)
 
 
 def means(rate_bytes: int) -> dict[str, str]:
@@ -70,6 +75,12 @@ def means(rate_bytes: int) -> dict[str, str]:
                          "(numpy matmuls), over the same rate alone in the same repetition",
         "grpc.message_s": f"a ps task's cost per tensor: a 64 KiB push and pull in {MANY} tensors against 1, "
                           "per message",
+        HOST_CORES: "the cores the ps task's host gave it: its CPU affinity's (nproc), or its cgroup's CPU quota "
+                    "where lower",
+        CORES_GAIN: "a ps task's rate's gain per doubling of the cores its workers' streams use: its rate with every "
+                    f"worker at once on all of {HOST_CORES} over the same held to 1 core (CPU affinity), per "
+                    f"doubling of {HOST_CORES}",
+        LEAST_CORES: f"the fewest cores the ps task was held to when {CORES_GAIN} was measured",
     }
 
 
@@ -142,6 +153,20 @@ def share_computing(alone: dict[str, float], computing: dict[str, float]) -> dic
     return {SHARE_COMPUTING: computing[RATE] / alone[RATE]}
 
 
+def host(folder: Path) -> dict:
+    """The ps task's host as it wrote it ({"cores": ..., "cpu": ...}), or {} where it did not."""
+    path = folder / HOST_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def cores_gain(alone: dict[str, float], held: dict[str, float], cores: float) -> dict[str, float]:
+    """`grpc.cores_gain` of one repetition: the ps task's rate with every worker on all of its host's `cores`
+    (`alone`'s grpc_figures) over the same held to 1 core (`held`'s), per doubling of the cores."""
+    if RATE not in alone or RATE not in held or cores < 2:
+        return {}
+    return {CORES_GAIN: (alone[RATE] / held[RATE]) ** (1 / math.log2(cores)), LEAST_CORES: 1.0}
+
+
 def served(parts: list[dict]) -> float:
     """Bytes/s of workers' parts run at once: every worker's bytes over the span from the first
     start to the last end."""
@@ -209,7 +234,7 @@ def fold(rounds: list[dict[str, float]], describes: str, software: str, command:
             for field, found in (("by_bytes", by_bytes(rounds, name)), ("by_workers", by_workers(rounds, name))):
                 if len(found) > 1:
                     constants[name][field] = found
-        elif known is not None:
+        elif known is not None and name not in OF_THE_HOST:
             constants[name] = {"value": known.value, "low": known.low, "high": known.high, "unit": known.unit,
                                **({"samples": list(known.samples)} if known.samples else {}),
                                "measures": known.measures, "software": known.software,

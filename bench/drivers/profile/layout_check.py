@@ -58,7 +58,7 @@ def predicted(result: dict, level: float, model: levels.Term | None = None) -> d
     """A check's figure predicted by the model as it is now, from what the check recorded."""
     workers_on, tasks_on = host_indexes(result["layout"])
     return ps_round.served(profiles.load(result["predicted"]["from"]), workers_on, tasks_on, result["link_gbit"],
-                           result["bytes_per_worker"], level, model)
+                           result["bytes_per_worker"], level, model, result.get("host_cores"))
 
 
 def earlier_checks(output: Path, level: float) -> tuple[list[tuple[float, float, float]], list[str]]:
@@ -82,10 +82,6 @@ def run(args: argparse.Namespace, where: Where, out: Path) -> int:
               "where": where.describes, "link_gbit": args.link_gbit, "rounds": args.rounds,
               "bytes_per_worker": share_bytes(args.bytes, workers),  # each worker's, as the profile's rate parts
               "predicted": {"from": str(Path(args.against_profile.path).resolve())}}  # read again by later checks
-    # the model's error of form, from the earlier checks in the same folder (each predicted again)
-    others, files = earlier_checks(Path(args.output), args.level)
-    model = ps_round.checked_error(others) if others else None
-    prediction = predicted(result, args.level, model)
     began, measured, failed = time.monotonic(), [], []
     for r in range(1, args.repeats + 1):
         part = out / f"repetition{r}"
@@ -96,6 +92,12 @@ def run(args: argparse.Namespace, where: Where, out: Path) -> int:
                   file=sys.stderr, flush=True)
         else:
             failed.append(r)
+    # the hosts' cores as the ps task found them (a fact of the hosts, not of what they served); the model's
+    # error of form from the earlier checks in the same folder (each predicted again)
+    result["host_cores"] = fold.host(out / "repetition1").get("cores")
+    others, files = earlier_checks(Path(args.output), args.level)
+    model = ps_round.checked_error(others) if others else None
+    prediction = predicted(result, args.level, model)
     inside = [prediction["low"] <= m <= prediction["high"] for m in measured]
     result.update(measured_bytes_per_s=measured, failed_repetitions=failed, inside=inside,
                   predicted={**prediction, **result["predicted"], "model_error_from": files},

@@ -12,6 +12,9 @@ moved (push and pull).
 A NEIGHBOUR computes until it is ended, beside the ps task on its node: the same rates with the
 task's CPU shared with a busy worker's compute.
 
+The ps task writes its host's cores and CPU (HOST_FILE) before it serves; with CORES_ENV set it
+holds itself to that many of them (its CPU affinity, before TensorFlow sizes its thread pools).
+
 With TASKS (the layout check, `python -m bench profile --ps-layout`), one part instead: every
 worker at once, each pushing RATE_BYTES split evenly over the TASKS ps tasks and pulling it back.
 
@@ -21,6 +24,8 @@ worker at once, each pushing RATE_BYTES split evenly over the TASKS ps tasks and
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,6 +38,8 @@ RATE, ONE_TENSOR, MANY_TENSORS, LAYOUT = "rate", "one-tensor", "many-tensors", "
 EVERY_WORKER = "every-worker"  # a worker's MODE: the rate with every worker only (beside a NEIGHBOUR)
 NEIGHBOUR = "neighbour"  # a computing process beside the ps task (not a TensorFlow task)
 LEAST_PUSH_BYTES = 2**20  # a worker's push at the highest concurrency: below it a message's fixed cost shows
+CORES_ENV = "DISTBENCH_PS_CORES"  # a ps task held to this many of its host's cores (hold)
+HOST_FILE = "ps-host.json"  # the ps task's host: {"cores": ..., "cpu": ...}
 
 
 def concurrency(workers: int) -> tuple[int, ...]:
@@ -123,9 +130,30 @@ def work(out: Path, cluster: dict, index: int, rounds: int, rate_bytes: int, mod
     (out / f"ps-worker{index}.json").write_text(json.dumps(report))
 
 
-def serve(cluster: dict, index: int) -> None:
+def host_cores() -> float:
+    """The cores this process's host gives it: its CPU affinity's (nproc), or its cgroup's CPU quota where lower."""
+    from bench.infra import cpu_quota
+
+    quota = cpu_quota.own_cores()
+    return min(float(len(os.sched_getaffinity(0))), quota if quota is not None else math.inf)
+
+
+def hold(cores: int) -> None:
+    """This process (and the threads TensorFlow starts after it, which size their pools by it) on its first
+    `cores` CPUs: a ps task given fewer cores than its host has."""
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:cores])
+
+
+def serve(out: Path, cluster: dict, index: int) -> None:
+    """A ps task until it is ended; first it writes its host's cores and CPU (HOST_FILE), then holds itself to
+    CORES_ENV's cores where that is set."""
+    from bench.infra.peak import cpu_model
     from bench.run.quiet_tf import import_tensorflow_quietly
 
+    if index == 0:
+        (out / HOST_FILE).write_text(json.dumps({"cores": host_cores(), "cpu": cpu_model()}))
+    if os.environ.get(CORES_ENV):
+        hold(int(os.environ[CORES_ENV]))
     import_tensorflow_quietly()
     import tensorflow as tf
 
@@ -145,7 +173,7 @@ def main() -> None:
     if role == NEIGHBOUR:
         compute()
     elif role == "ps":
-        serve(cluster, index)
+        serve(out, cluster, index)
     else:
         work(out, cluster, index, int(sys.argv[5]), int(sys.argv[6]), sys.argv[7] if len(sys.argv) > 7 else "")
 

@@ -11,7 +11,9 @@ allreduce while every rank computes; a CPU rank's compute beside Horovod's loop 
 same compute alone), then gRPC (1, 2, 4 ... workers pushing B between them into one ps task
 and pulling it back at once: the task's rate under concurrency; then one worker's 64 KiB in 1
 and in 64 tensors, a ps task's cost per message; then the rate with every worker again, a
-computing process beside the ps task on its node: the share of its rate it keeps). Each
+computing process beside the ps task on its node: the share of its rate it keeps; and, where the
+ps task's host has 2 cores or more, the rate with every worker with the task held to 1 of them:
+its gain per doubling of cores, beside the host's cores and CPU). Each
 constant's value is the median of the repetitions, which it keeps for its prediction interval.
 
 Sized by time (--budget, default 5 minutes): without --bytes, a probe first (Horovod's allreduce at
@@ -33,7 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.analysis.projection import levels
-from bench.analysis.projection.profile import PROFILE_FILE
+from bench.analysis.projection.profile import HOST_CORES, PROFILE_FILE
 from bench.drivers.profile import fold, layout_check
 from bench.drivers.profile.where import Where
 from bench.errors import UsageError
@@ -163,8 +165,18 @@ def measure(where: Where, args: argparse.Namespace, folder: Path) -> tuple[dict[
     part.mkdir()
     if where.ps_job(args.ps_workers, part, args.rounds, args.bytes, args.timeout_s):
         figures.update(fold.grpc_figures(part))
+        cores = fold.host(part).get("cores")
+        if cores:
+            figures[HOST_CORES] = float(cores)
     else:
         failed.append("grpc")
+    if figures.get(HOST_CORES, 0) >= 2:  # the ps task held to 1 core: what its host's other cores add
+        part = folder / "grpc-1-core"
+        part.mkdir()
+        if where.ps_job(args.ps_workers, part, args.rounds, args.bytes, args.timeout_s, ps_cores=1):
+            figures.update(fold.cores_gain(figures, fold.grpc_figures(part), figures[HOST_CORES]))
+        else:
+            failed.append("grpc-1-core")
     part = folder / "grpc-computing"
     part.mkdir()
     if where.ps_job(args.ps_workers, part, args.rounds, args.bytes, args.timeout_s, computing=True):
@@ -225,6 +237,7 @@ def main(argv: Sequence[str]) -> int:
     command = f"./run_bench.sh profile --repeats {len(rounds)} --ranks-per-node {args.ranks_per_node} " \
               f"--ps-workers {args.ps_workers} --bytes {args.bytes}, {time.strftime('%Y-%m-%d')}"
     data = fold.fold(rounds, where.describes, software(), command, args.bytes)
+    data["host"] = fold.host(out / "repetition1" / "grpc")  # the ps task's host: its cores and CPU
     data["sized"] = {"budget_s": budget_s, "bytes_by_probe": sized,
                      "repetitions": len(rounds), "took_s": round(time.monotonic() - began, 1)}
     for path in (out / PROFILE_FILE, Path(args.output) / PROFILE_FILE):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench.drivers.micro.run import collective_argv, horovod_environment
 from bench.drivers.profile.fold import LATENCY_BYTES
-from bench.drivers.profile.ps_rate import EVERY_WORKER, NEIGHBOUR
+from bench.drivers.profile.ps_rate import CORES_ENV, EVERY_WORKER, NEIGHBOUR
 from bench.errors import UsageError
 from bench.infra.tools import free_ports
 from bench.run.launch.slurm import srun
@@ -92,18 +92,22 @@ class Where:
             return _run(placement.srun_ranks(argv, mpi=transport != "horovod-gloo"), {**env, **meet}, out, timeout_s)
 
     def ps_job(self, workers: int, out: Path, rounds: int, rate_bytes: int, timeout_s: float,
-               tasks: int | None = None, computing: bool = False) -> bool:
+               tasks: int | None = None, computing: bool = False, ps_cores: int | None = None) -> bool:
         """One ps task and `workers` workers of the gRPC measurement (bench.drivers.profile.ps_rate):
         the ps on a node of its own, the workers on another; `computing`: a computing process beside
-        the ps task on its node (ps_rate.NEIGHBOUR). Or (`tasks`: the layout check) `tasks`
+        the ps task on its node (ps_rate.NEIGHBOUR); `ps_cores`: the ps task held to that many of its
+        node's cores (ps_rate.hold), measured with every worker at once. Or (`tasks`: the layout check) `tasks`
         ps tasks beside the workers, every task on the node `--hosts` would put it on (workers first,
         then the ps tasks, round-robin over the nodes: ssh_hosts.wrapped); `out`/placement.json says which."""
-        mode = str(tasks) if tasks else EVERY_WORKER if computing else ""
+        mode = str(tasks) if tasks else EVERY_WORKER if computing or ps_cores else ""
         after = [str(rounds), str(rate_bytes), *([mode] if mode else [])]
         commands = self._ps_commands(workers, tasks, [str(out)], after, out, computing)
+        held = {**os.environ, CORES_ENV: str(ps_cores)} if ps_cores else None
         with _log(out) as log:
-            servers = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
-                       for argv in [*commands["ps"], *commands.get(NEIGHBOUR, [])]]
+            servers = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=held)
+                       for argv in commands["ps"]]
+            servers += [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
+                        for argv in commands.get(NEIGHBOUR, [])]
             try:
                 done = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log) for argv in commands["worker"]]
                 return all(_wait(p, timeout_s) == 0 for p in done)
