@@ -4,6 +4,7 @@ stand-in, bytes per step from counters, and the report's Network section."""
 from __future__ import annotations
 
 import ipaddress
+import re
 import json
 import os
 import subprocess
@@ -266,3 +267,24 @@ def test_repeated_link_runs_come_in_rounds_each_named_for_its_round():
     assert [(link, label) for link, label, _ in rounds] == [
         (100.0, "a (1 of 2)"), (1000.0, "b (1 of 2)"), (100.0, "a (2 of 2)"), (1000.0, "b (2 of 2)")]
     assert rounds[2][2] == ["--run-name", "n-a-r2", "--x"]
+
+
+def test_hosts_may_each_have_a_budget_of_their_own_within_the_machines_cores(monkeypatch):
+    from bench.infra.emulated import cpu_budget, network
+    from bench.infra.emulated.cli import parser as cluster_parser
+
+    monkeypatch.setattr(cpu_budget, "machine_cores", lambda: 2)
+    assert cpu_budget.each(3, 0.5) == [0.5, 0.5, 0.5] and cpu_budget.each(3, (0.9, 0.1, 1)) == [0.9, 0.1, 1.0]
+    for cores, message in (((0.9, 0.5, 1), "0.9 + 0.5 + 1 cores is more than this machine's 2"),
+                           ((0.5, 0.5), "one per host (3), got 2"), ((0.05, 0.5, 0.5), "must be at least 0.1")):
+        with pytest.raises(UsageError, match=re.escape(message)):
+            cpu_budget.check(3, cores)
+    args = cluster_parser().parse_args(["up", "--hosts", "3", "--link-mbit", "1000", "--host-cores", "0.9,0.1,1"])
+    assert args.host_cores == (0.9, 0.1, 1.0)
+    assert cluster_parser().parse_args(["up", "--hosts", "3", "--link-mbit", "1", "--host-cores", "0.5"]).host_cores == 0.5
+    hosts = tuple(network.Host(k, f"t-h{k}", f"10.0.0.{k + 1}") for k in range(3))
+    bare = network.Cluster("t", hosts, "10.0.0.0/24", 1000.0)
+    alike, differ = network.with_budgets(bare, [0.5] * 3), network.with_budgets(bare, [0.9, 0.1, 1.0])
+    assert (alike.host_cores, alike.budgets_differ) == (0.5, False)
+    assert (differ.host_cores, differ.cores_by_host, differ.budgets_differ) == (None, (0.9, 0.1, 1.0), True)
+    assert network.with_budgets(bare, [None] * 3).host_cores is None

@@ -200,6 +200,7 @@ def test_a_profile_repeats_each_measurement_six_times_unless_told():
     (["--repeats", "2"], "--repeats must be >= 3"),
     (["--ranks-per-node", "0"], "--ranks-per-node must be >= 1"),
     (["--bytes", "65536"], "--bytes must be >= 1048576 (1 MiB)"),
+    (["--ps-cores", "0"], "--ps-cores must be >= 1"),
 ])
 def test_bad_input_is_refused_in_one_line(argv, message):
     done = bench("profile", *argv)

@@ -5,6 +5,7 @@ the measurement it is checked against. Across emulated hosts: docs/projection-ch
 from __future__ import annotations
 
 import json
+import os
 import math
 
 import pytest
@@ -92,6 +93,17 @@ def test_a_layout_check_over_loopback_measures_every_repetition_and_says_whether
     assert predicted["low"] <= predicted["bytes_per_s"] <= predicted["high"] and predicted["level"] == 0.9
     assert result["inside"] == [predicted["low"] <= m <= predicted["high"] for m in result["measured_bytes_per_s"]]
     assert "inside" in done.stdout
+    # the hosts' cores as the ps task found them, read into the prediction (this machine's, here)
+    assert result["host_cores"] == min(len(os.sched_getaffinity(0)), result["host_cores"]) > 0
+
+
+def test_a_check_on_hosts_of_fewer_cores_than_the_profiles_is_predicted_on_those_cores():
+    measured = a_profile()  # its host: 2 cores; its task served at most 4 workers at once
+    two = ps_round.served(measured, (0, 1), (2,), link_gbit=100.0, nbytes=MIB)
+    assert ps_round.served(measured, (0, 1), (2,), link_gbit=100.0, nbytes=MIB, host_cores=2.0) == two
+    half = ps_round.served(measured, (0, 1), (2,), link_gbit=100.0, nbytes=MIB, host_cores=1.0)
+    # 2 streams on 1 core where the profile's used 2: one doubling fewer, at the unmeasured gain's point
+    assert half["bytes_per_s"] == pytest.approx(two["bytes_per_s"] / 2 ** 0.5, rel=0.02)
 
 
 def test_asynchronous_updates_are_capped_by_the_busiest_host_link_both_ways_at_once():

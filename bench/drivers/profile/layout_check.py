@@ -86,7 +86,8 @@ def run(args: argparse.Namespace, where: Where, out: Path) -> int:
     for r in range(1, args.repeats + 1):
         part = out / f"repetition{r}"
         part.mkdir(parents=True)
-        if where.ps_job(workers, part, args.rounds, result["bytes_per_worker"], args.timeout_s, tasks=tasks):
+        if where.ps_job(workers, part, args.rounds, result["bytes_per_worker"], args.timeout_s, tasks=tasks,
+                        ps_cores=args.ps_cores):
             measured.append(fold.layout_rate(part))
             print(f"profile: --ps-layout {args.ps_layout}, repetition {r}: {measured[-1] / 1e6:.4g} MB/s",
                   file=sys.stderr, flush=True)

@@ -12,8 +12,8 @@ moved (push and pull).
 A NEIGHBOUR computes until it is ended, beside the ps task on its node: the same rates with the
 task's CPU shared with a busy worker's compute.
 
-The ps task writes its host's cores and CPU (HOST_FILE) before it serves; with CORES_ENV set it
-holds itself to that many of them (its CPU affinity, before TensorFlow sizes its thread pools).
+With CORES_ENV set the ps task holds itself to that many of its host's cores (its CPU affinity,
+before TensorFlow sizes its thread pools); then it writes the cores it has and its CPU (HOST_FILE).
 
 With TASKS (the layout check, `python -m bench profile --ps-layout`), one part instead: every
 worker at once, each pushing RATE_BYTES split evenly over the TASKS ps tasks and pulling it back.
@@ -145,15 +145,15 @@ def hold(cores: int) -> None:
 
 
 def serve(out: Path, cluster: dict, index: int) -> None:
-    """A ps task until it is ended; first it writes its host's cores and CPU (HOST_FILE), then holds itself to
-    CORES_ENV's cores where that is set."""
+    """A ps task until it is ended; first it holds itself to CORES_ENV's cores where that is set, then writes
+    the cores it has and its host's CPU (HOST_FILE)."""
     from bench.infra.peak import cpu_model
     from bench.run.quiet_tf import import_tensorflow_quietly
 
-    if index == 0:
-        (out / HOST_FILE).write_text(json.dumps({"cores": host_cores(), "cpu": cpu_model()}))
     if os.environ.get(CORES_ENV):
         hold(int(os.environ[CORES_ENV]))
+    if index == 0:
+        (out / HOST_FILE).write_text(json.dumps({"cores": host_cores(), "cpu": cpu_model()}))
     import_tensorflow_quietly()
     import tensorflow as tf
 

@@ -102,6 +102,9 @@ def parser() -> argparse.ArgumentParser:
                    help="the most workers pushing into the one ps task at once; the rate is measured with 1, 2, 4 "
                         "... of them (default 4)")
     p.add_argument("--rounds", type=int, default=5, help="timed round trips per gRPC part")
+    p.add_argument("--ps-cores", type=int, default=None,
+                   help="hold every ps task to this many of its node's cores (CPU affinity): a profile, or a "
+                        "--ps-layout check, of ps tasks with fewer cores than their nodes have (default: all)")
     p.add_argument("--bytes", type=int, default=None,
                    help=f"the buffer every rate is measured at (at least 1 MiB; default: sized by a probe of the "
                         f"link's rate, at most {RATE_BYTES // 2**20} MiB)")
@@ -124,6 +127,8 @@ def parser() -> argparse.ArgumentParser:
 def check(args: argparse.Namespace) -> None:
     if args.repeats < LEAST_REPEATS:
         raise UsageError(f"--repeats must be >= {LEAST_REPEATS}: a range needs repetitions")
+    if args.ps_cores is not None and args.ps_cores < 1:
+        raise UsageError(f"--ps-cores must be >= 1, got {args.ps_cores}")
     for name in ("ranks_per_node", "ps_workers", "rounds"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
@@ -163,7 +168,7 @@ def measure(where: Where, args: argparse.Namespace, folder: Path) -> tuple[dict[
             failed.append(transport)
     part = folder / "grpc"
     part.mkdir()
-    if where.ps_job(args.ps_workers, part, args.rounds, args.bytes, args.timeout_s):
+    if where.ps_job(args.ps_workers, part, args.rounds, args.bytes, args.timeout_s, ps_cores=args.ps_cores):
         figures.update(fold.grpc_figures(part))
         cores = fold.host(part).get("cores")
         if cores:
@@ -173,13 +178,14 @@ def measure(where: Where, args: argparse.Namespace, folder: Path) -> tuple[dict[
     if figures.get(HOST_CORES, 0) >= 2:  # the ps task held to 1 core: what its host's other cores add
         part = folder / "grpc-1-core"
         part.mkdir()
-        if where.ps_job(args.ps_workers, part, args.rounds, args.bytes, args.timeout_s, ps_cores=1):
+        if where.ps_job(args.ps_workers, part, args.rounds, args.bytes, args.timeout_s, ps_cores=1, every_worker=True):
             figures.update(fold.cores_gain(figures, fold.grpc_figures(part), figures[HOST_CORES]))
         else:
             failed.append("grpc-1-core")
     part = folder / "grpc-computing"
     part.mkdir()
-    if where.ps_job(args.ps_workers, part, args.rounds, args.bytes, args.timeout_s, computing=True):
+    if where.ps_job(args.ps_workers, part, args.rounds, args.bytes, args.timeout_s, computing=True,
+                    ps_cores=args.ps_cores):
         figures.update(fold.share_computing(figures, fold.grpc_figures(part)))
     else:
         failed.append("grpc-computing")
@@ -235,7 +241,8 @@ def main(argv: Sequence[str]) -> int:
         print(f"profile: failed: {', '.join(failures)} (see {out}/*/*/profile.log)", file=sys.stderr)
         return 1
     command = f"./run_bench.sh profile --repeats {len(rounds)} --ranks-per-node {args.ranks_per_node} " \
-              f"--ps-workers {args.ps_workers} --bytes {args.bytes}, {time.strftime('%Y-%m-%d')}"
+              f"--ps-workers {args.ps_workers} --bytes {args.bytes}" \
+              f"{f' --ps-cores {args.ps_cores}' if args.ps_cores else ''}, {time.strftime('%Y-%m-%d')}"
     data = fold.fold(rounds, where.describes, software(), command, args.bytes)
     data["host"] = fold.host(out / "repetition1" / "grpc")  # the ps task's host: its cores and CPU
     data["sized"] = {"budget_s": budget_s, "bytes_by_probe": sized,

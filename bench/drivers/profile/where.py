@@ -92,14 +92,16 @@ class Where:
             return _run(placement.srun_ranks(argv, mpi=transport != "horovod-gloo"), {**env, **meet}, out, timeout_s)
 
     def ps_job(self, workers: int, out: Path, rounds: int, rate_bytes: int, timeout_s: float,
-               tasks: int | None = None, computing: bool = False, ps_cores: int | None = None) -> bool:
+               tasks: int | None = None, computing: bool = False, ps_cores: int | None = None,
+               every_worker: bool = False) -> bool:
         """One ps task and `workers` workers of the gRPC measurement (bench.drivers.profile.ps_rate):
         the ps on a node of its own, the workers on another; `computing`: a computing process beside
-        the ps task on its node (ps_rate.NEIGHBOUR); `ps_cores`: the ps task held to that many of its
-        node's cores (ps_rate.hold), measured with every worker at once. Or (`tasks`: the layout check) `tasks`
+        the ps task on its node (ps_rate.NEIGHBOUR), measured with every worker at once, as with
+        `every_worker`; `ps_cores`: the ps tasks held to that many of their node's cores (ps_rate.hold).
+        Or (`tasks`: the layout check) `tasks`
         ps tasks beside the workers, every task on the node `--hosts` would put it on (workers first,
         then the ps tasks, round-robin over the nodes: ssh_hosts.wrapped); `out`/placement.json says which."""
-        mode = str(tasks) if tasks else EVERY_WORKER if computing or ps_cores else ""
+        mode = str(tasks) if tasks else EVERY_WORKER if computing or every_worker else ""
         after = [str(rounds), str(rate_bytes), *([mode] if mode else [])]
         commands = self._ps_commands(workers, tasks, [str(out)], after, out, computing)
         held = {**os.environ, CORES_ENV: str(ps_cores)} if ps_cores else None

@@ -21,9 +21,9 @@ def parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="create the hosts, or re-cap the links of a cluster that is up")
     up.add_argument("--hosts", type=int, required=True, help="number of hosts (namespaces NAME-h0...)")
     up.add_argument("--link-mbit", type=float, required=True, help="each host's link, each way, in Mbit/s")
-    up.add_argument("--host-cores", type=float, default=None,
-                    help="each host's CPU budget in cores (a cgroup CPU quota; hosts x cores at most the "
-                         "machine's cores); without it the hosts share the machine's cores")
+    up.add_argument("--host-cores", type=_budgets, default=None,
+                    help="each host's CPU budget in cores (a cgroup CPU quota), one for every host or one per host "
+                         "(0.5,0.5,1); together at most the machine's cores; without it the hosts share them")
     sub.add_parser("env", help="the export lines after which salloc, sbatch and srun reach its Slurm")
     for action in ("down", "status"):
         sub.add_parser(action, help={"down": "end its processes and remove every namespace and link",
@@ -35,10 +35,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _budgets(text: str) -> float | tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"give cores, or cores per host (0.5,0.5,1), got {text!r}") from None
+    return values[0] if len(values) == 1 else values
+
+
 def describe(cluster: network.Cluster) -> str:
     traffic = network.counters(cluster)
     rate = f"{cluster.link_mbit:g} Mbit/s each way" if cluster.link_mbit else "not capped"
     cpu = (f"{cluster.host_cores:g} cores each" if cluster.host_cores
+           else f"{', '.join(f'{c:g}' for c in cluster.cores_by_host)} cores" if cluster.budgets_differ
            else f"sharing this machine's {cpu_budget.machine_cores()} cores")
     lines = [f"cluster {cluster.name}: {len(cluster.hosts)} hosts on {cluster.subnet}, links {rate}, CPU {cpu}",
              f"{'namespace':<14} {'address':<15} {'sent':>12} {'received':>12}  processes"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from bench.errors import UsageError
@@ -50,20 +51,31 @@ def machine_cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def check(hosts: int, cores: float) -> None:
-    """One line, before anything is made, when the budget cannot be given to every host at once."""
-    if not cores >= MIN_CORES:
-        raise UsageError(f"--host-cores: must be at least {MIN_CORES:g}, got {cores:g}")
+def each(hosts: int, cores: float | Sequence[float]) -> list[float]:
+    """Every host's budget: one for all, or one per host."""
+    return [float(cores)] * hosts if isinstance(cores, int | float) else [float(c) for c in cores]
+
+
+def check(hosts: int, cores: float | Sequence[float]) -> None:
+    """One line, before anything is made, when the budget cannot be given to every host at once: one
+    budget for every host, or one per host."""
+    budgets = each(hosts, cores)
+    if len(budgets) != hosts:
+        raise UsageError(f"--host-cores: one budget for every host, or one per host ({hosts}), got {len(budgets)}")
+    if not min(budgets) >= MIN_CORES:
+        raise UsageError(f"--host-cores: must be at least {MIN_CORES:g}, got {min(budgets):g}")
     have = machine_cores()
-    if hosts * cores > have + 1e-9:
-        raise UsageError(f"--host-cores: {hosts} hosts x {cores:g} cores is more than this machine's {have}: "
+    if sum(budgets) > have + 1e-9:
+        said = f"{hosts} hosts x {budgets[0]:g}" if len(set(budgets)) == 1 else " + ".join(f"{c:g}" for c in budgets)
+        raise UsageError(f"--host-cores: {said} cores is more than this machine's {have}: "
                          "the hosts would share cores and none would have its budget")
     if _root() is None:
         raise UsageError(NO_CONTROLLER)
 
 
-def apply(namespaces: list[str], cores: float | None) -> None:
-    """Give each host `cores` (None: no limit); processes that join the group later are held to it."""
+def apply(namespaces: list[str], cores: float | Sequence[float] | None) -> None:
+    """Give each host `cores` (one for all, or one per host; None: no limit); processes that join the group
+    later are held to it."""
     found = _root()
     if found is None:
         if cores is not None:
@@ -77,8 +89,9 @@ def apply(namespaces: list[str], cores: float | None) -> None:
     if version == 2:
         (root / "cgroup.subtree_control").write_text("+cpu")
         (parent / "cgroup.subtree_control").write_text("+cpu")
-    quota = -1 if cores is None else round(cores * PERIOD_US)
-    for namespace in namespaces:
+    budgets = [None] * len(namespaces) if cores is None else each(len(namespaces), cores)
+    for namespace, budget in zip(namespaces, budgets, strict=True):
+        quota = -1 if budget is None else round(budget * PERIOD_US)
         path = parent / namespace
         path.mkdir(exist_ok=True)
         if version == 1:

@@ -59,7 +59,12 @@ class Cluster:
     hosts: tuple[Host, ...]
     subnet: str
     link_mbit: float | None
-    host_cores: float | None = None  # each host's CPU budget (bench.infra.emulated.cpu_budget)
+    host_cores: float | None = None  # each host's CPU budget (bench.infra.emulated.cpu_budget), where all have one
+    cores_by_host: tuple[float | None, ...] = ()  # every host's budget, where they differ
+
+    @property
+    def budgets_differ(self) -> bool:
+        return len(set(self.cores_by_host)) > 1
 
     def host_of(self, address: str) -> Host:
         return next(h for h in self.hosts if h.address == address)
@@ -119,7 +124,8 @@ def find(name: str = DEFAULT_NAME) -> Cluster | None:
             return None
         hosts.append(Host(k, ns, info["local"]))
         subnet = str(ipaddress.ip_interface(f"{info['local']}/{info['prefixlen']}").network)
-    return Cluster(name, tuple(hosts), subnet, link_rate_mbit(names[0]), cpu_budget.cores_of(names[0]))
+    return with_budgets(Cluster(name, tuple(hosts), subnet, link_rate_mbit(names[0])),
+                        [cpu_budget.cores_of(ns) for ns in names])
 
 
 def get(name: str = DEFAULT_NAME, min_hosts: int = 1) -> Cluster:
@@ -189,9 +195,10 @@ def shape(cluster: Cluster, mbit: float) -> Cluster:
     return replace(cluster, link_mbit=mbit)
 
 
-def up(hosts: int, link_mbit: float, name: str = DEFAULT_NAME, host_cores: float | None = None) -> Cluster:
-    """Create (or reshape) the cluster, each host with `host_cores` cores (None: the machine's, shared);
-    a half-made cluster is removed before the error is raised."""
+def up(hosts: int, link_mbit: float, name: str = DEFAULT_NAME,
+       host_cores: float | Sequence[float] | None = None) -> Cluster:
+    """Create (or reshape) the cluster, each host with `host_cores` cores (one for all, or one per host;
+    None: the machine's, shared); a half-made cluster is removed before the error is raised."""
     if hosts < 2 or hosts > 200:
         raise UsageError(f"--hosts: must be in [2, 200], got {hosts}")
     if not link_mbit > 0:
@@ -233,11 +240,19 @@ def up(hosts: int, link_mbit: float, name: str = DEFAULT_NAME, host_cores: float
     return budget(shape(Cluster(name, tuple(made), str(subnet), None), link_mbit), host_cores)
 
 
-def budget(cluster: Cluster, host_cores: float | None) -> Cluster:
+def budget(cluster: Cluster, host_cores: float | Sequence[float] | None) -> Cluster:
     """Each host's CPU budget set (or lifted, when None); daemons and processes started on a host
     afterwards are held to it."""
     cpu_budget.apply([h.namespace for h in cluster.hosts], host_cores)
-    return replace(cluster, host_cores=host_cores)
+    budgets = [None] * len(cluster.hosts) if host_cores is None else cpu_budget.each(len(cluster.hosts), host_cores)
+    return with_budgets(cluster, budgets)
+
+
+def with_budgets(cluster: Cluster, budgets: Sequence[float | None]) -> Cluster:
+    """The cluster with its hosts' budgets: `host_cores` where they are all alike, else `cores_by_host`."""
+    alike = len(set(budgets)) <= 1
+    return replace(cluster, host_cores=budgets[0] if alike and budgets else None,
+                   cores_by_host=() if alike else tuple(budgets))
 
 
 def write_hosts_files(hosts: list[Host], extra: dict[str, str] | None = None) -> None:

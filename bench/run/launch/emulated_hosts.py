@@ -106,6 +106,10 @@ def place(config: RunConfig, processes: dict[str, int], scheduled: SlurmPlacemen
     cluster or a busy host is a usage error."""
     needed = sum(processes.values())
     cluster = network.get(config.emulated_cluster, min_hosts=1 if scheduled else needed)
+    if cluster.budgets_differ:
+        raise UsageError(f"--emulated-cluster {cluster.name}: its hosts' CPU budgets differ "
+                         f"({', '.join(f'{c:g}' for c in cluster.cores_by_host)}): a run on them is not modelled; "
+                         "./run_bench.sh cluster up --host-cores C gives every host the same")
     if scheduled:
         return from_slurm(cluster, scheduled)
     placement = Placement.for_processes(cluster, processes)
