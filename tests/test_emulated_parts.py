@@ -4,9 +4,9 @@ stand-in, bytes per step from counters, and the report's Network section."""
 from __future__ import annotations
 
 import ipaddress
-import re
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -281,7 +281,8 @@ def test_hosts_may_each_have_a_budget_of_their_own_within_the_machines_cores(mon
             cpu_budget.check(3, cores)
     args = cluster_parser().parse_args(["up", "--hosts", "3", "--link-mbit", "1000", "--host-cores", "0.9,0.1,1"])
     assert args.host_cores == (0.9, 0.1, 1.0)
-    assert cluster_parser().parse_args(["up", "--hosts", "3", "--link-mbit", "1", "--host-cores", "0.5"]).host_cores == 0.5
+    one = cluster_parser().parse_args(["up", "--hosts", "3", "--link-mbit", "1", "--host-cores", "0.5"])
+    assert one.host_cores == 0.5
     hosts = tuple(network.Host(k, f"t-h{k}", f"10.0.0.{k + 1}") for k in range(3))
     bare = network.Cluster("t", hosts, "10.0.0.0/24", 1000.0)
     alike, differ = network.with_budgets(bare, [0.5] * 3), network.with_budgets(bare, [0.9, 0.1, 1.0])

@@ -5,8 +5,8 @@ the measurement it is checked against. Across emulated hosts: docs/projection-ch
 from __future__ import annotations
 
 import json
-import os
 import math
+import os
 
 import pytest
 
