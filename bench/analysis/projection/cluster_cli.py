@@ -117,6 +117,7 @@ class Chosen:
     profile: profile.Profile
     why: str
     intra_host_from_profile: bool
+    cores: dict  # host_cores: the hosts' cores used, and whose
 
 
 def check(args: argparse.Namespace) -> Chosen:
@@ -137,8 +138,7 @@ def check(args: argparse.Namespace) -> Chosen:
             raise UsageError(f"--model {models.label(name)}: the cluster projection takes dense models; "
                              "its embedding table is not modelled")
     used, why = chosen_profile(args)
-    host_cores(args, used)
-    chosen = Chosen(used, why, intra_host_from_profile=args.intra_host_gbit is None)
+    chosen = Chosen(used, why, intra_host_from_profile=args.intra_host_gbit is None, cores=host_cores(args, used))
     if args.intra_host_gbit is None:
         args.intra_host_gbit = used.get("intra_host_bytes_per_s") * 8 / 1e9
     if args.devices_per_host < 1 or not args.intra_host_gbit > 0:
@@ -188,7 +188,7 @@ def records(frame: pd.DataFrame) -> list[dict]:
 
 def main(args: argparse.Namespace, chosen: Chosen) -> int:
     table = projection(args, chosen)
-    cores = host_cores(args, chosen.profile)
+    cores = chosen.cores
     result = {"cluster": {"devices_per_host": args.devices_per_host, "device_examples_per_s":
                           args.device_examples_per_s, "batch_size": args.batch_size,
                           "intra_host_gbit": args.intra_host_gbit, "ps_placement": args.ps_placement,

@@ -75,7 +75,7 @@ def predict(scheme: str, chosen: Transport, tensors: ModelTensors, cluster: Clus
         terms = allreduce.step(tensors.dense() if scheme == RING_DENSE else tensors, cluster, chosen,
                                hierarchical=scheme == HIERARCHICAL)
         return cluster.workers * cluster.batch_size / terms.step_s, terms
-    layout = Layout(cluster, ps.tasks, ps.colocated, aggregated=scheme == PS_SYNC_AGGREGATED, on=ps.on)
+    layout = ps_layout(scheme, cluster, ps)
     if cluster.host_cores is not None:
         chosen = dataclasses.replace(chosen, host_cores=cluster.host_cores)
     if scheme == PS_ASYNC:
@@ -85,6 +85,11 @@ def predict(scheme: str, chosen: Transport, tensors: ModelTensors, cluster: Clus
         return coordinated(rate, terms, cluster, chosen.function_s, chosen.steps_per_function)
     terms = parameter_servers.synchronous_step(tensors, layout, ps.placement, chosen)
     return cluster.workers * cluster.batch_size / terms.step_s, terms
+
+
+def ps_layout(scheme: str, cluster: Cluster, ps: PsSetup) -> Layout:
+    """Who pushes and where the ps tasks are, for a ps scheme on the cluster."""
+    return Layout(cluster, ps.tasks, ps.colocated, aggregated=scheme == PS_SYNC_AGGREGATED, on=ps.on)
 
 
 def coordinated(rate: float, terms: StepTerms, cluster: Cluster, function_s: float,
@@ -207,7 +212,7 @@ def _beyond_measured(term: levels.Term, scheme: str, cluster: Cluster, ps: PsSet
     if term.name != CORES_GAIN or scheme not in PS_SCHEMES or cluster.host_cores is None \
             or not used.constants[CORES_GAIN].samples:  # a documented gain is the software's, whatever the host
         return term
-    pushers = Layout(cluster, ps.tasks, ps.colocated, aggregated=scheme == PS_SYNC_AGGREGATED, on=ps.on).pushers
+    pushers = ps_layout(scheme, cluster, ps).pushers
     beyond = dataclasses.replace(used.transports()[GRPC], host_cores=cluster.host_cores).cores_extrapolated(pushers)
     if beyond <= 1.0:
         return term

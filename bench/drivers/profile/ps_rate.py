@@ -32,6 +32,7 @@ from pathlib import Path
 
 from bench.drivers.micro.ps_graph import push_pull
 from bench.drivers.micro.settings import numpy_compute
+from bench.infra import cpu_quota
 
 MESSAGE_BYTES, MANY = 64 * 1024, 64  # a ps task's cost per tensor: the same bytes in 1 and in MANY tensors
 RATE, ONE_TENSOR, MANY_TENSORS, LAYOUT = "rate", "one-tensor", "many-tensors", "layout"
@@ -132,8 +133,6 @@ def work(out: Path, cluster: dict, index: int, rounds: int, rate_bytes: int, mod
 
 def host_cores() -> float:
     """The cores this process's host gives it: its CPU affinity's (nproc), or its cgroup's CPU quota where lower."""
-    from bench.infra import cpu_quota
-
     quota = cpu_quota.own_cores()
     return min(float(len(os.sched_getaffinity(0))), quota if quota is not None else math.inf)
 
