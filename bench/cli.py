@@ -193,6 +193,9 @@ def _gpus(p: argparse.ArgumentParser, d: RunConfig) -> None:
                    help="GPUs each ps task sees (default: %(default)s)")
     g.add_argument("--share-gpus", action="store_true",
                    help="let more GPU processes onto a host than it has GPUs, each with a memory limit")
+    g.add_argument("--on-cpu", action="store_true",
+                   help="compute on the CPU on a GPU host: each process placed as planned, its TensorFlow shown no "
+                        "GPU, and run.json says so (without it, a process given GPUs its TensorFlow cannot see fails)")
     g.add_argument("--gpu-memory-fraction", type=float, default=d.gpu_memory_fraction, metavar="F",
                    help="each process takes this fraction of each GPU's memory (the seed's "
                         "per_process_gpu_memory_fraction; default: memory growth, the seed's allow_growth)")

@@ -105,6 +105,7 @@ class RunConfig:
     gpus_per_worker: int = 1  # GPUs each worker process drives, as towers when more than one
     gpus_per_ps: int = 0  # GPUs each ps task sees (the seed's ps tasks compute nothing: none)
     share_gpus: bool = False  # more GPU processes on a host than its GPUs: shared, each with a memory limit
+    on_cpu: bool = False  # a CPU run on a GPU host: processes placed as planned, TensorFlow shown no GPU, and said
     # the seed's per_process_gpu_memory_fraction; None: memory growth (the seed's allow_growth)
     gpu_memory_fraction: float | None = None
     # the precision of the forward and backward passes (bench.run.models.precision) and XLA for them

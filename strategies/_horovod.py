@@ -94,6 +94,10 @@ class HorovodStrategy(Strategy):
         return cls.runs_as.rank_controller(config)  # Horovod's collectives go over its controller's transport
 
     @classmethod
+    def nccl_on_gpus(cls, config: RunConfig) -> bool:
+        return horovod_links_nccl()
+
+    @classmethod
     def collective(cls, config: RunConfig, role: str, on_gpus: bool) -> str:
         over = f"Horovod over {cls.runs_as.rank_controller(config).upper()}"
         if not on_gpus:

@@ -35,6 +35,10 @@ class AllreduceTF(Strategy):
         return GRPC  # its ring collectives' messages
 
     @classmethod
+    def nccl_on_gpus(cls, config: RunConfig) -> bool:
+        return True  # its worker's choice among GPUs (strategies/workers/allreduce_tf.py)
+
+    @classmethod
     def collective(cls, config: RunConfig, role: str, on_gpus: bool) -> str:
         # the worker's own choice (strategies/workers/allreduce_tf.py): NCCL among GPUs, else the ring over gRPC
         return f"MultiWorkerMirroredStrategy, {'NCCL' if on_gpus else 'RING over gRPC'}"

@@ -33,6 +33,10 @@ class Mirrored(TowerStrategy):
                              "lists no GPU): leave it out to reduce on one device")
 
     @classmethod
+    def nccl_on_gpus(cls, config: RunConfig) -> bool:
+        return config.option("reduction") == NCCL
+
+    @classmethod
     def collective(cls, config: RunConfig, role: str, on_gpus: bool) -> str:
         if config.option("reduction") == NCCL:
             return "NCCL all-reduce across the GPU towers (tf.distribute.NcclAllReduce)"

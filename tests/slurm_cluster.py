@@ -23,17 +23,19 @@ WHY_NOT = _why_not()
 
 
 @contextmanager
-def slurm_cluster(name: str, hosts: int, env: dict[str, str]) -> Iterator[dict[str, str]]:
-    """Cluster `name` up with `hosts` hosts at 1000 Mbit/s; `env` as after
-    `eval "$(./run_bench.sh cluster env)"`; the cluster down afterwards."""
-    up = bench("cluster", "up", "--hosts", str(hosts), "--link-mbit", "1000", "--name", name, timeout=CLUSTER_LIMIT_S)
+def slurm_cluster(name: str, hosts: int, env: dict[str, str], gpus_per_host: int = 0) -> Iterator[dict[str, str]]:
+    """Cluster `name` up with `hosts` hosts at 1000 Mbit/s, each declaring `gpus_per_host` GPUs to Slurm; `env` as
+    after `eval "$(./run_bench.sh cluster env)"` (with GPUs, the stand-in nvidia-smi first on its PATH); the cluster
+    down afterwards."""
+    up = bench("cluster", "up", "--hosts", str(hosts), "--link-mbit", "1000", "--name", name, "--gpus-per-host",
+               str(gpus_per_host), timeout=CLUSTER_LIMIT_S)
     assert up.returncode == 0, up.stderr
     try:
         env = dict(env)
         for line in bench("cluster", "env", "--name", name).stdout.split():
             if "=" in line:
                 key, _, value = line.partition("=")
-                env[key] = value
+                env[key] = value.replace('"$PATH"', env.get("PATH", ""))
         yield env
     finally:
         down = bench("cluster", "down", "--name", name, timeout=CLUSTER_LIMIT_S)

@@ -79,15 +79,19 @@ def test_after_36_steps_every_rank_holds_the_same_weights(results, strategy, ext
 
 @pytest.mark.slow
 def test_the_mpirun_path_converges_on_digits(results, tmp_path):
+    """Also: ranks whose MPI sets no local-rank variable the suite knows (here every one removed) take distinct GPUs
+    (2 declared a host; TensorFlow sees none), their local rank from MPI itself."""
     import subprocess
 
     mpirun = find_tool("mpirun")
     assert mpirun, "run_bench.sh setup installs an MPI"
     from bench.run.launch.mpi_launchers import mpirun_command
+    from bench.run.placement.gpus import LOCAL_RANK_VARIABLES, LOCAL_SIZE_VARIABLES
 
-    argv = [*mpirun_command(2), sys.executable, "-m", "bench", "--model", "mlp", "--data", "digits",
+    unknown = [f"--unset={name}" for name in (*LOCAL_RANK_VARIABLES, *LOCAL_SIZE_VARIABLES)]
+    argv = [*mpirun_command(2), "env", *unknown, sys.executable, "-m", "bench", "--model", "mlp", "--data", "digits",
             "--steps", "100", "--eval-every", "50", "--optimizer", "momentum", "--lr", "0.02", "--save-weights",
-            "--output", str(results)]
+            "--gpus-per-host", "2", "--output", str(results)]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=RUN_LIMIT_S)  # one 100-step run
     assert done.returncode == 0, done.stderr[-3000:]
     record = run_record(results)
@@ -95,6 +99,7 @@ def test_the_mpirun_path_converges_on_digits(results, tmp_path):
     assert record["status"] == "ok" and record["summary"]["best_accuracy"] >= 0.90
     assert_ranks_hold_the_same_weights(run_dir(results))  # momentum: the slots were made rank 0's too
     assert_time_split(run_dir(results))
+    assert sorted(d["gpus"] for d in record["devices"].values()) == [[0], [1]]
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from bench.infra.emulated.network import Cluster, Host
 from bench.run.contract import IN_PROCESS, MPI, default_workers
 from bench.run.launch import gpu_plan
 from bench.run.launch.emulated_hosts import Placement
-from bench.run.launch.slurm.srun import Allocation, SlurmPlacement, workers_per_node
+from bench.run.launch.slurm.srun import Allocation, SlurmPlacement
 from bench.run.launch.ssh_hosts import HostPlacement
 from bench.run.launch.this_host import ThisHost
 from bench.run.placement.gpus import (
@@ -159,9 +159,11 @@ def test_under_the_users_mpirun_each_rank_takes_the_gpu_of_its_local_rank(name, 
     assert seen == [[0], [1], [2], [3]]
 
 
-def allocation(nodes: int, gpus_per_node: int) -> Allocation:
+def allocation(nodes: int, gpus_per_node: int, cpus: int | None = None) -> Allocation:
     names = tuple(f"h{i}" for i in range(nodes))
-    return Allocation("7", names, {n: f"10.0.0.{i + 1}" for i, n in enumerate(names)}, nodes, gpus_per_node)
+    gpus = {n: tuple(str(k) for k in range(gpus_per_node)) for n in names} if gpus_per_node else {}
+    return Allocation("7", names, {n: f"10.0.0.{i + 1}" for i, n in enumerate(names)}, nodes, gpus,
+                      dict.fromkeys(names, cpus) if cpus else {})
 
 
 @pytest.mark.parametrize("name", [n for n in STRATEGIES if registry.get(n).runs_as.kind != IN_PROCESS])
@@ -170,27 +172,28 @@ def test_in_a_slurm_allocation_of_two_nodes_of_4_gpus_each_node_holds_4_gpu_work
     workers = 2 * GPUS // (strategy.gpus(config_for(name))["worker"] or 1)
     config = config_for(name, workers=workers, gpus_per_host=None)
     held = allocation(2, GPUS)
-    per_node = workers_per_node(held, None, strategy.gpus(config)["worker"])
     placed = SlurmPlacement.for_processes(held, {r: n for r, n in strategy.processes(config).items() if n}, "t",
-                                          per_node, strategy.gpus(config))
+                                          None, strategy.gpus(config))
     plan = make_plan(config, strategy, placed.task_hosts(), four_gpus)
     assert_placed(plan, config)
     workers_on = {h: sorted(p.gpus for p in plan if p.role == "worker" and p.host == h) for h in ("h0", "h1")}
     assert workers_on["h0"] == workers_on["h1"] == [[0], [1], [2], [3]]
-    # the job holds GPUs, so its steps ask for them as sites expect, and a ps step for none
-    assert placed.gpu_flags("worker") == ["--gpus-per-task=1"]
-    assert placed.gpu_flags("ps") == ["--gres=none"]
+    # the job holds GPUs, so its steps ask for them: a task step for its node's (overlapping steps share GRES, and
+    # the process takes those of its local rank), the ranks one each, and a ps step for none
+    assert placed.gpu_flags("worker", "h0") == ["--gpus=4"]
+    assert "--gpus-per-task=1" in placed.srun_ranks(["x"])
+    assert placed.gpu_flags("ps", "h0") == ["--gres=none"]
 
 
 def test_a_slurm_allocation_without_gpus_holds_a_worker_a_node_and_its_steps_ask_for_none():
     held = allocation(2, 0)
-    assert workers_per_node(held, None, 1) == 1 and workers_per_node(held, 4, 1) == 4  # --gpus-per-host 4
+    assert held.node_capacity("h0", None, 1) == 1 and held.node_capacity("h0", 4, 1) == 4  # --gpus-per-host 4
     placed = SlurmPlacement.for_processes(held, {"worker": 2}, "t")
-    assert placed.gpu_flags("worker") == [] and "--gpus-per-task" not in " ".join(placed.srun_ranks(["x"]))
+    assert placed.gpu_flags("worker", "h0") == [] and "--gpus-per-task" not in " ".join(placed.srun_ranks(["x"]))
     with pytest.raises(Exception, match="salloc -N 3"):
         SlurmPlacement.for_processes(held, {"worker": 3}, "t")
     with pytest.raises(Exception, match=r"salloc -N 3\)"):
-        SlurmPlacement.for_processes(held, {"worker": 9}, "t", per_node=4)
+        SlurmPlacement.for_processes(held, {"worker": 9}, "t", declared=4, gpus={"worker": 1})
 
 
 @pytest.mark.parametrize("name", [n for n in STRATEGIES if registry.get(n).runs_as.kind != IN_PROCESS])

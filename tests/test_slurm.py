@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -37,11 +38,22 @@ if WHY_NOT:
     pytestmark = [pytest.mark.slow, pytest.mark.skip(reason=WHY_NOT)]
 
 
+GPUS = 4  # each node declares them to Slurm: a job that asks for none gets none, and a step none
+
+
 @pytest.fixture(scope="module")
-def slurm_env():
-    """The cluster up with its Slurm; the environment after `eval "$(./run_bench.sh cluster env)"`."""
-    with slurm_cluster(NAME, HOSTS, dict(os.environ)) as env:
+def cluster_env():
+    """The cluster up with its Slurm, each node declaring GPUS GPUs; the environment after
+    `eval "$(./run_bench.sh cluster env)"`, the stand-in nvidia-smi first on its PATH."""
+    with slurm_cluster(NAME, HOSTS, dict(os.environ), gpus_per_host=GPUS) as env:
         yield env
+
+
+@pytest.fixture(scope="module")
+def slurm_env(cluster_env):
+    """The same without the stand-in nvidia-smi: nodes whose processes find no GPU, as CPU nodes'."""
+    stand_in = str(Path(cluster_env["SLURM_CONF"]).parent / "bin")
+    return {**cluster_env, "PATH": ":".join(p for p in cluster_env["PATH"].split(":") if p != stand_in)}
 
 
 @pytest.fixture
@@ -113,18 +125,60 @@ def test_a_plan_on_two_nodes_of_4_gpus_puts_four_ranks_on_each_node_on_gpus_0_to
     assert not list(shared.iterdir())  # a plan: nothing started, nothing written
 
 
-@pytest.mark.parametrize("flags", [("--strategy", "allreduce", "--workers", "4"),
-                                   ("--strategy", "ps-sync", "--workers", "4", "--ps", "1")], ids=["ranks", "tasks"])
-def test_on_nodes_of_2_gpus_each_process_takes_the_gpu_of_its_place_on_its_node(slurm_env, shared, flags):
-    # srun's ranks by SLURM_LOCALID, a TF cluster's steps by their place among the node's tasks: what the plan said
-    done = salloc(slurm_env, 2, *flags, "--gpus-per-host", "2", *SMALL, "--steps", "20", "--output", str(shared))
-    assert done.returncode == 0, done.stderr[-2000:]
-    [record] = records(shared)
-    planned = {f"{p['role']} {p['index']}": (p["host"], p["gpus"]) for p in record["plan"]}
-    used = {label: (d["host"], d["gpus"]) for label, d in record["devices"].items()}
-    assert used == planned
-    for node in {host for host, _ in used.values()}:
-        assert sorted(g for host, g in used.values() if host == node and g) == [[0], [1]]
+# Slurm binds the nodes' declared GPUs to each step (real slurmd and slurmstepd set CUDA_VISIBLE_DEVICES and
+# SLURM_STEP_GPUS); TensorFlow sees none (there is no device behind them), so every run computes --on-cpu, and what
+# each process was given is read back from run.json
+EVERY_KIND = [("allreduce", "--workers", "8"), ("ps-sync", "--workers", "6", "--ps", "2"),
+              ("ps-async", "--workers", "4", "--ps", "1"), ("allreduce-tf", "--workers", "4"),
+              ("ps-coordinator", "--workers", "2", "--ps", "1"), ("local-sgd", "--workers", "4"),
+              ("mirrored", "--workers", "4"), ("single",)]
+# a job of --gpus-per-node: ranks, tasks (a ps step asking for none where the job's request is per node), one process
+EACH_STEP_KIND = [EVERY_KIND[0], EVERY_KIND[1], EVERY_KIND[-1]]
+
+
+def run_in_one_allocation(env: dict, shared: Path, request: str, runs: list[tuple[str, ...]]) -> list[dict]:
+    """Each run of `runs` (a strategy and its flags) a few steps, one after the other inside one
+    `salloc -N 2 REQUEST` (a salloc each would cost its start-up again); their records."""
+    lines = [shlex.join([sys.executable, "-m", "bench", "--strategy", *run, *SMALL, "--steps", "5", "--warmup-steps",
+                         "1", "--on-cpu", "--output", str(shared)]) + " || exit 1" for run in runs]
+    done = subprocess.run(["salloc", "-N", "2", request, "bash", "-c", "\n".join(lines)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=RUN_LIMIT_S * 2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = records(shared)
+    assert [r["config"]["strategy"] for r in found] == [run[0] for run in runs]
+    return found
+
+
+def assert_each_process_on_gpus_of_its_own(record: dict) -> None:
+    """Every training process's GPU UUIDs distinct from every other's on its node, those of the node's own GPUs;
+    ps tasks and a coordinator on none; mirrored's four towers on four, the rest on one."""
+    from bench.infra.emulated.gpus import uuid_of
+
+    assert record["status"] == "ok", record["status"]
+    taken: dict[str, list[str]] = {}
+    for label, placed in record["devices"].items():
+        role = label.split()[0]
+        want = 0 if role in ("ps", "coordinator") else GPUS if record["config"]["strategy"] == "mirrored" else 1
+        assert len(placed["gpu_uuids"]) == want, (label, placed)
+        node = placed["host"]
+        assert set(placed["gpu_uuids"]) <= {uuid_of(NAME, node, k) for k in range(GPUS)}
+        taken.setdefault(node, []).extend(placed["gpu_uuids"])
+        if want:
+            assert placed["bound_by_slurm"] and placed["computed_on"] == "cpu (--on-cpu)"
+            assert placed["tensorflow_gpus"] == []  # no device stands behind a declared GPU
+    for node, uuids in taken.items():
+        assert len(uuids) == len(set(uuids)), (record["config"]["strategy"], node, uuids)
+
+
+def test_inside_salloc_gres_gpu_4_every_strategys_processes_get_gpus_of_their_own(cluster_env, shared):
+    for record in run_in_one_allocation(cluster_env, shared, f"--gres=gpu:{GPUS}", EVERY_KIND):
+        assert_each_process_on_gpus_of_its_own(record)
+        assert {p["node"] for p in record["placement"]["hosts"].values()} <= set(HOST_NAMES[:2])
+
+
+def test_inside_salloc_gpus_per_node_4_each_kind_of_step_gets_gpus_of_its_own(cluster_env, shared):
+    for record in run_in_one_allocation(cluster_env, shared, f"--gpus-per-node={GPUS}", EACH_STEP_KIND):
+        assert_each_process_on_gpus_of_its_own(record)
 
 
 def test_ps_take_nodes_of_their_own_or_share_when_the_allocation_is_small(slurm_env, shared):

@@ -15,15 +15,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.infra.gpus import gpu_table, horovod_links_nccl, tensorflow_build
+from bench.infra.gpus import gpu_table, horovod_links_nccl
 from bench.run.contract import default_workers
+from bench.run.placement.gpus import environment_slots
 from bench.usage import OneLineParser
 from strategies import registry
 
-CHECK_BUDGET_S = 540.0  # the runs stop starting past this, so that the check ends within 10 minutes
+CHECK_BUDGET_S = 600.0  # the whole check, its report included, ends within 10 minutes
 RUN_LIMIT_S = 150.0  # one short run on GPUs: start-up (a few processes importing TensorFlow) and 60 steps
+REPORT_LIMIT_S = 30.0  # the report of a dozen short runs
 RUN_FLAGS = ("--model", "cnn", "--data", "synthetic", "--steps", "60", "--batch-size", "64")
-SEES = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
+# TensorFlow's own answer: whether it is a CUDA build (whatever its package is called), and the GPUs it sees
+SEES = "import tensorflow as tf; print(int(tf.test.is_built_with_cuda()), len(tf.config.list_physical_devices('GPU')))"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -39,7 +42,8 @@ def say(line: str) -> None:
 
 def placement_problems(record: dict[str, Any]) -> list[str]:
     """What is wrong with where a run's processes ran: a process of the plan with GPUs that recorded none or
-    other ones, two processes on one GPU of a host (unless the run shared them)."""
+    other ones (by index, unless Slurm bound its step's: a confined step numbers its GPUs from 0), two processes on
+    one GPU (by UUID, else by host and index; unless the run shared them)."""
     problems, taken = [], {}
     devices = record.get("devices") or {}
     for planned in record.get("plan") or []:
@@ -50,12 +54,14 @@ def placement_problems(record: dict[str, Any]) -> list[str]:
         if used is None:
             problems.append(f"{label} recorded no devices")
             continue
-        if used.get("gpus") != planned["gpus"]:
+        if len(used.get("gpus") or []) != len(planned["gpus"]) or (
+                used.get("gpus") != planned["gpus"] and not used.get("bound_by_slurm")):
             problems.append(f"{label} saw GPUs {used.get('gpus')}, planned {planned['gpus']}")
-        for gpu in used.get("gpus") or []:
-            other = taken.setdefault((used.get("host"), gpu), label)
+        for gpu in used.get("gpu_uuids") or [(used.get("host"), g) for g in used.get("gpus") or []]:
+            other = taken.setdefault(gpu, label)
             if other != label and not (record.get("config") or {}).get("share_gpus"):
-                problems.append(f"{label} and {other} both on GPU {gpu} of {used.get('host')}")
+                name = gpu if isinstance(gpu, str) else f"{gpu[1]} of {gpu[0]}"
+                problems.append(f"{label} and {other} both on GPU {name}")
     return problems
 
 
@@ -66,10 +72,25 @@ def tensorflow_problems(record: dict[str, Any]) -> list[str]:
             if d.get("gpus") and len(d.get("tensorflow_gpus") or []) != len(d["gpus"])]
 
 
-def tensorflow_sees() -> int | None:
+def tensorflow_sees() -> tuple[bool, int] | None:
+    """(TensorFlow is a CUDA build, the GPUs it sees), asked of TensorFlow in a child; None where that failed."""
     done = subprocess.run([sys.executable, "-c", SEES], capture_output=True, text=True, timeout=120, check=False,
                           env={"TF_CPP_MIN_LOG_LEVEL": "3", **os.environ})
-    return int(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else None
+    if done.returncode != 0 or not done.stdout.strip():
+        return None
+    cuda, seen = done.stdout.strip().splitlines()[-1].split()
+    return cuda == "1", int(seen)
+
+
+def checked_order(names: Sequence[str]) -> list[str]:
+    """The strategies in the order the check runs them: the baseline first (every other figure is read against
+    it, so the budget must not cut it), then by name."""
+    return sorted(names, key=lambda n: (not registry.get(n).baseline, n))
+
+
+def may_start(elapsed_s: float) -> bool:
+    """Whether a run may start `elapsed_s` into the check: it and the report still end within CHECK_BUDGET_S."""
+    return elapsed_s + RUN_LIMIT_S + REPORT_LIMIT_S <= CHECK_BUDGET_S
 
 
 def workers_for(name: str, gpus: int) -> int:
@@ -104,34 +125,42 @@ def check_strategy(name: str, gpus: int, output: Path) -> tuple[bool, str]:
 def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     table = gpu_table()
-    if not table:
-        say("no GPU on this host (nvidia-smi lists none): nothing to check")
+    slots, _ = environment_slots(None)  # the GPUs this process may use: CUDA_VISIBLE_DEVICES' where it is set
+    if not table or not slots:
+        say("no GPU on this host (nvidia-smi lists none)" if not table else
+            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')} hides every GPU of this host")
         return 0
     began = time.monotonic()
     names = ", ".join(sorted({row["name"] for row in table}))
-    say(f"{len(table)} GPU(s) on this host: {names}")
-    if tensorflow_build() == "cpu":
-        say("TensorFlow here is the CPU build (tensorflow-cpu): it computes on the CPU and cannot use these GPUs; "
-            "./run_bench.sh setup --gpu installs the CUDA build")
+    given = "" if len(slots) == len(table) else f", {len(slots)} of them given (CUDA_VISIBLE_DEVICES)"
+    say(f"{len(table)} GPU(s) on this host: {names}{given}")
+    answer = tensorflow_sees()
+    if answer is not None and not answer[0]:
+        say("TensorFlow here is a CPU build (tf.test.is_built_with_cuda() is False): it computes on the CPU and "
+            "cannot use these GPUs; ./run_bench.sh setup --gpu installs the CUDA build")
         return 1
-    seen = tensorflow_sees()
-    say(f"TensorFlow sees {seen} GPU(s)" + ("" if seen == len(table) else f", not {len(table)}: check the driver "
+    seen = answer[1] if answer else None
+    say(f"TensorFlow sees {seen} GPU(s)" + ("" if seen == len(slots) else f", not {len(slots)}: check the driver "
                                             "and CUDA libraries (docs/gpus.md)"))
     nccl = horovod_links_nccl()
     say("Horovod: built with NCCL" if nccl else "Horovod: built without NCCL: allreduce copies GPU tensors through "
         "host memory (./run_bench.sh setup --gpu with a CUDA compiler; docs/gpus.md)")
     output = Path(args.output) / time.strftime("gpu-check-%Y%m%d-%H%M%S")
+    every = checked_order(list(registry.all_strategies()))
     passed, tried = 0, 0
-    for name in sorted(registry.all_strategies()):
-        if time.monotonic() - began > CHECK_BUDGET_S:
-            say(f"{name} and the rest left out: the check's {CHECK_BUDGET_S:.0f} s are spent")
+    for name in every:
+        if not may_start(time.monotonic() - began):
+            say(f"{', '.join(every[tried:])} left out: a run more would take the check past {CHECK_BUDGET_S:.0f} s")
             break
-        ok, line = check_strategy(name, len(table), output)
+        ok, line = check_strategy(name, len(slots), output)
         tried, passed = tried + 1, passed + ok
         say(line)
-    subprocess.run([sys.executable, "-m", "bench", "report", str(output), "--output", str(output)],
-                   capture_output=True, check=False)
-    fine = seen == len(table) and passed == tried
-    say(f"{passed} of {tried} strategies ran with every process on GPUs of its own, in "
-        f"{time.monotonic() - began:.0f} s; report: {output / 'report.html'}")
+    try:
+        subprocess.run([sys.executable, "-m", "bench", "report", str(output), "--output", str(output)],
+                       capture_output=True, check=False, timeout=REPORT_LIMIT_S)
+    except subprocess.TimeoutExpired:
+        say(f"the report was not written within {REPORT_LIMIT_S:.0f} s: ./run_bench.sh report {output}")
+    fine = seen == len(slots) and passed == len(every)
+    say(f"{passed} of {len(every)} strategies ran with every process on GPUs of its own ({len(every) - tried} not "
+        f"tried), in {time.monotonic() - began:.0f} s; report: {output / 'report.html'}")
     return 0 if fine else 1

@@ -27,7 +27,13 @@ def gpu_table() -> list[dict[str, str]]:
 
 
 def tensorflow_build() -> str:
-    """"cpu" where the CPU-only TensorFlow is installed, else "cuda"."""
+    """"cuda" or "cpu": TensorFlow's own answer where this process imported it (a `tensorflow` package may be a CPU
+    build too), else by the package installed (tensorflow-cpu), without importing it."""
+    import sys
+
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and hasattr(tf, "test"):
+        return "cuda" if tf.test.is_built_with_cuda() else "cpu"
     return "cpu" if version("tensorflow-cpu") else "cuda"
 
 

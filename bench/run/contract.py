@@ -236,6 +236,12 @@ class Strategy:
         return "none: one process, one device"
 
     @classmethod
+    def nccl_on_gpus(cls, config: RunConfig) -> bool:
+        """Whether its processes all-reduce through NCCL where they compute on GPUs (NCCL refuses two ranks of one
+        communicator on one GPU: such a run cannot --share-gpus)."""
+        return False
+
+    @classmethod
     def wire(cls, config: RunConfig) -> str | None:
         """The transport its exchange crosses between hosts (GRPC, NCCL, or Horovod's controller);
         None: it exchanges nothing over a network."""

@@ -173,7 +173,9 @@ class ParameterServerWorker(Worker):
     def serve(cls, role: str, index: int, config: RunConfig, cluster: dict[str, list[str]]) -> None:
         """A ps task: serve variables until every worker has put its done token."""
         spec = tf.train.ClusterSpec(cluster)
-        server = tf.distribute.Server(spec, job_name=role, task_index=index, start=True)  # ps: one server per task
+        # ps: one server per task, its GPUs (--gpus-per-ps) under this process's memory policy
+        server = tf.distribute.Server(spec, job_name=role, task_index=index,
+                                      config=visible.session_gpu_options(tf.compat.v1.ConfigProto()), start=True)
         num_workers = len(cluster["worker"])
         with tf.Graph().as_default():
             take = done_queue(index, num_workers).dequeue()

@@ -23,6 +23,7 @@ from bench.config import RunConfig
 from bench.run import models
 from bench.run.contract import RanOn, StepResult, StepTimes, Worker
 from bench.run.data import Dataset, Split
+from bench.run.placement import visible
 from bench.run.process import stamping
 from bench.run.process.inputs import feed_seed, index_plan
 from bench.run.process.training import evaluate_in_chunks, make_optimizer
@@ -57,8 +58,9 @@ class PSCoordinatorWorker(Worker):
     def serve(cls, role: str, index: int, config: RunConfig, cluster: dict[str, list[str]]) -> None:
         """A ps or a worker task: a server, until the launcher ends it when the coordinator is done."""
         fail_fast()
+        # the server creates its GPU devices from its own config: this process's memory policy goes in it
         tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=role, task_index=index, protocol="grpc",
-                             start=True).join()
+                             config=visible.session_gpu_options(tf.compat.v1.ConfigProto()), start=True).join()
 
     def setup(self, data: Dataset) -> None:
         fail_fast()

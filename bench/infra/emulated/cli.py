@@ -24,6 +24,9 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--host-cores", type=_budgets, default=None,
                     help="each host's CPU budget in cores (a cgroup CPU quota), one for every host or one per host "
                          "(0.5,0.5,1); together at most the machine's cores; without it the hosts share them")
+    up.add_argument("--gpus-per-host", type=int, default=0,
+                    help="GPUs each host declares to Slurm (GRES device files with no driver behind them: Slurm binds "
+                         "them to job steps, TensorFlow sees none); default: %(default)s")
     sub.add_parser("env", help="the export lines after which salloc, sbatch and srun reach its Slurm")
     for action in ("down", "status"):
         sub.add_parser(action, help={"down": "end its processes and remove every namespace and link",
@@ -58,11 +61,12 @@ def describe(cluster: network.Cluster) -> str:
     return "\n".join(lines)
 
 
-def start_slurm(cluster: network.Cluster) -> str:
+def start_slurm(cluster: network.Cluster, gpus_per_host: int) -> str:
     started = time.monotonic()
-    slurm.up(cluster)
+    slurm.up(cluster, gpus_per_host)
+    gres = f" with {gpus_per_host} GPU(s) each" if gpus_per_host else ""
     return (f"slurm: controller {slurm.CONTROLLER} at {network.login_address(cluster)}, "
-            f"{len(cluster.hosts)} nodes idle after {time.monotonic() - started:.1f} s; "
+            f"{len(cluster.hosts)} nodes{gres} idle after {time.monotonic() - started:.1f} s; "
             f'use it with: eval "$(./run_bench.sh cluster env)"')
 
 
@@ -73,9 +77,11 @@ def main(argv: Sequence[str]) -> int:
             held = claim(args.name)  # not under a preset's runs
             try:
                 if args.action == "up":
+                    if args.gpus_per_host < 0:
+                        raise UsageError(f"--gpus-per-host: must be >= 0, got {args.gpus_per_host}")
                     cluster = network.up(args.hosts, args.link_mbit, args.name, args.host_cores)
                     print(describe(cluster))
-                    print(start_slurm(cluster))
+                    print(start_slurm(cluster, args.gpus_per_host))
                 else:
                     slurm.down(args.name)
                     removed = network.down(args.name)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench import CHECKOUT
 from bench.errors import UsageError
-from bench.infra.emulated import cpu_budget, network
+from bench.infra.emulated import cpu_budget, gpus, network
 from bench.infra.tools import find_tool, free_ports
 
 STATE_ROOT = Path("/run/distbench")
@@ -45,10 +45,12 @@ def require_slurm() -> None:
             raise UsageError(f"{tool} not found: ./run_bench.sh setup installs slurm-wlm and munge (as root)")
 
 
-def slurm_conf(cluster: network.Cluster, login: str, port: int, state: Path) -> str:
-    nodes = "\n".join(f"NodeName={h.namespace} NodeAddr={h.address} CPUs={CPUS_PER_NODE} State=UNKNOWN"
-                      for h in cluster.hosts)
+def slurm_conf(cluster: network.Cluster, login: str, port: int, state: Path, gres: str = "") -> str:
+    """slurm.conf of the cluster; `gres`: what each node line declares (" Gres=gpu:4"), empty for none."""
+    nodes = "\n".join(f"NodeName={h.namespace} NodeAddr={h.address} CPUs={CPUS_PER_NODE}{gres} State=UNKNOWN"
+                       for h in cluster.hosts)
     return f"""ClusterName={cluster.name}
+{"GresTypes=gpu" if gres else ""}
 SlurmctldHost={CONTROLLER}({login})
 SlurmUser=root
 AuthType=auth/munge
@@ -90,8 +92,9 @@ def start_detached(argv: list[str], log: Path) -> None:
                          start_new_session=True)
 
 
-def up(cluster: network.Cluster) -> None:
-    """Start munged, slurmctld and one slurmd per host; return once every node is idle."""
+def up(cluster: network.Cluster, gpus_per_host: int = 0) -> None:
+    """Start munged, slurmctld and one slurmd per host, each with `gpus_per_host` GPUs declared to Slurm
+    (bench.infra.emulated.gpus); return once every node is idle."""
     require_slurm()
     down(cluster.name)
     state = state_dir(cluster.name)
@@ -104,7 +107,8 @@ def up(cluster: network.Cluster) -> None:
     key.write_bytes(os.urandom(1024))
     key.chmod(0o600)
     port = free_ports(1, login)[0]  # not 6817: another Slurm on this machine may hold it
-    (state / "slurm.conf").write_text(slurm_conf(cluster, login, port, state))
+    gres = gpus.declare(state, cluster.name, [h.namespace for h in cluster.hosts], gpus_per_host)
+    (state / "slurm.conf").write_text(slurm_conf(cluster, login, port, state, gres))
     (state / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\n")  # none is used; slurmd reads it anyway
     start_detached(["munged", "-F", "-f", f"--socket={state}/run/munge.sock", f"--key-file={key}",
                     f"--pid-file={state}/run/munged.pid", f"--seed-file={state}/run/munged.seed",
@@ -153,10 +157,14 @@ def slurm_env(name: str) -> dict[str, str]:
 
 
 def env_lines(name: str) -> list[str]:
+    """The user's shell's exports: Slurm's configuration, and where the hosts declare GPUs, the stand-in nvidia-smi
+    first on PATH (job steps inherit it; on the login node it finds no GPU, as there is none)."""
     if not conf_path(name).exists():
         raise UsageError(f"emulated cluster {name!r} has no Slurm: run ./run_bench.sh cluster up --hosts 3 "
                          "--link-mbit 1000")
-    return [f"export {k}={v}" for k, v in slurm_env(name).items()]
+    stand_in = gpus.bin_dir(state_dir(name))
+    path = [f'export PATH={stand_in}:"$PATH"'] if stand_in else []
+    return [f"export {k}={v}" for k, v in slurm_env(name).items()] + path
 
 
 def idle_nodes(name: str) -> int:

@@ -6,17 +6,16 @@ its peers), each process's local rank there. Made and checked before anything st
 from __future__ import annotations
 
 import json
-import os
 import socket
 from collections.abc import Callable
 
 from bench.config import RunConfig
 from bench.run.contract import IN_PROCESS, MPI, Strategy
 from bench.run.launch.host_kind import HostKind
-from bench.run.launch.mpi_environment import under_mpi, world_rank
+from bench.run.launch.mpi_environment import local_position, under_mpi, world_rank
 from bench.run.launch.slurm import srun
 from bench.run.launch.tf_config import hand_started_cluster
-from bench.run.placement.gpus import cluster_hosts, environment_slots, local_rank_from
+from bench.run.placement.gpus import cluster_hosts, environment_slots
 from bench.run.placement.plan import PlannedProcess, make_plan
 
 
@@ -24,7 +23,7 @@ def slots_of(config: RunConfig, allocation: srun.Allocation | None) -> Callable[
     """The GPUs each host offers: --gpus-per-host where given, else the Slurm job's (`allocation`) GPUs on each of
     its nodes, else this host's (CUDA_VISIBLE_DEVICES, or nvidia-smi's), taken to be every host's."""
     if config.gpus_per_host is None and allocation is not None:
-        return lambda host: [str(i) for i in range(allocation.gpus_per_node)]
+        return allocation.gpus_on
     here, _ = environment_slots(config.gpus_per_host)
     return lambda host: list(here)
 
@@ -59,7 +58,7 @@ def planned(config: RunConfig, strategy: type[Strategy]) -> list[PlannedProcess]
     if kind == MPI and under_mpi():
         rank = world_rank() or 0
         return make_plan(config, strategy, {"worker": [socket.gethostname()]}, slots_of(config, None),
-                         ranks={("worker", 0): local_rank_from(os.environ) or 0}, indices={"worker": [rank]})
+                         ranks={("worker", 0): local_position()[0]}, indices={"worker": [rank]})
     if config.job_name is not None:
         return make_plan(config, strategy, cluster_hosts(hand_started_cluster(config)), slots_of(config, None))
     if kind == IN_PROCESS:

@@ -48,7 +48,8 @@ def run_one(config: RunConfig, strategy: type[Strategy]) -> int:
     if kind == IN_PROCESS:
         gpu_plan.planned(config, strategy)  # a placement the host cannot give is refused before anything starts
         if srun.in_allocation():
-            return srun.run_as_step(config.to_json(), Path(config.output).resolve())
+            return srun.run_as_step(config.to_json(), Path(config.output).resolve(), strategy.gpus(config),
+                                    config.gpus_per_host)
         if config.hosts and not joined_run():
             from bench.run.launch import one_host
 

@@ -79,13 +79,13 @@ def config_argv(config: RunConfig) -> list[str]:
 
 def run_rank(config: RunConfig, strategy: type[Strategy]) -> int:
     """This process is one rank."""
+    from bench.run.launch.mpi_environment import local_position
     from bench.run.placement import visible
-    from bench.run.placement.gpus import local_rank_from, local_size_from
     from bench.run.quiet_tf import import_horovod_without_keras
 
-    # the GPUs this rank sees, before TensorFlow (and Horovod) start: by its local rank, as its launcher set it
-    visible.apply(config, strategy, "worker", world_rank() or 0, local_rank_from(os.environ) or 0,
-                  local_size_from(os.environ))
+    # the GPUs this rank sees, before TensorFlow (and Horovod) start: by its local rank, as its launcher set it, or
+    # as MPI says
+    visible.apply(config, strategy, "worker", world_rank() or 0, *local_position())
     import_horovod_without_keras()  # TensorFlow quietly, before Horovod imports it
     import horovod.tensorflow as hvd
 

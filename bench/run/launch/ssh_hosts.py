@@ -35,9 +35,11 @@ KEEPALIVE_S = ALIVE_INTERVAL_S * ALIVE_COUNT  # a host that stops answering ends
 DEFAULT_SSH = ("ssh", "-o", "BatchMode=yes", "-o", f"ServerAliveInterval={ALIVE_INTERVAL_S}",
                "-o", f"ServerAliveCountMax={ALIVE_COUNT}")
 # what a task's environment takes from the launcher's besides what the launcher gives it (ssh passes
-# no environment): the suite's own settings, TensorFlow's, threading and Python's. Not CUDA's: the GPUs a task
-# sees are its host's, chosen there by its local rank (bench.run.placement), not the launcher's
-FORWARDED_PREFIXES = ("DISTBENCH_", "TF_", "OMP_", "KMP_", "PYTHON", "HOROVOD_")
+# no environment): the suite's own settings, TensorFlow's, threading, Python's, and NCCL's and UCX's (the interface
+# and fabric a multi-host NCCL job must use: NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_DEBUG, UCX_NET_DEVICES; without
+# them a remote rank picks its own and may hang). Not CUDA's: the GPUs a task sees are its host's, chosen there by
+# its local rank (bench.run.placement), not the launcher's
+FORWARDED_PREFIXES = ("DISTBENCH_", "TF_", "OMP_", "KMP_", "PYTHON", "HOROVOD_", "NCCL_", "UCX_")
 NOT_FORWARDED = (GIVEN,)  # what this machine's processes were given, not the host's
 
 

@@ -151,9 +151,10 @@ def in_precision(model: Model, config: RunConfig) -> Model:
     """`model` set to compute in the run's precision (--precision) and to compile its gradients with XLA (--xla)."""
     import tensorflow as tf
 
-    from bench.run.models.precision import compute_dtype, loss_scale
+    from bench.run.models.loss_scale import DynamicLossScale
+    from bench.run.models.precision import compute_dtype, scales_loss
 
     model.compute_dtype = tf.as_dtype(compute_dtype(config.precision))
-    model.loss_scale = loss_scale(config.precision)
+    model.loss_scale = DynamicLossScale() if scales_loss(config.precision) else 1.0
     model.jit_compile = config.xla
     return model

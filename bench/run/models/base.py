@@ -163,10 +163,15 @@ class Model(tf.Module):
 
     def scaled(self, loss: tf.Tensor) -> tf.Tensor:
         """The loss the backward pass starts from: times the loss scale (float16), else itself."""
+        if not isinstance(self.loss_scale, float):  # dynamic (bench.run.models.loss_scale)
+            return self.loss_scale.scaled(loss)
         return loss * self.loss_scale if self.loss_scale != 1.0 else loss
 
     def unscaled(self, grads: Sequence[Any]) -> list[Any]:
-        """Gradients of `scaled(loss)` divided by the loss scale (a table's IndexedSlices alike)."""
+        """Gradients of `scaled(loss)` divided by the loss scale (a table's IndexedSlices alike); a dynamic scale
+        zeroes a step's gradients where any is not finite."""
+        if not isinstance(self.loss_scale, float):
+            return self.loss_scale.unscaled(grads)
         if self.loss_scale == 1.0:
             return list(grads)
 

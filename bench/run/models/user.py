@@ -18,7 +18,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -185,6 +185,12 @@ def _runtime_started() -> bool:
     return context.context()._context_handle is not None
 
 
+def probe_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The probe child's environment: TensorFlow quiet, and no GPU (it needs the model's shapes only; CUDA started
+    on every GPU with TensorFlow's defaults fails on busy or exclusive-mode GPUs, and holds memory meanwhile)."""
+    return {**environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1"}
+
+
 @functools.cache
 def probe(spec: str) -> Probe:
     """The spec's model built once with seed 0: here if this process's TensorFlow runtime is already
@@ -195,7 +201,7 @@ def probe(spec: str) -> Probe:
         return Probe.of(factory(spec)(0))
     target(spec)  # a spec that does not import is refused here, in one line
     done = subprocess.run([sys.executable, "-m", "bench.run.models.probe", spec], capture_output=True, text=True,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, cwd=os.getcwd())
+                          env=probe_environment(os.environ), cwd=os.getcwd())
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or [f"it exited with status {done.returncode}"])[-1]
         raise UsageError(f"--model {label(spec)}: building it failed: {last.removeprefix('bench: error: ')}")

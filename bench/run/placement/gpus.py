@@ -15,8 +15,10 @@ from bench.infra.gpus import gpu_table
 
 # a process's rank among the processes of its job on its host, as each launcher names it; first found wins.
 # Open MPI's mpirun, MPICH's and Intel MPI's Hydra, horovodrun (and srun's Gloo ranks: bench.run.launch.slurm.gloo),
-# then srun. SLURM_LOCALID comes last: a batch script's mpirun passes the batch step's own on to its ranks.
-LOCAL_RANK_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "HOROVOD_LOCAL_RANK", "SLURM_LOCALID")
+# MVAPICH2, Cray PALS, then srun. SLURM_LOCALID comes last: a batch script's mpirun passes the batch step's own on to
+# its ranks. A rank of an MPI that sets none of them asks MPI (bench.run.launch.mpi_environment.local_position).
+LOCAL_RANK_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "HOROVOD_LOCAL_RANK",
+                        "MV2_COMM_WORLD_LOCAL_RANK", "PALS_LOCAL_RANKID", "SLURM_LOCALID")
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 # the CUDA_VISIBLE_DEVICES this process's run was given before any process of it chose: a process that chose
 # passes it on, so that a child chooses among what the user (or Slurm) named, not among what its parent took
@@ -54,6 +56,28 @@ def given_visible(environ: Mapping[str, str]) -> list[str] | None:
     return parse_visible(environ.get(GIVEN, environ.get(VISIBLE)))
 
 
+# CUDA numbers GPUs fastest first unless told to number them as nvidia-smi (and Slurm's gres.conf) do, by PCI bus
+# (CUDA's programming guide, "CUDA Environment Variables"): told so, an index in CUDA_VISIBLE_DEVICES names the GPU
+# nvidia-smi lists under it
+DEVICE_ORDER = ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+
+
+def uuids_of(entries: Sequence[str], table: Sequence[Mapping[str, str]]) -> list[str]:
+    """The UUIDs of the GPUs CUDA_VISIBLE_DEVICES' `entries` name, by this process's nvidia-smi `table`: an entry
+    that is a UUID is itself; an index names the row nvidia-smi lists under it (where Slurm confines a step's devices
+    both number the step's GPUs from 0, so an index is not a GPU's identity across steps, and its UUID is). A GPU
+    nvidia-smi does not list (GPUs declared with --gpus-per-host on a host without any) has none."""
+    by_index = {row["index"]: row["uuid"] for row in table}
+    known = {row["uuid"] for row in table}
+    out = []
+    for entry in entries:
+        if entry.startswith("GPU-") or entry.startswith("MIG-"):
+            out.append(entry if entry in known or not table else next(u for u in known if u.startswith(entry)))
+        elif entry in by_index:
+            out.append(by_index[entry])
+    return out
+
+
 def found_gpus() -> list[str]:
     """This host's GPUs by index, as nvidia-smi lists them ([] without nvidia-smi or a GPU)."""
     return [row["index"] for row in gpu_table()]
@@ -74,7 +98,8 @@ def host_slots(declared: int | None, found: Sequence[str], given: Sequence[str] 
 
 
 # how many processes of its job share this process's host, as each launcher names it (LOCAL_RANK_VARIABLES' order)
-LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "HOROVOD_LOCAL_SIZE")
+LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "HOROVOD_LOCAL_SIZE",
+                        "MV2_COMM_WORLD_LOCAL_SIZE", "PALS_LOCAL_SIZE")
 
 
 def first_number(environ: Mapping[str, str], names: Sequence[str]) -> int | None:

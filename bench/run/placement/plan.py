@@ -60,7 +60,7 @@ def make_plan(config: RunConfig, strategy: type[Strategy], hosts: Mapping[str, S
     the user's mpirun). Raises PlacementError for a placement the hosts cannot give."""
     needs = strategy.gpus(config)
     ranks = ranks or local_ranks(hosts, needs)
-    check_hosts(config, hosts, needs, slots_of)
+    check_hosts(config, hosts, needs, slots_of, strategy.nccl_on_gpus(config))
     on_host: dict[str, list[int]] = {}  # the GPUs each process of a host takes
     for role, placed in hosts.items():
         for host in placed:
@@ -78,9 +78,9 @@ def make_plan(config: RunConfig, strategy: type[Strategy], hosts: Mapping[str, S
 
 
 def check_hosts(config: RunConfig, hosts: Mapping[str, Sequence[str]], needs: Mapping[str, int],
-                slots_of: Callable[[str], list[str]]) -> None:
-    """Every host gives what its processes take: GPUs enough (unless shared), towers a host without GPUs can
-    build as logical CPU devices."""
+                slots_of: Callable[[str], list[str]], nccl: bool = False) -> None:
+    """Every host gives what its processes take: GPUs enough (unless shared, and never for an NCCL collective),
+    towers a host without GPUs can build as logical CPU devices."""
     taking: dict[str, list[str]] = {}
     for role in role_order(list(hosts)):
         for index, host in enumerate(hosts[role]):
@@ -96,6 +96,10 @@ def check_hosts(config: RunConfig, hosts: Mapping[str, Sequence[str]], needs: Ma
             taking.setdefault(host, []).extend([f"{role} {index}"] * need if slots else [])
     for host, takers in taking.items():
         slots = slots_of(host)
+        if len(takers) > len(slots) and config.share_gpus and nccl:
+            raise PlacementError(f"--share-gpus: {config.strategy} all-reduces through NCCL, which refuses two ranks "
+                                 f"on one GPU ({len(takers)} GPU processes on {host}, {len(slots)} GPUs): fewer "
+                                 "workers per host or more hosts")
         if len(takers) > len(slots) and not config.share_gpus:
             names = sorted(set(takers), key=takers.index)
             raise PlacementError(f"{len(names)} GPU processes on {host} ({names[0]} ... {names[-1]}) take "

@@ -12,9 +12,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bench.config import RunConfig
+from bench.errors import RunFailed
 from bench.infra.gpus import gpu_table
 from bench.run.contract import Strategy
 from bench.run.placement.gpus import (
+    DEVICE_ORDER,
     GIVEN,
     NONE_VISIBLE,
     UNSET,
@@ -27,6 +29,7 @@ from bench.run.placement.gpus import (
     local_ranks,
     memory_policy,
     sharing,
+    uuids_of,
 )
 from bench.run.placement.plan import display_role
 
@@ -54,12 +57,14 @@ def apply(config: RunConfig, strategy: type[Strategy], role: str, index: int, lo
     if slots:
         os.environ.setdefault(GIVEN, os.environ.get(VISIBLE, UNSET))
         os.environ[VISIBLE] = ",".join(gpus) or NONE_VISIBLE
+        os.environ.setdefault(*DEVICE_ORDER)
     shared_by = sharing([need] * max(1, local_size), len(slots)) if config.share_gpus else 1
     _deciding.update(config=config, strategy=strategy, role=role)
     _chosen.clear()
     _chosen.update({
         "host": socket.gethostname(), "role": display_role(strategy, config, role), "index": index,
-        "local_rank": local_rank, "gpus": as_indices(gpus), "cuda_visible_devices": os.environ.get(VISIBLE),
+        "local_rank": local_rank, "gpus": as_indices(gpus), "gpu_uuids": uuids_of(gpus, gpu_table()),
+        "cuda_visible_devices": os.environ.get(VISIBLE),
         "given_cuda_visible_devices": None if os.environ.get(GIVEN, UNSET) == UNSET else os.environ[GIVEN],
         "bound_by_slurm": bound, "gpus_declared": config.gpus_per_host,
         "memory": memory_policy(config.gpu_memory_fraction, shared_by) if gpus else None,
@@ -73,12 +78,14 @@ def configure_memory() -> dict[str, Any]:
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
+    if _chosen:
+        gpus = on_cpu_or_refused(gpus, _chosen, _deciding["config"].on_cpu)
     fraction = fraction_of(_chosen.get("memory"))
-    table = {row["index"]: row for row in gpu_table()}
+    table = {row["uuid"]: row for row in gpu_table()}
+    uuids = _chosen.get("gpu_uuids") or [row["uuid"] for row in gpu_table()]
     seen = []
     for position, gpu in enumerate(gpus):
-        physical = str(_chosen["gpus"][position]) if position < len(_chosen.get("gpus", [])) else str(position)
-        row = table.get(physical, {})
+        row = table.get(uuids[position], {}) if position < len(uuids) else {}
         if fraction is not None and row.get("memory_mib", "").isdigit():
             limit = int(int(row["memory_mib"]) * fraction)
             tf.config.set_logical_device_configuration(gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)])
@@ -93,6 +100,33 @@ def configure_memory() -> dict[str, Any]:
     return dict(_chosen)
 
 
+def on_cpu_or_refused(seen: list, placed: dict[str, Any], on_cpu: bool) -> list:
+    """The GPUs TensorFlow computes on. A process given GPUs that nvidia-smi lists, whose TensorFlow sees none (its
+    CPU build, a driver it cannot load), fails in one line, rather than training on the CPU unsaid; with `on_cpu`
+    (--on-cpu: a CPU run on a GPU host) it hides every GPU from TensorFlow and its record says so."""
+    import tensorflow as tf
+
+    if on_cpu:
+        if seen:
+            tf.config.set_visible_devices([], "GPU")
+        if placed.get("gpus"):
+            placed["computed_on"] = "cpu (--on-cpu)"
+        return []
+    if placed.get("gpu_uuids") and not seen:
+        raise RunFailed(f"given GPU(s) {','.join(map(str, placed['gpus']))} but TensorFlow sees none: "
+                        f"{cpu_reason()}; --on-cpu runs on the CPU on purpose")
+    return seen
+
+
+def cpu_reason() -> str:
+    """Why TensorFlow may see no GPU where nvidia-smi lists some, in a few words."""
+    import tensorflow as tf
+
+    if not tf.test.is_built_with_cuda():
+        return "this TensorFlow is a CPU build (./run_bench.sh setup --gpu installs the CUDA one)"
+    return "its CUDA libraries or the driver did not load (TF_CPP_MIN_LOG_LEVEL=0 shows TensorFlow's reason)"
+
+
 def chosen() -> dict[str, Any]:
     """This process's placement record (empty before `apply`)."""
     return dict(_chosen)
@@ -102,7 +136,9 @@ def session_gpu_options(proto: Any) -> Any:
     """A TensorFlow 1 ConfigProto with this process's GPU memory policy (a v1 server or session creates its GPU
     devices from its own config, not from tf.config)."""
     fraction = fraction_of(_chosen.get("memory"))
-    if fraction is not None:
+    if _chosen.get("computed_on"):  # --on-cpu
+        proto.device_count["GPU"] = 0
+    elif fraction is not None:
         proto.gpu_options.per_process_gpu_memory_fraction = fraction
     elif _chosen.get("gpus"):
         proto.gpu_options.allow_growth = True

@@ -20,6 +20,7 @@ from bench.run.contract import StepResult, Strategy, Worker, WorkerContext, loca
 from bench.run.faults.injection import FaultInjection
 from bench.run.models import tensors
 from bench.run.process.checkpoints import Checkpoints
+from bench.run.process.device_wait import device_wait
 from bench.run.process.events import RunEvents
 from bench.run.process.inputs import load_data, rows_touched
 from bench.run.process.lifecycle import exchange_facts, model_facts
@@ -77,6 +78,17 @@ def record_model(config: RunConfig, strategy: type[Strategy], folder: RunFolder,
                       exchange=exchange_facts(config, strategy, facts))
 
 
+def timed_step(worker: Worker, stamp: bool, clock: Callable[[], float],
+               wait: Callable[[], None] | None) -> tuple[float, StepResult, float]:
+    """One step between two clock reads: (t_start, its result, t_end), t_end read once `wait` (the device's
+    completion, bench.run.process.device_wait) has returned."""
+    t_start = clock()
+    result = worker.step(stamp)
+    if wait is not None:
+        wait()
+    return t_start, result, clock()
+
+
 def run_clock(run_start: float) -> Callable[[], float]:
     """Seconds since the run's start (epoch seconds, shared by every process): the epoch is read
     once to align this process with the others, durations come from the monotonic clock."""
@@ -105,6 +117,7 @@ class StepLoop:
         self.val = data.val
         self.traces = strategy_cls.traces_exchange
         self.warmup_steps = config.warmup_steps
+        self.wait = device_wait()
 
     def flush(self, now: float) -> None:
         written = self.log.flush(now)
@@ -122,9 +135,8 @@ class StepLoop:
                 faults.die_if_due(local_step, lambda: self.flush(clock()))
             if traced and local_step == traced.start:
                 worker.trace_exchange(traced)
-            t_start = clock()
-            result = worker.step(stamped(local_step) or local_step in traced)
-            t_end = clock()
+            t_start, result, t_end = timed_step(worker, stamped(local_step) or local_step in traced, clock,
+                                                self.wait)
             if traced and local_step == traced[-1]:
                 worker.trace_exchange(None)
             slept = 0.0

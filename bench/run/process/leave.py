@@ -27,4 +27,7 @@ def leave(code: int) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     remove_autograph_files()
+    from bench.run.launch.mpi_environment import finalize_mpi
+
+    finalize_mpi()
     os._exit(code)

@@ -17,12 +17,14 @@ FIGURES = ("model_flops_per_example", "achieved_tflops", "peak_tflops", "mfu")
 
 def gpus_used(record: dict[str, Any]) -> dict[str, set[str]]:
     """{host: its GPUs} that the run's processes computed on: those whose TensorFlow saw GPUs (run.json's
-    `devices`, each process's own record), by the GPUs their placement chose."""
+    `devices`, each process's own record), by UUID (an index names another GPU in each step where Slurm confines a
+    step's devices); by the index their placement chose where no UUID was recorded."""
     used: dict[str, set[str]] = {}
     for process in (record.get("devices") or {}).values():
         seen = process.get("tensorflow_gpus") or []
         if seen:
-            chosen = [str(g) for g in process.get("gpus") or []] or [str(i) for i in range(len(seen))]
+            chosen = (process.get("gpu_uuids") or [g.get("uuid") for g in seen if g.get("uuid")]
+                      or [str(g) for g in process.get("gpus") or []] or [str(i) for i in range(len(seen))])
             used.setdefault(process.get("host") or "?", set()).update(chosen[:len(seen)])
     return used
 

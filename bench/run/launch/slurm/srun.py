@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +34,19 @@ STEP_LOOKUP_S = 10.0
 # job states in which Slurm, not the run, ended the steps
 LOST_JOB_STATES = {"CANCELLED": "was cancelled (scancel)", "TIMEOUT": "reached its time limit",
                    "PREEMPTED": "was preempted", "DEADLINE": "reached its deadline"}
+
+
+# srun reads these from its environment as if they were its flags (srun(1), INPUT ENVIRONMENT VARIABLES), and salloc
+# and sbatch set them from the job's own request (salloc --gpus-per-node=4: SLURM_GPUS_PER_NODE=4), so every step
+# would ask for the job's GPUs besides what it asks itself: Slurm 22.05 refused `--gres=none` beside an inherited
+# SLURM_GPUS_PER_NODE ("Invalid Trackable RESource (TRES) specification"). A run's steps ask with flags alone.
+JOB_GPU_REQUEST = ("SLURM_GPUS", "SLURM_GPUS_PER_NODE", "SLURM_GPUS_PER_TASK", "SLURM_GPUS_PER_SOCKET",
+                   "SLURM_CPUS_PER_GPU", "SLURM_MEM_PER_GPU", "SLURM_GPU_BIND", "SLURM_TRES_PER_TASK")
+
+
+def srun_alone(*flags: str) -> list[str]:
+    """srun with `flags`, not with the job's GPU request that its environment carries (JOB_GPU_REQUEST)."""
+    return ["env", *(f"--unset={name}" for name in JOB_GPU_REQUEST), "srun", *flags]
 
 
 def in_allocation() -> bool:
@@ -56,17 +69,33 @@ class Allocation:
     nodes: tuple[str, ...]
     addresses: dict[str, str]
     tasks: int  # processes the allocation holds: its task count, or one per node
-    gpus_per_node: int = 0  # the GPUs (GRES gpu) Slurm allocated the job on each node
+    # the job's GPUs on each node, by their index on the node (scontrol show job -d: GRES=gpu:4(IDX:0-3)); a node
+    # the job holds no GPU on is absent
+    gpus_by_node: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    cpus_by_node: dict[str, int] = field(default_factory=dict)  # the job's CPUs on each node (its CPU_IDs)
 
-    def holds(self, per_node: int) -> int:
-        """Worker processes the allocation holds at `per_node` a node (a node's GPUs over a worker's)."""
-        return max(self.tasks, len(self.nodes) * per_node)
+    def gpus_on(self, node: str) -> list[str]:
+        return list(self.gpus_by_node.get(node, ()))
+
+    @property
+    def has_gpus(self) -> bool:
+        return any(self.gpus_by_node.values())
+
+    def node_capacity(self, node: str, declared: int | None, worker_gpus: int) -> int:
+        """Workers `node` takes: its GPUs (declared with --gpus-per-host, or the job's there) over a worker's;
+        one where workers take no GPU or the node has none."""
+        gpus = declared if declared is not None else len(self.gpus_on(node))
+        return max(1, gpus // worker_gpus) if worker_gpus and gpus else 1
+
+    def holds(self, declared: int | None = None, worker_gpus: int = 1) -> int:
+        """Worker processes the allocation holds: its tasks, or its nodes' GPUs over a worker's where more."""
+        return max(self.tasks, sum(self.node_capacity(n, declared, worker_gpus) for n in self.nodes))
 
     @classmethod
     def current(cls) -> Allocation:
         job = os.environ["SLURM_JOB_ID"]
         nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST", "")
-        nodes = tuple(_slurm("scontrol", "show", "hostnames", nodelist).split())
+        nodes = tuple(hostnames(nodelist))
         if not nodes:
             raise UsageError(f"Slurm job {job} lists no nodes (SLURM_JOB_NODELIST={nodelist!r})")
         addresses = {}
@@ -76,21 +105,41 @@ class Allocation:
             if name and addr:
                 addresses[name.group(1)] = addr.group(1)
         tasks = int(os.environ.get("SLURM_NTASKS", "0") or 0)
-        return cls(job, nodes, {n: addresses.get(n, n) for n in nodes}, max(tasks, len(nodes)),
-                   job_gpus(job) // len(nodes))
+        gpus, cpus = node_resources(_slurm("scontrol", "show", "job", "-d", job), hostnames)
+        return cls(job, nodes, {n: addresses.get(n, n) for n in nodes}, max(tasks, len(nodes)), gpus, cpus)
 
 
-def job_gpus(job: str) -> int:
-    """The GPUs Slurm allocated job `job` in all (its AllocTRES' gres/gpu), 0 where none."""
-    found = re.search(r"AllocTRES=\S*?gres/gpu(?::[^=,]+)?=(\d+)", _slurm("scontrol", "-o", "show", "job", job))
-    return int(found.group(1)) if found else 0
+def hostnames(nodelist: str) -> list[str]:
+    """Slurm's nodelist (h[0-1],x) as names."""
+    return _slurm("scontrol", "show", "hostnames", nodelist).split()
 
 
-def workers_per_node(allocation: Allocation, declared: int | None, worker_gpus: int) -> int:
-    """Workers a node takes: its GPUs (declared with --gpus-per-host, or the job's) over a worker's; one per
-    node where workers take no GPU or the nodes have none."""
-    gpus = declared if declared is not None else allocation.gpus_per_node
-    return max(1, gpus // worker_gpus) if worker_gpus and gpus else 1
+def expand_ids(text: str) -> list[str]:
+    """Slurm's id list (0-3,6) as ids."""
+    out = []
+    for part in filter(None, text.split(",")):
+        low, _, high = part.partition("-")
+        out.extend(str(i) for i in range(int(low), int(high or low) + 1))
+    return out
+
+
+def node_resources(detail: str, names: Callable[[str], list[str]]) -> tuple[dict[str, tuple[str, ...]],
+                                                                           dict[str, int]]:
+    """({node: the job's GPU indices there}, {node: its CPUs there}) from `scontrol show job -d`'s per-node lines
+    (`Nodes=h[0-1] CPU_IDs=0-3 Mem=0 GRES=gpu:a100:4(IDX:0-3)`), `names` expanding a nodelist: read per node, as a
+    job of uneven --gpus or nodes of different GPU counts has them, and where accounting tracks no gres/gpu."""
+    gpus: dict[str, tuple[str, ...]] = {}
+    cpus: dict[str, int] = {}
+    for line in detail.splitlines():
+        where = re.search(r"\bNodes=(\S+)\s+CPU_IDs=(\S+)", line)
+        if not where:
+            continue
+        held = re.search(r"GRES=\S*?\bgpu(?::[^:(,\s]+)?:\d+\(IDX:([0-9,-]+)\)", line)
+        for node in names(where.group(1)):
+            cpus[node] = len(expand_ids(where.group(2)))
+            if held:
+                gpus[node] = tuple(expand_ids(held.group(1)))
+    return gpus, cpus
 
 
 @dataclass
@@ -106,19 +155,23 @@ class SlurmPlacement(HostKind):
     step_gpus: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def for_processes(cls, allocation: Allocation, processes: dict[str, int], tag: str, per_node: int = 1,
+    def for_processes(cls, allocation: Allocation, processes: dict[str, int], tag: str, declared: int | None = None,
                       gpus: dict[str, int] | None = None) -> SlurmPlacement:
-        """Workers i on node i mod N (as srun's cyclic distribution puts ranks), `per_node` to a node at most; the
-        other roles after them. `gpus`: each role's GPUs a process, asked of Slurm where the job has GPUs."""
+        """Workers on the least filled node with room (on nodes alike, worker i on node i mod N, as srun's cyclic
+        distribution puts ranks), as many a node as its GPUs (declared with --gpus-per-host, or the job's there)
+        give; the other roles after them. `gpus`: each role's GPUs a process, asked of Slurm where the job has
+        GPUs."""
         nodes = allocation.nodes
         workers = processes.get("worker", 0)
-        holds = allocation.holds(per_node)
+        worker_gpus = (gpus or {}).get("worker", 0)
+        holds = allocation.holds(declared, worker_gpus)
         if workers > holds:
-            each = f"{per_node} workers a node" if per_node > 1 else "nodes"
+            most = max(allocation.node_capacity(n, declared, worker_gpus) for n in nodes)
+            each = f"nodes, up to {most} workers a node by its GPUs" if most > 1 else "nodes"
+            more = max(-(-workers // most), len(nodes) + 1)
             raise UsageError(f"--workers {workers} is more than Slurm job {allocation.job_id} holds "
-                             f"({holds}: {len(nodes)} {each}): ask for more (salloc -N {-(-workers // per_node)}) "
-                             f"or fewer workers")
-        roles = {"worker": [nodes[i % len(nodes)] for i in range(workers)]}
+                             f"({holds}: {len(nodes)} {each}): ask for more (salloc -N {more}) or fewer workers")
+        roles = {"worker": fill_nodes(allocation, workers, declared, worker_gpus)}
         free = list(nodes[workers:])
         ps_nodes = "own"
         for role in sorted(r for r in processes if r != "worker"):
@@ -128,7 +181,7 @@ class SlurmPlacement(HostKind):
             else:
                 ps_nodes = "shared with workers"
                 roles[role] = [nodes[(workers + j) % len(nodes)] for j in range(count)]
-        asked = {role: (gpus or {}).get(role, 0) for role in processes} if allocation.gpus_per_node else {}
+        asked = {role: (gpus or {}).get(role, 0) for role in processes} if allocation.has_gpus else {}
         return cls(allocation, {r: hosts for r, hosts in roles.items() if hosts}, ps_nodes, tag, step_gpus=asked)
 
     def task_hosts(self) -> dict[str, list[str]]:
@@ -151,18 +204,36 @@ class SlurmPlacement(HostKind):
     def step_name(self, what: str) -> str:
         return f"{self.tag}:{what}"
 
-    def gpu_flags(self, role: str) -> list[str]:
-        """srun's request of GPUs for a task of `role`: its GPUs where the job holds some, else nothing."""
+    def on_node(self, node: str) -> int:
+        """The run's processes on `node`."""
+        return sum(placed.count(node) for placed in self.roles.values())
+
+    def gpu_flags(self, role: str, node: str, alone: bool = False) -> list[str]:
+        """srun's request of GPUs for a one-task step of `role` on `node`, where the job holds GPUs. Steps that
+        overlap share GRES (three `--overlap --gpus-per-task=1` steps on a node all got GPU 0), so a step that takes
+        GPUs asks for all the job's GPUs on its node, and its process takes those of its local rank among the
+        node's GPU-taking processes (bench.run.placement); `alone`: the run's only step, which asks for its own.
+        `--gpus=N` (and `--gres=none`) work in a job of --gres, --gpus-per-node, --gpus or --gpus-per-task alike, once
+        the step no longer inherits the job's request (JOB_GPU_REQUEST)."""
         if not self.step_gpus:
             return []
         need = self.step_gpus.get(role, 0)
-        return [f"--gpus-per-task={need}"] if need else ["--gres=none"]
+        if not need:
+            return ["--gres=none"]
+        return [f"--gpus={need if alone else max(need, len(self.allocation.gpus_on(node)))}"]
 
-    def srun(self, role: str, index: int, argv: Sequence[str]) -> list[str]:
+    def cpu_flags(self, node: str) -> list[str]:
+        """Each one-task step's share of the job's CPUs on its node (a step asks for one otherwise, and where cores
+        are pinned the node's processes would share it)."""
+        cpus = self.allocation.cpus_by_node.get(node)
+        return [f"--cpus-per-task={max(1, cpus // self.on_node(node))}"] if cpus else []
+
+    def srun(self, role: str, index: int, argv: Sequence[str], alone: bool = False) -> list[str]:
         """`argv` as one job step on the node of `role` `index`."""
-        return ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={self.roles[role][index]}",
-                *self.gpu_flags(role), f"--job-name={self.step_name(f'{role} {index}')}", "--kill-on-bad-exit=1",
-                "--quiet", *argv]
+        node = self.roles[role][index]
+        return srun_alone("--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}", *self.cpu_flags(node),
+                          *self.gpu_flags(role, node, alone), f"--job-name={self.step_name(f'{role} {index}')}",
+                          "--kill-on-bad-exit=1", "--quiet", *argv)
 
     def command(self, role: str, index: int, argv: list[str], env: dict[str, str]) -> list[str]:
         """A task's command as placed (the host kinds' one interface): a job step; srun passes `env` on."""
@@ -172,20 +243,37 @@ class SlurmPlacement(HostKind):
     def ranks(self, argv: list[str], gloo: bool, env: dict[str, str],
               run_dir: Path) -> tuple[list[str], dict[str, str]]:
         """The ranks as one job step of the allocation (srun passes the environment along)."""
-        del env, run_dir
-        return self.srun_ranks(argv, mpi=not gloo), {}
+        del env
+        if self.cyclic():
+            return self.srun_ranks(argv, mpi=not gloo), {}
+        hostfile = run_dir / "slurm-hostfile"  # rank i on worker i's node, where the nodes take unlike counts
+        hostfile.write_text("".join(f"{node}\n" for node in self.roles["worker"]))
+        return self.srun_ranks(argv, mpi=not gloo), {"SLURM_HOSTFILE": str(hostfile)}
 
-    def srun_ranks(self, argv: Sequence[str], mpi: bool = True) -> list[str]:
-        """`argv` as the ranks of one job step, rank i on worker i's node; `mpi`: they meet through
-        PMIx (MPI_Init), else through Horovod's rendezvous (Gloo)."""
+    def cyclic(self) -> bool:
+        """Whether worker i is on node i mod N of the workers' nodes (srun's cyclic distribution)."""
         workers = self.roles["worker"]
         nodes = list(dict.fromkeys(workers))
-        # --overcommit: a node's ranks may outnumber the CPUs the job holds there (salloc -N 2 on nodes of 4 GPUs
-        # holds a CPU a node, and 4 ranks a node, one a GPU, are the run asked for); srun refused such a step
-        return ["srun", "--overlap", "--overcommit", f"--mpi={'pmix' if mpi else 'none'}", f"--nodes={len(nodes)}",
-                f"--ntasks={len(workers)}",
-                f"--nodelist={','.join(nodes)}", "--distribution=cyclic", *self.gpu_flags("worker"),
-                f"--job-name={self.step_name('ranks')}", "--kill-on-bad-exit=1", "--quiet", *argv]
+        return workers == [nodes[i % len(nodes)] for i in range(len(workers))]
+
+    def srun_ranks(self, argv: Sequence[str], mpi: bool = True) -> list[str]:
+        """`argv` as the ranks of one job step, rank i on worker i's node (srun's cyclic distribution, or the
+        SLURM_HOSTFILE `ranks` writes); `mpi`: they meet through PMIx (MPI_Init), else through Horovod's rendezvous
+        (Gloo). Each rank asks for its GPUs (`--gpus-per-task`: Slurm binds rank r of a node GPU r, in a job of
+        --gres, --gpus-per-node or --gpus alike) and its share of the node's CPUs."""
+        workers = self.roles["worker"]
+        nodes = list(dict.fromkeys(workers))
+        need = self.step_gpus.get("worker", 0)
+        gpus = ([f"--gpus-per-task={need}"] if need else ["--gres=none"]) if self.step_gpus else []
+        known = [self.allocation.cpus_by_node[n] for n in nodes if n in self.allocation.cpus_by_node]
+        share = min(cpus // workers.count(n) for n, cpus in zip(nodes, known)) if len(known) == len(nodes) else 0
+        # --overcommit where a node's ranks outnumber the CPUs the job holds there (salloc -N 2 on nodes of 4 GPUs
+        # holds a CPU a node, and 4 ranks a node, one a GPU, are the run asked for): srun refuses such a step
+        cpus = [f"--cpus-per-task={share}"] if share else ["--overcommit"]
+        distribution = "cyclic" if self.cyclic() else "arbitrary"
+        return srun_alone("--overlap", *cpus, f"--mpi={'pmix' if mpi else 'none'}", f"--nodes={len(nodes)}",
+                          f"--ntasks={len(workers)}", f"--nodelist={','.join(nodes)}", f"--distribution={distribution}",
+                          *gpus, f"--job-name={self.step_name('ranks')}", "--kill-on-bad-exit=1", "--quiet", *argv)
 
     def running_steps(self) -> dict[str, str]:
         """{step name without the tag: step id} of this run's steps that Slurm still lists."""
@@ -257,16 +345,18 @@ class SlurmPlacement(HostKind):
             subprocess.run(["scancel", "--quiet", *left.values()], capture_output=True, timeout=20, check=False)
 
 
-def counts_that_fit(counts: Sequence[int], flag: str) -> list[int]:
-    """A preset's worker counts that the allocation holds; the others are left out, and said so."""
-    holds = Allocation.current()
-    fit = [n for n in counts if n <= holds.tasks]
+def counts_that_fit(counts: Sequence[int], flag: str, declared: int | None = None) -> list[int]:
+    """A preset's worker counts that the allocation holds (its tasks, or its nodes' GPUs a worker each); the
+    others are left out, and said so."""
+    job = Allocation.current()
+    holds = job.holds(declared, 1)
+    fit = [n for n in counts if n <= holds]
     if not fit:
-        raise UsageError(f"{flag}: Slurm job {holds.job_id} holds {holds.tasks} processes, fewer than "
+        raise UsageError(f"{flag}: Slurm job {job.job_id} holds {holds} processes, fewer than "
                          f"{min(counts)}: ask for more nodes (salloc -N {min(counts)})")
     if len(fit) < len(counts):
-        print(f"Slurm job {holds.job_id} holds {holds.tasks} processes: {flag} "
-              f"{','.join(str(n) for n in counts if n > holds.tasks)} left out", file=sys.stderr, flush=True)
+        print(f"Slurm job {job.job_id} holds {holds} processes: {flag} "
+              f"{','.join(str(n) for n in counts if n > holds)} left out", file=sys.stderr, flush=True)
     return fit
 
 
@@ -284,21 +374,33 @@ def steps_ended(placement: SlurmPlacement) -> Iterator[dict[str, str]]:
         placement.end_started()
 
 
+def fill_nodes(allocation: Allocation, workers: int, declared: int | None, worker_gpus: int) -> list[str]:
+    """The node of each worker: the least filled of the nodes with room (every node where none has)."""
+    nodes = allocation.nodes
+    count = dict.fromkeys(nodes, 0)
+    placed = []
+    for _ in range(workers):
+        room = [n for n in nodes if count[n] < allocation.node_capacity(n, declared, worker_gpus)] or list(nodes)
+        node = min(room, key=lambda n: count[n])  # the first of the least filled: cyclic on nodes alike
+        count[node] += 1
+        placed.append(node)
+    return placed
+
+
 def place(processes: dict[str, int], tag: str, declared_gpus: int | None = None,
           gpus: dict[str, int] | None = None) -> SlurmPlacement:
     """The run's processes on the allocation's nodes; `gpus`: each role's GPUs a process, so that a node holds
     as many workers as its GPUs (declared with --gpus-per-host, or the job's) give."""
-    allocation = Allocation.current()
-    per_node = workers_per_node(allocation, declared_gpus, (gpus or {}).get("worker", 0))
-    return SlurmPlacement.for_processes(allocation, {r: n for r, n in processes.items() if n > 0}, tag, per_node,
-                                        gpus)
+    return SlurmPlacement.for_processes(Allocation.current(), {r: n for r, n in processes.items() if n > 0}, tag,
+                                        declared_gpus, gpus)
 
 
-def run_as_step(config_json: str, output: Path) -> int:
-    """A one-process run as one job step on the allocation's first node; its exit status."""
-    placement = place({"worker": 1}, run_tag())
+def run_as_step(config_json: str, output: Path, gpus: dict[str, int], declared: int | None) -> int:
+    """A one-process run as one job step on the allocation's first node, asking for the GPUs its process takes
+    (`gpus`: {"worker": n}; a towers run, its towers'); its exit status."""
+    placement = place({"worker": 1}, run_tag(), declared, gpus)
     check_shared(placement, output)
-    argv = placement.srun("worker", 0, [sys.executable, "-m", "bench", "--config-json", config_json])
+    argv = placement.srun("worker", 0, [sys.executable, "-m", "bench", "--config-json", config_json], alone=True)
     with steps_ended(placement):
         return subprocess.run(argv, check=False).returncode
 
