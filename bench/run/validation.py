@@ -116,9 +116,9 @@ def check_precision(config: RunConfig, strategy_cls: type[Strategy]) -> None:
     if config.precision not in PRECISIONS:
         raise UsageError(f"--precision: {config.precision!r} is not one of {', '.join(PRECISIONS)}")
     if config.precision != FLOAT32 and not models.mixed_precision(config.model):
-        able = [name for name in models.MODELS if models.mixed_precision(name)]
         raise UsageError(f"--precision {config.precision}: model {models.label(config.model)} computes in float32 only "
-                         f"(a mixed precision is declared by {', '.join(able)}; docs/gpus.md, \"Precision and XLA\")")
+                         "(a mixed precision runs the suite's models and a Keras model; docs/gpus.md, \"Precision "
+                         "and XLA\")")
     if config.xla and not strategy_cls.xla:
         raise UsageError(f"--xla: {config.strategy} does not compile its steps with XLA ({strategy_cls.xla_refusal})")
 

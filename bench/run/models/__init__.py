@@ -55,9 +55,12 @@ def reads(name: str) -> str:
 
 
 def mixed_precision(name: str) -> bool:
-    """Whether model `name` computes in a mixed precision (its DECLARES; a user's model: no)."""
+    """Whether model `name` computes in a mixed precision: a suite model by its DECLARES; a user's Keras model (built
+    under Keras's global dtype policy: bench.run.models.user.dtype_policy); not a user's protocol model."""
     check(name)
-    return not user.is_spec(name) and catalog.declared()[name].mixed_precision
+    if user.is_spec(name):
+        return user.kind(name) == user.KERAS
+    return catalog.declared()[name].mixed_precision
 
 
 def default_data(name: str) -> str:
@@ -138,8 +141,10 @@ def build(name: str, seed: int, **sizes: int) -> Model:
 
 
 def for_run(config: RunConfig) -> Model:
-    """The model of a run, sized by its config, in its precision."""
-    return in_precision(build(config.model, config.seed, **settings(config)), config)
+    """The model of a run, sized by its config, in its precision (a user's Keras model built under that precision's
+    global dtype policy)."""
+    with user.dtype_policy(config.precision):
+        return in_precision(build(config.model, config.seed, **settings(config)), config)
 
 
 def build_partitioned(config: RunConfig, shards: int, min_bytes: int) -> Model:

@@ -136,16 +136,33 @@ class Model(tf.Module):
         if self.compute_dtype == tf.float32:
             yield
             return
-        held = {name: value for name, value in vars(self).items()
-                if isinstance(value, (tf.Variable, PartitionedVariable)) and value.dtype == tf.float32}
+        tables = {id(t) for t in self.tables}
+        held = {name: value for name, value in vars(self).items() if not name.startswith("_")}
         for name, value in held.items():
-            read = value.as_tensor() if isinstance(value, PartitionedVariable) else value
-            object.__setattr__(self, name, tf.cast(read, self.compute_dtype))
+            object.__setattr__(self, name, self._read_as(value, tables))
         try:
             yield
         finally:
             for name, value in held.items():
                 object.__setattr__(self, name, value)
+
+    def _read_as(self, value: Any, tables: set[int]) -> Any:
+        """`value` with each trainable float32 variable in it (as an attribute, or in its lists and dicts) cast to
+        the compute dtype; tables (their rows cast where a model reads them) and non-trainable variables (batch
+        norm's moving averages, assigned in the step) kept."""
+        if isinstance(value, PartitionedVariable):
+            if any(id(piece) in tables for piece in value) or value.dtype != tf.float32:
+                return value
+            return tf.cast(value.as_tensor(), self.compute_dtype)
+        if isinstance(value, tf.Variable):
+            if id(value) in tables or not value.trainable or value.dtype != tf.float32:
+                return value
+            return tf.cast(value, self.compute_dtype)
+        if isinstance(value, dict):
+            return {k: self._read_as(v, tables) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self._read_as(v, tables) for v in value]
+        return value
 
     def precise_logits(self, x: tf.Tensor, training: bool) -> tf.Tensor:
         """The logits in float32, computed in `compute_dtype`."""

@@ -7,8 +7,9 @@ launchers check --model before any worker starts). Each dict:
 - `reads`: the inputs it takes, `"images"` or `"ids"` (bench.run.data);
 - `imagenet`: True for a model that takes --image-size, with `min_image_size`, the smallest input
   its strides and valid paddings leave room for;
-- `mixed_precision`: True for a model whose logits read every variable as an attribute of its own, so that
-  --precision mixed_* casts them where they are read (bench.run.models.base.Model.precise_logits).
+- `mixed_precision`: whether --precision mixed_* can run it: True (the default) for a model whose logits read its
+  trainable variables from its attributes (directly, or in their lists and dicts), which are cast where they are
+  read (bench.run.models.base.Model.precise_logits); False for one that reads them otherwise.
 
 A file whose declaration is malformed is reported and skipped, as a broken strategy is."""
 
@@ -24,7 +25,7 @@ from bench.run.data import IDS, IMAGES
 
 DECLARATION = "DECLARES"
 REQUIRED = ("name", "class", "reads")
-OPTIONAL = {"imagenet": False, "min_image_size": None, "mixed_precision": False}
+OPTIONAL = {"imagenet": False, "min_image_size": None, "mixed_precision": True}
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Declared:
     reads: str
     imagenet: bool = False
     min_image_size: int | None = None
-    mixed_precision: bool = False
+    mixed_precision: bool = True
 
 
 def read(path: Path, module: str) -> list[Declared]:

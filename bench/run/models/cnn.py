@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from bench.run.models.base import NUM_CLASSES, Model
 
-DECLARES = ({"name": "cnn", "class": "CNN", "reads": "images", "mixed_precision": True},)
+DECLARES = ({"name": "cnn", "class": "CNN", "reads": "images"},)
 
 
 class CNN(Model):

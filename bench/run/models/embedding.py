@@ -44,6 +44,7 @@ class Embedding(Model):
         unique, where = tf.unique(tf.reshape(x, [-1]))
         vectors = tf.gather(self.lookup(unique), where)
         pooled = tf.reduce_sum(tf.reshape(vectors, [tf.shape(x)[0], tf.shape(x)[1], self.width]), axis=1)
+        pooled = tf.cast(pooled, self.w1.dtype)  # the table stays float32 (rows cast once read); the tower computes
         hidden = tf.nn.relu(tf.matmul(pooled, self.w1) + self.b1)
         return tf.matmul(hidden, self.w2) + self.b2
 

@@ -83,19 +83,34 @@ class KerasModel(Model):
     def logits(self, x: tf.Tensor, training: bool) -> tf.Tensor:
         return self.keras(x, training=training)
 
+    def outputs(self, x: tf.Tensor, training: bool) -> tf.Tensor:
+        """The model's output in float32 (its last layer computes in its policy's dtype: the loss does not)."""
+        return tf.cast(self.keras(x, training=training), tf.float32)
+
+    @property
+    def dtype_policies(self) -> dict[str, int]:
+        """{dtype policy: how many of its layers hold it}: what the run computed in, a layer that pins its own dtype
+        included."""
+        held: dict[str, int] = {}
+        for layer in self.keras.layers:
+            name = getattr(getattr(layer, "dtype_policy", None), "name", None)
+            if name and layer.weights:
+                held[name] = held.get(name, 0) + 1
+        return held
+
     def _labels(self, y: tf.Tensor, outputs: tf.Tensor) -> tf.Tensor:
         if self._binary:
             return tf.reshape(tf.cast(y, outputs.dtype), tf.shape(outputs))
         return y
 
     def loss(self, x: tf.Tensor, y: tf.Tensor, training: bool = True) -> tf.Tensor:
-        outputs = self.keras(x, training=training)
+        outputs = self.outputs(x, training)
         loss = tf.reduce_mean(self._losses(self._labels(y, outputs), outputs))
         extra = self.keras.losses  # its layers' add_loss and weight regularizers, as fit() adds them
         return loss + tf.add_n(extra) if extra else loss
 
     def evaluate(self, x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        outputs = self.keras(x, training=False)
+        outputs = self.outputs(x, False)
         losses = self._losses(self._labels(y, outputs), outputs)
         if self._binary:
             threshold = 0.0 if self._from_logits else 0.5

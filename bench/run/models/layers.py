@@ -24,6 +24,21 @@ def update_average(average: tf.Variable, value: tf.Tensor, momentum: float) -> N
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.UPDATE_OPS, op)
 
 
+def batch_norm(y: tf.Tensor, p: dict, training: bool, momentum: float, epsilon: float) -> tf.Tensor:
+    """Batch normalization of `y` by `p`'s gamma (optional), beta and moving averages, computed in float32 whatever
+    `y`'s dtype and given back in it (as Keras's BatchNormalization does under a mixed policy: a half-precision
+    batch's variance loses what it is for)."""
+    x = tf.cast(y, tf.float32)
+    if training:
+        mean, var = tf.nn.moments(x, axes=[0, 1, 2])
+        update_average(p["mean"], mean, momentum)
+        update_average(p["var"], var, momentum)
+    else:
+        mean, var = p["mean"], p["var"]
+    gamma = tf.cast(p["gamma"], tf.float32) if p.get("gamma") is not None else None
+    return tf.cast(tf.nn.batch_normalization(x, mean, var, tf.cast(p["beta"], tf.float32), gamma, epsilon), y.dtype)
+
+
 class Create:
     """The creating pass: `x` is the number of channels; each layer makes its variables."""
 
@@ -104,13 +119,7 @@ class Apply:
         return tf.nn.relu(y) if relu else y
 
     def _batch_norm(self, y: tf.Tensor, p: dict) -> tf.Tensor:
-        if self.training:
-            mean, var = tf.nn.moments(y, axes=[0, 1, 2])
-            update_average(p["mean"], mean, BN_MOMENTUM)
-            update_average(p["var"], var, BN_MOMENTUM)
-        else:
-            mean, var = p["mean"], p["var"]
-        return tf.nn.batch_normalization(y, mean, var, p["beta"], p.get("gamma"), self.bn_epsilon)
+        return batch_norm(y, p, self.training, BN_MOMENTUM, self.bn_epsilon)
 
     def dense(self, x: tf.Tensor, units: int, relu: bool = True) -> tf.Tensor:
         p = next(self._params)

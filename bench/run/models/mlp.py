@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from bench.run.models.base import NUM_CLASSES, Model
 
-DECLARES = ({"name": "mlp", "class": "MLP", "reads": "images", "mixed_precision": True},)
+DECLARES = ({"name": "mlp", "class": "MLP", "reads": "images"},)
 
 HIDDEN = 100
 

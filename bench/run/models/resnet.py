@@ -8,7 +8,7 @@ UPDATE_OPS collection, as TF1 code expects, and the train op must depend on them
 import tensorflow as tf
 
 from bench.run.models.base import NUM_CLASSES, Model
-from bench.run.models.layers import update_average
+from bench.run.models.layers import batch_norm
 
 DECLARES = ({"name": "resnet20", "class": "ResNet20", "reads": "images"},)
 
@@ -52,14 +52,7 @@ class ResNet20(Model):
         }
 
     def _conv_bn(self, x: tf.Tensor, p: dict, stride: int, training: bool) -> tf.Tensor:
-        y = tf.nn.conv2d(x, p["w"], stride, "SAME")
-        if training:
-            mean, var = tf.nn.moments(y, axes=[0, 1, 2])
-            update_average(p["mean"], mean, BN_MOMENTUM)
-            update_average(p["var"], var, BN_MOMENTUM)
-        else:
-            mean, var = p["mean"], p["var"]
-        return tf.nn.batch_normalization(y, mean, var, p["beta"], p["gamma"], BN_EPSILON)
+        return batch_norm(tf.nn.conv2d(x, p["w"], stride, "SAME"), p, training, BN_MOMENTUM, BN_EPSILON)
 
     def logits(self, x: tf.Tensor, training: bool) -> tf.Tensor:
         h = tf.nn.relu(self._conv_bn(x, self.stem, 1, training))

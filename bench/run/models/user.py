@@ -9,6 +9,7 @@ packages, as Python's own `-m` finds it."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib
@@ -18,7 +19,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -147,6 +148,23 @@ def built_by_function(spec: str, function: Callable, seed: int) -> Model:
         return KerasModel(model, label(spec))
     raise UsageError(f"--model {spec}: it returned a {type(model).__name__}, not a bench.run.models.base.Model "
                      "or a keras.Model")
+
+
+@contextlib.contextmanager
+def dtype_policy(precision: str) -> Iterator[None]:
+    """Keras's global dtype policy set to `precision` (Keras's names: float32, mixed_float16, mixed_bfloat16) while a
+    user's Keras model is built, as Keras users set it before building theirs; the earlier one after. A layer given a
+    dtype of its own keeps it (its run records each layer's: KerasModel.dtype_policies)."""
+    keras = _keras()
+    if keras is None:
+        yield
+        return
+    before = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(precision)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(before)
 
 
 def _keras():

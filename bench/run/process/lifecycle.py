@@ -75,7 +75,10 @@ def model_facts(model: Any, rows_touched: float) -> dict[str, Any]:
     table = model.table_bytes
     gradient = Gradient(model.gradient_bytes - table, table, rows_touched if table else 0.0, model.row_bytes)
     facts = {"num_params": model.num_params, "gradient_bytes_per_step": model.gradient_bytes,
-             "input_shape": list(model.input_shape)}
+             "input_shape": list(model.input_shape), "compute_dtype": model.compute_dtype.name}
+    policies = getattr(model, "dtype_policies", None)  # a Keras model's layers: each holds its own
+    if policies is not None:
+        facts["dtype_policies"] = policies
     if table:
         facts.update(dense_bytes=gradient.dense_bytes, table_bytes=table, table_rows=int(sum(t.shape[0] for t in
                      model.tables)), row_bytes=gradient.row_bytes, rows_touched_per_step=rows_touched,
