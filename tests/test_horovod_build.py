@@ -51,7 +51,7 @@ def test_nvcc_of_another_cuda_major_than_tensorflows_builds_without_nccl_unless_
     assert standin.nccl and standin.key() == "gpu-nccl-cuda13.0" and "stand-in rule" in standin.said
 
 
-def test_the_nccl_build_uses_tensorflows_nccl_and_compiles_for_sm_75_and_newer(tmp_path):
+def test_the_nccl_build_uses_tensorflows_nccl_and_compiles_from_the_oldest_gpu_tensorflow_was_built_for(tmp_path):
     env = toolkit(tmp_path)
     nvcc_12 = NVCC_13.replace("13.0", "12.6")
     tf_site = site(tmp_path)
@@ -59,7 +59,11 @@ def test_the_nccl_build_uses_tensorflows_nccl_and_compiles_for_sm_75_and_newer(t
     assert build.nccl and build.cuda == "12.6"
     assert build.env["HOROVOD_GPU_OPERATIONS"] == "NCCL" and build.env["HOROVOD_NCCL_LINK"] == "SHARED"
     assert build.env["HOROVOD_NCCL_INCLUDE"] == str(tf_site / "nvidia" / "nccl" / "include")
-    assert build.env["HOROVOD_BUILD_CUDA_CC_LIST"] == "75,80,86,90,100,120"
+    # TensorFlow's wheel here was built for sm_60 up: a CUDA 12 nvcc's sm_70 (V100) is kept, its sm_50 is not
+    assert build.env["HOROVOD_BUILD_CUDA_CC_LIST"] == "70,75,80,86,90,100,120"
+    newer = hb.decide(env, site(tmp_path / "c", CUDA_BUILD.replace("['sm_60']", "['sm_80', 'compute_90']")), nvcc_12,
+                      "compute_50\ncompute_70\n" + ARCHES_13, tmp_path / "links")
+    assert newer.env["HOROVOD_BUILD_CUDA_CC_LIST"] == "80,86,90,100,120"
     assert build.env["HOROVOD_CUDA_HOME"] == str((tmp_path / "cuda").resolve())
     # a wrapper on PATH: the toolkit is where nvcc says it is
     said = hb.decide(env, tf_site, nvcc_12, ARCHES_13, tmp_path / "links", "#$ _HERE_=/opt/cuda-12.6/bin\n"

@@ -20,7 +20,6 @@ from pathlib import Path
 # A build for the stand-in toolkit (CUDA 13's nvcc from PyPI, tests/test_gpu_build.py) sets the rule that nvcc's
 # CUDA major must be TensorFlow's aside: two CUDA runtimes in one process are not a setup to ship.
 STANDIN = "DISTBENCH_HOROVOD_CUDA_STANDIN"
-LEAST_ARCH = 75  # CUDA 13 compiles for sm_75 and newer only; older toolkits list older ones, which TF 2.21 dropped
 WHAT_TO_INSTALL = ("install the CUDA toolkit whose major version is TensorFlow's (nvcc on PATH, or CUDA_HOME), then "
                    "./run_bench.sh setup --gpu again")
 
@@ -63,9 +62,25 @@ def toolkit_root(nvcc: Path, dryrun_text: str) -> Path:
     return Path(os.path.normpath(found.group(1).strip())) if found else nvcc.resolve().parent.parent
 
 
-def architectures(text: str) -> list[int]:
-    """The compute capabilities `nvcc --list-gpu-arch` lists ("compute_75 ..."), from LEAST_ARCH up."""
-    return sorted({int(n) for n in re.findall(r"compute_(\d+)", text) if int(n) >= LEAST_ARCH})
+def architectures(text: str, tensorflow_built_for: list[int]) -> list[int]:
+    """The compute capabilities Horovod's kernels are compiled for: those `nvcc --list-gpu-arch` lists ("compute_75
+    ..."; CUDA 13's nvcc starts at 75, NVIDIA having removed Maxwell, Pascal and Volta from it; CUDA 12's lists 50
+    and up), from the oldest TensorFlow's own wheel was compiled for (its build_info's cuda_compute_capabilities:
+    a GPU older than that TensorFlow itself cannot compute on) up; every one nvcc lists where that is unknown."""
+    listed = {int(n) for n in re.findall(r"compute_(\d+)", text)}
+    oldest = min(tensorflow_built_for, default=0)
+    return sorted(n for n in listed if n >= oldest)
+
+
+def tensorflow_architectures(site: Path) -> list[int]:
+    """The compute capabilities the installed TensorFlow was compiled for (its build_info.py's
+    cuda_compute_capabilities: 'sm_60', 'compute_90', ...), read, not imported; [] where it does not say."""
+    try:
+        text = (site / "tensorflow" / "python" / "platform" / "build_info.py").read_text()
+    except OSError:
+        return []
+    found = re.search(r"['\"]cuda_compute_capabilities['\"]\s*[,:]\s*\[([^\]]*)\]", text)
+    return sorted({int(n) for n in re.findall(r"(?:sm|compute)_(\d+)", found.group(1))}) if found else []
 
 
 def tensorflow_cuda(site: Path) -> str | None:
@@ -115,7 +130,7 @@ def decide(env: Mapping[str, str], site: Path, nvcc_text: str, arch_text: str, l
     if nccl is None:
         return GpuBuild(False, f"no NCCL beside TensorFlow ({site / 'nvidia' / 'nccl'}): Horovod is built without "
                                "GPU operations; the CUDA build of TensorFlow (setup --gpu) installs it")
-    arches = architectures(arch_text)
+    arches = architectures(arch_text, tensorflow_architectures(site))
     links.mkdir(parents=True, exist_ok=True)
     library = sorted((nccl / "lib").glob("libnccl.so*"))[0]
     link = links / "libnccl.so"

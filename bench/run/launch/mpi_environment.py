@@ -48,12 +48,3 @@ def local_position() -> tuple[int, int]:
     host = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
     return host.Get_rank(), host.Get_size()
 
-
-def finalize_mpi() -> None:
-    """Finalize MPI where mpi4py initialized it (local_position) and nothing finalized it since: mpirun and srun wait
-    for every rank's MPI_Finalize, which os._exit would skip."""
-    import sys
-
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
-        mpi.Finalize()

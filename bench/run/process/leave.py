@@ -22,12 +22,19 @@ def remove_autograph_files() -> None:
                 os.remove(path)
 
 
+def finalize_mpi() -> None:
+    """Finalize MPI where mpi4py initialized it (a rank that asked MPI its local rank:
+    bench.run.launch.mpi_environment.local_position) and nothing finalized it since: mpirun and srun wait
+    for every rank's MPI_Finalize, which os._exit would skip."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()
+
+
 def leave(code: int) -> NoReturn:
     """Flush the output, remove AutoGraph's files, and end the process at once with `code`."""
     sys.stdout.flush()
     sys.stderr.flush()
     remove_autograph_files()
-    from bench.run.launch.mpi_environment import finalize_mpi
-
     finalize_mpi()
     os._exit(code)
