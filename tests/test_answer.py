@@ -163,7 +163,7 @@ def test_the_budget_decides_how_many_rounds_fit():
 
 
 def test_a_run_above_its_peak_marks_the_peak_suspect_instead_of_printing_its_mfu():
-    from bench.analysis.report.collect import why_columns
+    from bench.analysis.runs.collect import why_columns
 
     above = why_columns({"mfu": 1.006, "achieved_tflops": 0.3, "peak_tflops": 0.298})
     assert above["mfu"] is None and above["peak_suspect"] and above["achieved_tflops"] == 0.3
@@ -215,8 +215,8 @@ def test_a_budget_counts_from_when_run_bench_began_but_not_from_a_setup_that_bui
 
 
 def test_a_gpu_allreduce_without_nccl_is_marked_as_going_through_host_memory():
-    from bench.analysis.report.collect import device_columns
     from bench.analysis.report.sections import headline
+    from bench.analysis.runs.collect import device_columns
 
     on_gpus = {"role": "worker", "tensorflow_gpus": [{"device": "/physical_device:GPU:0"}],
                "collective": "Horovod over MPI, GPU tensors through host memory (no NCCL)"}

@@ -245,7 +245,7 @@ SPIN = ("import time\nt0, c0 = time.monotonic(), time.process_time()\n"
 def test_hosts_with_a_cpu_budget_hold_every_process_to_it_and_down_removes_it(tmp_path):
     import shlex
 
-    from bench.analysis.report.collect import network_columns
+    from bench.analysis.runs.collect import network_columns
     from bench.infra.emulated import cpu_budget, network, slurm
     from bench.run.launch.emulated_hosts import AGENT, Placement, agent_environment
 

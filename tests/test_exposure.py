@@ -6,8 +6,8 @@ import json
 import pandas as pd
 import pytest
 
-from bench.analysis.report.exposed import exposure_columns
 from bench.analysis.report.why import sentence
+from bench.analysis.runs.exposure import exposure_columns
 from bench.metrics import exposed_by_tensor
 from bench.run.process import exposure, tracing
 from strategies.workers.horovod_trace import tensor_phases, traced_steps

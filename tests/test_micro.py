@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.analysis.micro_summary import dispatch_costs, one_tensor, tensor_costs
+from bench.analysis.runs.micro_summary import dispatch_costs, one_tensor, tensor_costs
 from bench.drivers.micro.settings import FAST_SIZES, PS_TENSORS, PS_TENSORS_BYTES
 from bench.metrics import busbw
 from tests.processes import PRESET_LIMIT_S, bench

@@ -4,7 +4,7 @@ No test asserts a speed: the ratios are the benchmark's output, not a pass condi
 import pandas as pd
 import pytest
 
-from bench.analysis.overhead_table import ratio, summarize, text
+from bench.analysis.runs.overhead_table import ratio, summarize, text
 from bench.drivers.overhead.pairs import PAIRS, by_strategy
 from strategies import registry
 from tests.processes import PRESET_LIMIT_S, bench

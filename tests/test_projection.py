@@ -148,7 +148,7 @@ def test_step_spread_pools_the_workers_own_variance():
 
 
 def test_the_cost_per_tensor_is_the_slope_over_tensors_of_the_same_bytes_per_message():
-    from bench.analysis.micro_summary import tensor_costs
+    from bench.analysis.runs.micro_summary import tensor_costs
 
     # 64 KB round trips: 1 ms in one tensor, +0.2 ms per tensor more (0.1 ms per message: push and pull)
     rows = [{"transport": "ps-1ps", "kind": PS_ROUNDTRIP_OP, "processes": 2, "bytes": 65536, "tensors": t,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from bench.analysis.report.collect import run_row
-from bench.analysis.report.upgrade import upgrade
+from bench.analysis.runs.collect import run_row
+from bench.analysis.runs.upgrade import upgrade
 from bench.run.process.schema import RUN_FIELDS, SCHEMA_VERSION
 
 CONFIG = {"strategy": "ps-sync", "model": "mlp", "data": "digits", "workers": 2, "ps": 1, "batch_size": 32,

@@ -169,6 +169,41 @@ def test_bench_runs_sub_packages_import_one_way():
     assert cycle is None, "a loop among bench/run's sub-packages: " + " -> ".join(cycle)
 
 
+ANALYSIS_ORDER = ("runs", "projection", "report")  # each part imports only those before it
+
+
+def analysis_part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["bench", "analysis"] and len(parts) > 2 else None
+
+
+def arrows_back(graph: dict[str, set[str]]) -> list[str]:
+    """The imports among bench/analysis's parts that go against ANALYSIS_ORDER (a part outside it, too)."""
+    back = []
+    for module, imported in graph.items():
+        mine = analysis_part(module)
+        for name in imported:
+            theirs = analysis_part(name)
+            if mine is None or theirs is None or theirs == mine:
+                continue
+            if mine not in ANALYSIS_ORDER or theirs not in ANALYSIS_ORDER or \
+                    ANALYSIS_ORDER.index(theirs) > ANALYSIS_ORDER.index(mine):
+                back.append(f"{module} imports {name}")
+    return back
+
+
+def test_the_analysis_runs_then_projects_then_reports_with_no_import_back():
+    assert arrows_back(import_graph()) == []
+
+
+def test_the_analysis_check_sees_an_import_back():
+    assert arrows_back({"bench.analysis.projection.cli": {"bench.analysis.report.html"},
+                        "bench.analysis.runs.collect": {"bench.analysis.projection.files"},
+                        "bench.analysis.report.x": {"bench.analysis.runs.collect"}}) == [
+        "bench.analysis.projection.cli imports bench.analysis.report.html",
+        "bench.analysis.runs.collect imports bench.analysis.projection.files"]
+
+
 def _names_in(node: ast.AST, constants: dict[str, set[str]]) -> Iterator[str]:
     for sub in ast.walk(node):
         if isinstance(sub, ast.Constant) and isinstance(sub.value, str):

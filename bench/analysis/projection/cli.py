@@ -19,6 +19,7 @@ import pandas as pd
 
 from bench.analysis.projection import cluster_cli
 from bench.analysis.projection.calibrate import Calibration, calibrate, one_machine_runs
+from bench.analysis.projection.files import PROJECTION_FILE
 from bench.analysis.projection.from_runs import (
     crossover,
     error_summary,
@@ -28,8 +29,7 @@ from bench.analysis.projection.from_runs import (
     validation,
     winners,
 )
-from bench.analysis.report import collect
-from bench.analysis.report.projection import PROJECTION_FILE
+from bench.analysis.runs import collect
 from bench.errors import UsageError
 from bench.usage import OneLineParser, refuse
 

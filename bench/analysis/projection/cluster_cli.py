@@ -16,9 +16,9 @@ import pandas as pd
 
 from bench.analysis.projection import levels, profile, published, schemes, transports
 from bench.analysis.projection.cluster import Cluster
+from bench.analysis.projection.files import PROJECTION_FILE
 from bench.analysis.projection.parameter_servers import PLACEMENTS, ROUND_ROBIN
 from bench.analysis.projection.schemes import PsSetup
-from bench.analysis.report.projection import PROJECTION_FILE
 from bench.errors import UsageError
 from bench.run import models
 from bench.run.models import tensors

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from bench.analysis.micro_summary import one_tensor
 from bench.analysis.projection.costs import Link
+from bench.analysis.runs.micro_summary import one_tensor
 from bench.metrics import bus_factor, measured_steps, messages
 
 
@@ -29,7 +29,7 @@ def fit_link(nbytes: Sequence[float], seconds: Sequence[float], kind: str, proce
 
 
 def fit_transports(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per (transport, kind, processes) of a micro-benchmark summary (bench.analysis.micro_summary)."""
+    """One row per (transport, kind, processes) of a micro-benchmark summary (bench.analysis.runs.micro_summary)."""
     rows = []
     for (transport, kind, processes), group in one_tensor(table).groupby(["transport", "kind", "processes"]):
         if group["bytes"].nunique() < 2:

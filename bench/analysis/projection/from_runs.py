@@ -29,7 +29,7 @@ from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.parameter_servers import PLACEMENTS, ROUND_ROBIN
 from bench.analysis.projection.profile import Profile
 from bench.analysis.projection.schemes import ASYNCHRONOUS, PsSetup
-from bench.analysis.report.collect import GROUP_KEY
+from bench.analysis.runs.collect import GROUP_KEY
 from bench.errors import UsageError
 from bench.run.contract import GRPC
 from bench.run.models import tensors

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from bench.analysis.report.collect import DECLARED, GROUP_KEY
+from bench.analysis.runs.collect import DECLARED, GROUP_KEY
 from bench.metrics import mean_and_ci95, scaling_efficiency
 
 MATCH_KEY = ["purpose", "strategy", "model", "data", "workers", "batch_size"]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from bench.metrics import significant
+from bench.analysis.runs.formats import fmt
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
@@ -18,25 +18,6 @@ th,td{border:1px solid #ddd;padding:.25em .5em;text-align:right}th{background:#f
 td.text{text-align:left}td[data-col="run_id"]{white-space:nowrap;font-size:.8em}.failed{color:#a00}.note{color:#555;font-size:.9em}
 figure{margin:.5em 0}svg{max-width:100%;height:auto}
 """
-
-
-FORMATS = {
-    "int": lambda v: f"{int(v):,}",
-    "rate": significant,
-    "ratio": lambda v: f"{v:.2f}",
-    "fraction": lambda v: f"{v:.3f}",
-    "pct": lambda v: f"{100 * v:.1f}%",
-    "ms": lambda v: f"{1000 * v:.2f}",
-    "s": lambda v: f"{v:.1f}",
-    "acc": lambda v: f"{v:.4f}",
-    "bytes": lambda v: f"{v / 2**20:.2f} MiB" if v >= 2**20 else f"{v / 1024:.1f} KiB",
-}
-
-
-def fmt(value, kind: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return FORMATS.get(kind, str)(value)
 
 
 def table(frame: pd.DataFrame, columns: Sequence[tuple[str, str, str]], css_id: str = "") -> str:

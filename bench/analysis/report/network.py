@@ -6,8 +6,8 @@ import pandas as pd
 
 from bench.analysis.report import aggregate, plots
 from bench.analysis.report.aggregate import overlaps_best
-from bench.analysis.report.collect import GROUP_KEY
 from bench.analysis.report.html import figure, note, section, table
+from bench.analysis.runs.collect import GROUP_KEY
 from bench.run.contract import ALLREDUCE, PARAMETER_SERVER
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.analysis.overhead_table import PAIRS_FILE, read, summarize
 from bench.analysis.report.html import note, section, table
+from bench.analysis.runs.overhead_table import PAIRS_FILE, read, summarize
 
 EXPLAINED = ("Each strategy through distbench against a minimal loop written for it in "
              "bench/drivers/overhead/bare (same model, batch, optimizer and processes, no records), the two "

@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 
-from bench.analysis.micro_summary import COLLECTIVES  # noqa: E402
+from bench.analysis.runs.micro_summary import COLLECTIVES  # noqa: E402
 from bench.metrics import ALLREDUCE_OP, COPY_OP, measured_steps  # noqa: E402
 from bench.run.process.breakdown import PARTS, p50_column, per_worker_medians  # noqa: E402
 from bench.run.process.summary import read_evals, read_steps  # noqa: E402

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.analysis.projection.files import PROJECTION_FILE
 from bench.analysis.projection.from_runs import summary_line
 from bench.analysis.report import plots
 from bench.analysis.report.html import figure, note, section, table
-
-PROJECTION_FILE = "projection.json"
 
 
 def projection_sections(paths: Sequence[Path]) -> list[str]:

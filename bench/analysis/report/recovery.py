@@ -3,34 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from bench.analysis.report.html import note, section, table
 
-# summary.csv's columns of a run's recoveries (collect.recovery_columns)
-RECOVERY_COLUMNS = ["recover", "recoveries", "recovered_by", "recovery_downtime_s", "recovery_steps_lost",
-                    "recovery_time_lost_s"]
 COLUMNS = [
     ("variant", "strategy", "text"), ("failure", "what died", "text"), ("recovered_by", "recovered by", "text"),
     ("recoveries", "recoveries", "int"), ("recovery_downtime_s", "downtime (s)", "s"),
     ("recovery_steps_lost", "steps lost", "int"), ("recovery_time_lost_s", "time lost (s)", "s"),
     ("throughput_examples_per_s", "examples/s", "rate"), ("status", "status", "text")]
-
-
-def recovery_columns(summary: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """A run's recoveries, summed (per recovery they are in its run.json's summary)."""
-    done = summary.get("recoveries") or []
-
-    def total(key: str) -> float | None:
-        values = [r[key] for r in done if r.get(key) is not None]
-        return sum(values) if values else None
-
-    return {"recover": bool(config.get("recover")), "recoveries": len(done),
-            "recovered_by": ", ".join(sorted({r["how"] for r in done})) or None,
-            "recovery_downtime_s": total("downtime_s"), "recovery_steps_lost": total("steps_lost"),
-            "recovery_time_lost_s": total("time_lost_s")}
 
 
 def recovery_section(runs: pd.DataFrame) -> str:

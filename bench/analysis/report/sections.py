@@ -7,8 +7,8 @@ import html as html_lib
 import pandas as pd
 
 from bench.analysis.report import aggregate, answer, plots, verdict
-from bench.analysis.report.columns import RUN_COLUMNS
 from bench.analysis.report.html import figure, folded, note, section, table
+from bench.analysis.runs.columns import RUN_COLUMNS
 from bench.metrics import significant
 from bench.run.process.summary import read_steps
 from strategies import registry
@@ -18,7 +18,7 @@ def micro_sections(paths) -> list[str]:
     """The communication micro-benchmarks found under `paths` (micro-*/micro-summary.csv)."""
     from pathlib import Path
 
-    from bench.analysis.micro_summary import SUMMARY_FILE, best_fractions, one_tensor
+    from bench.analysis.runs.micro_summary import SUMMARY_FILE, best_fractions, one_tensor
 
     out = []
     for folder in sorted({p.parent for root in map(Path, paths) for p in Path(root).rglob(SUMMARY_FILE)}):

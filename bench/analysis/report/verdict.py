@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bench.analysis.report.collect import GROUP_KEY
+from bench.analysis.runs.collect import GROUP_KEY
 from bench.metrics import t975
 
 CELL = ["model", "workers"]

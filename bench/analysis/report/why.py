@@ -19,7 +19,7 @@ from bench.run.process.breakdown import p50_column
 SAID = {"compute_s": "compute", "communication_s": "communication the compute did not hide",
         "waiting_s": "waiting for other workers", "other_s": "host time outside the graph"}
 KEY = ["model", "workers", "link_mbit", "variant"]
-TEXTS = ("exposed_tensors", "exposed_ps_task")  # bench.analysis.report.exposed
+TEXTS = ("exposed_tensors", "exposed_ps_task")  # bench.analysis.runs.exposure
 LINKS_BUSY = ("net_worker_link_utilisation", "net_ps_link_utilisation")  # emulated runs' meters
 # Where the link binds (cnn x4 at 100 Mbit/s on the emulated cluster), its busiest link was busy 0.44
 # (ring) to 0.57 (ps) of the step's exposed-communication share: one direction at a time in parts of

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.analysis.micro_summary import COLLECTIVES, dispatch_costs, summarize, tensor_costs, write_summary
+from bench.analysis.runs.micro_summary import COLLECTIVES, dispatch_costs, summarize, tensor_costs, write_summary
 from bench.errors import UsageError
 from bench.infra.tools import find_tool, free_ports
 from bench.run.launch.mpi_launchers import mpirun_command

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.analysis.overhead_table import COLUMNS, PAIRS_FILE, ratio, read, summarize, text
+from bench.analysis.runs.overhead_table import COLUMNS, PAIRS_FILE, ratio, read, summarize, text
 from bench.drivers.overhead import measure
 from bench.drivers.overhead.pairs import PAIRS, by_strategy
 from bench.errors import UsageError

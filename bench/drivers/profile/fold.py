@@ -10,9 +10,9 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.analysis.micro_summary import one_tensor, summarize
 from bench.analysis.projection import levels, profile
 from bench.analysis.projection.profile import CORES_GAIN, HOST_CORES, LEAST_CORES
+from bench.analysis.runs.micro_summary import one_tensor, summarize
 from bench.drivers.profile.ps_rate import HOST_FILE, LAYOUT, MANY, MANY_TENSORS, ONE_TENSOR, workers_of
 from bench.metrics import messages
 

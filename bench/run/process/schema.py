@@ -1,5 +1,5 @@
 """run.json's schema: its version and its top-level fields. Records written by older versions
-are brought to the current shape by their one reader (bench.analysis.report.upgrade)."""
+are brought to the current shape by their one reader (bench.analysis.runs.upgrade)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.analysis.report.html import fmt
+from bench.analysis.runs.formats import fmt
 from bench.metrics import significant
 
 NAMED = 3  # tensors named in a row's text and in the "why" sentence

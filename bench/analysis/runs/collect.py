@@ -9,10 +9,10 @@ from typing import Any
 
 import pandas as pd
 
-from bench.analysis.report.columns import CHECKPOINT_FIGURES
-from bench.analysis.report.exposed import exposure_columns
-from bench.analysis.report.recovery import recovery_columns
-from bench.analysis.report.upgrade import upgrade
+from bench.analysis.runs.columns import CHECKPOINT_FIGURES
+from bench.analysis.runs.exposure import exposure_columns
+from bench.analysis.runs.recovery import recovery_columns
+from bench.analysis.runs.upgrade import upgrade
 from bench.run import data as data_sources
 from bench.run import models
 from bench.run.process import breakdown

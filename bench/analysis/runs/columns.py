@@ -1,6 +1,6 @@
 """The columns of summary.csv and of the report's run table: (column, heading, format)."""
 
-from bench.analysis.report.recovery import RECOVERY_COLUMNS
+from bench.analysis.runs.recovery import RECOVERY_COLUMNS
 
 RUN_COLUMNS = [
     ("run_id", "run", "text"), ("strategy", "strategy", "text"), ("model", "model", "text"),
