@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis.report import aggregate, answer, collect, verdict
+from bench.analysis.report import aggregate, answer, verdict
 from bench.analysis.report.html import note, page
+from bench.analysis.runs import collect
 from bench.analysis.runs.columns import NETWORK_COLUMNS, SUMMARY_COLUMNS
 
 ANSWER_TEXT = "answer.txt"  # the terminal's answer, which a preset prints at its end

@@ -13,10 +13,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.colors import to_rgb  # noqa: E402
+from matplotlib.colors import hsv_to_rgb, to_hex, to_rgb  # noqa: E402
 
 from bench.analysis.runs.micro_summary import COLLECTIVES  # noqa: E402
 from bench.metrics import ALLREDUCE_OP, COPY_OP, measured_steps  # noqa: E402
+from bench.run.contract import ALLREDUCE, IN_GRAPH, PARAMETER_AVERAGING, PARAMETER_SERVER  # noqa: E402
 from bench.run.process.breakdown import PARTS, p50_column, per_worker_medians  # noqa: E402
 from bench.run.process.summary import read_evals, read_steps  # noqa: E402
 from strategies import registry  # noqa: E402
@@ -25,15 +26,48 @@ plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "distbench", "figur
                      "axes.grid": True, "grid.alpha": 0.3, "font.size": 9})
 
 
+# a family's hue on the colour circle (its strategies a shade each, darkest first), so that a reader tells the
+# families apart at a glance: green, blue, red, purple
+FAMILY_HUES = {IN_GRAPH: 0.33, PARAMETER_SERVER: 0.58, ALLREDUCE: 0.0, PARAMETER_AVERAGING: 0.78}
+MARKERS = ("o", "s", "^", "D", "v", "P")  # a strategy's within its family: no two series drawn alike
+
+
+def _strategy_of(name: str) -> str | None:
+    """The registered strategy a series is named after (a variant starts with its strategy's name), or None."""
+    known = sorted(registry.all_strategies(), key=len, reverse=True)
+    return next((s for s in known if name == s or name.startswith(f"{s} ") or name.startswith(f"{s}(")), None)
+
+
+def _family_members(family: str) -> list[str]:
+    return sorted(n for n in registry.all_strategies() if registry.get(n).family == family)
+
+
 def _color(name: str) -> str:
-    """The same colour for a strategy (or a micro-benchmark transport) in every plot and report:
-    registered strategies take the palette in order, then the collectives. The palette's greys
-    are left out: they read as the axes and text."""
-    known = (*registry.all_strategies(), *COLLECTIVES)
+    """The same colour for a strategy (or a variant of it, or a micro-benchmark transport) in every plot and report:
+    a strategy a shade of its family's hue; the collectives take the palette in order (its greys left out: they
+    read as the axes and text)."""
+    strategy = _strategy_of(name)
+    family = registry.get(strategy).family if strategy else None
+    if family in FAMILY_HUES:
+        members = _family_members(family)
+        step = members.index(strategy) / max(1, len(members) - 1)  # 0 for the first, 1 for the last
+        return to_hex(hsv_to_rgb((FAMILY_HUES[family], 0.9 - 0.45 * step, 0.45 + 0.45 * step)))
     palette = [c for c in plt.rcParams["axes.prop_cycle"].by_key()["color"]
                if max(to_rgb(c)) - min(to_rgb(c)) > 0.1]
-    index = known.index(name) if name in known else zlib.crc32(name.encode())
+    index = COLLECTIVES.index(name) if name in COLLECTIVES else zlib.crc32(name.encode())
     return palette[index % len(palette)]
+
+
+def _marker(name: str) -> str:
+    """A strategy's marker: its place among its family's strategies (a variant: its strategy's)."""
+    strategy = _strategy_of(name)
+    if strategy is None:
+        return MARKERS[0]
+    return MARKERS[_family_members(registry.get(strategy).family).index(strategy) % len(MARKERS)]
+
+
+def _style(name: str) -> dict[str, str]:
+    return {"color": _color(name), "marker": _marker(name)}
 
 
 def svg(fig: plt.Figure) -> str:
@@ -65,8 +99,8 @@ def throughput_vs_workers(settings: pd.DataFrame) -> str:
         for strategy, group in rows.groupby("strategy"):
             group = group.sort_values("workers")
             ax.errorbar(group["workers"], group["throughput_examples_per_s"],
-                        yerr=group["throughput_ci95_examples_per_s"].fillna(0), marker="o", capsize=3,
-                        label=strategy, color=_color(strategy))
+                        yerr=group["throughput_ci95_examples_per_s"].fillna(0), capsize=3,
+                        label=strategy, **_style(strategy))
         if len(base):
             ns = np.array(sorted(rows["workers"].unique()))
             ax.plot(ns, ns * base.iloc[0], "k--", linewidth=1, label=f"ideal (n x {registry.baseline()})")
@@ -84,8 +118,7 @@ def efficiency_vs_workers(settings: pd.DataFrame) -> str:
         rows = thr[thr["model"] == model]
         for strategy, group in rows.groupby("strategy"):
             group = group.sort_values("workers")
-            ax.plot(group["workers"], group["scaling_efficiency"], marker="o", label=strategy,
-                    color=_color(strategy))
+            ax.plot(group["workers"], group["scaling_efficiency"], label=strategy, **_style(strategy))
         ax.axhline(1.0, color="k", linestyle="--", linewidth=1)
         ax.set_xlabel("workers")
         ax.set_ylabel("scaling efficiency")
@@ -103,7 +136,7 @@ def mfu_vs_workers(settings: pd.DataFrame) -> str:
         rows = thr[thr["model"] == model]
         for strategy, group in rows.groupby("strategy"):
             group = group.sort_values("workers")
-            ax.plot(group["workers"], 100 * group["mfu"], marker="o", label=strategy, color=_color(strategy))
+            ax.plot(group["workers"], 100 * group["mfu"], label=strategy, **_style(strategy))
         ax.set_xlabel("workers")
         ax.set_ylabel("MFU, % of peak")
         ax.set_ylim(bottom=0)
@@ -271,8 +304,8 @@ def throughput_vs_link(table: pd.DataFrame) -> str:
         for variant, group in table[table["model"] == model].groupby("variant"):
             group = group.sort_values("link_mbit")
             ax.errorbar(group["link_mbit"], group["throughput_examples_per_s"],
-                        yerr=group["throughput_ci95_examples_per_s"].fillna(0), marker="o", capsize=3,
-                        label=variant, color=_color(variant),
+                        yerr=group["throughput_ci95_examples_per_s"].fillna(0), capsize=3,
+                        label=variant, **_style(variant),
                         linestyle="--" if variant.endswith("2 ps") else "-")
         ax.set_xscale("log")
         ax.set_xlabel("link Mbit/s (each host, each way)")
@@ -290,7 +323,7 @@ def time_to_target_vs_link(table: pd.DataFrame) -> str:
         # over 3 seeds a t interval can be wider than the mean; a time is never below 0, and the
         # axis is logarithmic, so the lower bar stops short of it
         ax.errorbar(group["link_mbit"], mean, yerr=[ci.clip(upper=0.9 * mean), ci],
-                    marker="o", capsize=3, label=variant, color=_color(variant))
+                    capsize=3, label=variant, **_style(variant))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("link Mbit/s (each host, each way)")
@@ -307,8 +340,8 @@ def accuracy_vs_bytes(table: pd.DataFrame) -> str:
     fig, ax = plt.subplots(figsize=(7, 3.6))
     for variant, group in table.groupby("variant"):
         ax.errorbar(group["bytes_per_run"] / 2**20, group["best_accuracy"],
-                    yerr=group["best_accuracy_ci95"].fillna(0), marker="o", linestyle="none", capsize=3,
-                    label=variant, color=_color(variant))
+                    yerr=group["best_accuracy_ci95"].fillna(0), linestyle="none", capsize=3,
+                    label=variant, **_style(variant))
     if table["target_accuracy"].notna().any():
         ax.axhline(table["target_accuracy"].iloc[0], color="k", linestyle="--", linewidth=1)
     ax.set_xscale("log")
@@ -324,8 +357,7 @@ def ps_link_utilisation(table: pd.DataFrame) -> str:
     def draw(ax: plt.Axes, model: str) -> None:
         for variant, group in ps[ps["model"] == model].groupby("variant"):
             group = group.sort_values("link_mbit")
-            ax.plot(group["link_mbit"], 100 * group["net_ps_link_utilisation"], marker="o", label=variant,
-                    color=_color(variant))
+            ax.plot(group["link_mbit"], 100 * group["net_ps_link_utilisation"], label=variant, **_style(variant))
         ax.set_xscale("log")
         ax.set_ylim(0, 105)
         ax.set_xlabel("link Mbit/s")
