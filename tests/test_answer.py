@@ -230,3 +230,16 @@ def test_a_gpu_allreduce_without_nccl_is_marked_as_going_through_host_memory():
     runs.loc[runs["strategy"] == "allreduce", "gpu_tensors_via_host"] = True
     page = headline(runs, verdict.answer(runs))
     assert "Marked: 2 run(s) computed on GPUs with a Horovod built without NCCL" in page
+
+
+def test_a_run_given_gpus_that_computed_on_the_cpu_as_asked_is_marked():
+    from bench.analysis.report.sections import headline
+    from bench.analysis.runs.collect import device_columns
+
+    asked = device_columns({"ps 0": {"role": "ps"}, "worker 0": {"role": "worker", "gpus": [0], "tensorflow_gpus": [],
+                                                                 "computed_on": "cpu (--on-cpu)"}})
+    assert asked["cpu_on_gpu_host"] and not device_columns({"worker 0": {"gpus": []}})["cpu_on_gpu_host"]
+    runs = matrix(models=("mlp",)).assign(cpu_on_gpu_host=False)
+    runs.loc[runs["strategy"] == "single", "cpu_on_gpu_host"] = True
+    assert "Marked: 3 run(s) were given GPUs and computed on the CPU, as --on-cpu asked" in headline(
+        runs, verdict.answer(runs))

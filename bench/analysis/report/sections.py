@@ -83,6 +83,7 @@ def headline(runs: pd.DataFrame, verdicts: pd.DataFrame) -> str:
     said = [*answer.machine(runs), answer.spread_line(runs, verdicts)] if len(verdicts) else []
     via_host = int(runs["gpu_tensors_via_host"].fillna(False).astype(bool).sum()) \
         if "gpu_tensors_via_host" in runs else 0
+    on_cpu = int(runs["cpu_on_gpu_host"].fillna(False).astype(bool).sum()) if "cpu_on_gpu_host" in runs else 0
     return section("headline", "The answer: fastest strategy per model and worker count",
                    *[note(line) for line in said], table(verdicts, [
         ("model", "model", "text"), ("workers", "workers", "int"), *([("link", "link Mbit/s", "int")] if links else []),
@@ -100,6 +101,8 @@ def headline(runs: pd.DataFrame, verdicts: pd.DataFrame) -> str:
                 "copied GPU tensors to host memory and reduced them there: no GPU user runs Horovod so, and it "
                 "handicaps allreduce (./run_bench.sh setup --gpu with nvcc builds it with NCCL; docs/gpus.md). "
                 "Their collective is in the run table.")] if via_host else []),
+        *([note(f"Marked: {on_cpu} run(s) were given GPUs and computed on the CPU, as --on-cpu asked: their figures "
+                "are the CPU's (docs/gpus.md).")] if on_cpu else []),
         *([note("On one machine every worker shares its cores, so in-graph towers win here by avoiding processes "
                 "and copies; which family wins on a cluster is answered by the network preset (links between "
                 "hosts) and by python -m bench project.")] if not links else []))

@@ -69,12 +69,15 @@ def why_columns(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def device_columns(devices: dict[str, Any] | None) -> dict[str, Any]:
-    """The collective a run's first worker ran, and whether its GPU tensors went through host memory: it computed on
-    GPUs with a Horovod built without NCCL (its devices record: `horovod_built`)."""
-    first = next(iter((devices or {}).values()), {}) if isinstance(devices, dict) else {}
+    """The collective a run's first worker ran, whether its GPU tensors went through host memory (it computed on
+    GPUs with a Horovod built without NCCL: its devices record's `horovod_built`), and whether its processes were
+    given GPUs and computed on the CPU as asked (--on-cpu: a record's `computed_on`)."""
+    every = list(devices.values()) if isinstance(devices, dict) else []
+    first = every[0] if every else {}
     built = first.get("horovod_built") or {}
     return {"collective": first.get("collective"), "horovod_nccl": built.get("nccl"),
-            "gpu_tensors_via_host": bool(first.get("tensorflow_gpus") and built and not built.get("nccl"))}
+            "gpu_tensors_via_host": bool(first.get("tensorflow_gpus") and built and not built.get("nccl")),
+            "cpu_on_gpu_host": any(d.get("computed_on") for d in every if isinstance(d, dict))}
 
 
 def sizing_columns(record: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,8 @@ SUMMARY_COLUMNS = [c for c, *_ in RUN_COLUMNS] + [
     "slowest_compute_ratio", "waiting_caused_s", "throughput_without_slowest_examples_per_s",
     "model_flops_per_example", "achieved_tflops", "peak_tflops", "exposed_traced_s", "exposed_tensors",
     "exposed_top_share", "exposed_ps_task", "started_at", "host", "cpu_model", "cpu_count",
-    "cpu_extensions", "cpu_quota_cores", "suite_commit", "horovod_nccl", "gpu_tensors_via_host", "path"]
+    "cpu_extensions", "cpu_quota_cores", "suite_commit", "horovod_nccl", "gpu_tensors_via_host",
+    "cpu_on_gpu_host", "path"]
 # a run's checkpoints (bench.run.process.summary.checkpoint_figures)
 CHECKPOINT_FIGURES = ["checkpoints", "checkpoint_save_s_mean", "checkpoint_save_s_max", "checkpoint_bytes",
                       "throughput_between_checkpoints_examples_per_s", "checkpoint_overhead"]
