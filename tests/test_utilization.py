@@ -100,10 +100,12 @@ def test_the_devices_a_peak_is_multiplied_by_are_the_distinct_hosts_of_any_place
 
 
 def gpu_process(host: str, gpus: list[int], seen: int | None = None, name: str = "NVIDIA Test GPU") -> dict:
-    """A process's devices record (bench.run.placement.visible), TensorFlow seeing `seen` of its GPUs."""
+    """A process's devices record (bench.run.placement.visible), TensorFlow seeing `seen` of its GPUs: each the GPU
+    of the host's index it was given, by its UUID (/physical_device:GPU:i inside the process)."""
     count = len(gpus) if seen is None else seen
-    return {"host": host, "gpus": gpus, "tensorflow_gpus": [{"device": f"/physical_device:GPU:{i}", "name": name,
-                                                            "uuid": f"GPU-{host}-{i}"} for i in range(count)]}
+    return {"host": host, "gpus": gpus, "gpu_uuids": [f"GPU-{host}-{g}" for g in gpus],
+            "tensorflow_gpus": [{"device": f"/physical_device:GPU:{i}", "name": name, "uuid": f"GPU-{host}-{gpus[i]}"}
+                                for i in range(count)]}
 
 
 def test_a_gpu_runs_peak_is_one_gpus_times_the_gpus_its_processes_used(tmp_path, monkeypatch):
