@@ -184,3 +184,26 @@ def test_a_budgeted_comparison_sizes_every_run_and_says_so_in_its_records_and_re
     assert (table["budget_s"].dropna() == 30).all() and table["ci95_share"].notna().any()
     page = (tmp_path / "report.html").read_text()
     assert "Sized by a budget of 0.5 min" in page
+
+
+def test_the_probe_runs_in_the_comparisons_folder_with_its_runs_flags(tmp_path, monkeypatch):
+    # in /tmp, a Slurm allocation's nodes could not see it: every budgeted comparison under salloc failed at its
+    # probe; and without the runs' flags (--on-cpu on a host whose GPUs TensorFlow cannot see) it failed too
+    from bench.drivers.presets import probe as probing
+    from bench.run.process.records import RUN_FILE
+
+    seen = []
+
+    def execute(argv, timeout_s, out, log):
+        seen.append((out, argv))
+        run = out / "r1"
+        run.mkdir()
+        (run / RUN_FILE).write_text('{"summary": {"global_steps": 45, "throughput_examples_per_s": 6400.0, '
+                                    '"global_step_s": 0.01}}')
+
+    monkeypatch.setattr(probing, "execute", execute)
+    monkeypatch.setattr(probing, "global_step_s", lambda summary: summary.get("global_step_s"))
+    probed = probing.probe("single", [("mlp", "synthetic")], 64, 60.0, tmp_path / "results", ["--on-cpu"])
+    [(out, argv)] = seen
+    assert out.parent == tmp_path / "results" and argv[-1] == "--on-cpu" and probed.step_s == {"mlp": 0.01}
+    assert not out.exists()  # gone before the comparison's report reads its folder

@@ -229,11 +229,12 @@ def measure_peak_once() -> None:
     subprocess.run([sys.executable, "-m", "bench", "peak", "--rounds", "3"], check=False)
 
 
-def probed_budget(runs: Sequence[Planned], args: argparse.Namespace, began: float) -> budget.Budget:
-    """The --budget after the probe of this machine; its clock started at `began` (the peak's measurement, where
-    one was made, and the probe come out of it)."""
+def probed_budget(runs: Sequence[Planned], args: argparse.Namespace, began: float,
+                  extra: Sequence[str] = ()) -> budget.Budget:
+    """The --budget after the probe of this machine (with the runs' own flags, `extra`); its clock started at
+    `began` (the peak's measurement, where one was made, and the probe come out of it)."""
     models = list(dict.fromkeys((run.model, run.data) for run in runs if run.purpose == "throughput"))
-    probed = probe(registry.baseline(), models, args.batch_size, args.timeout_s)
+    probed = probe(registry.baseline(), models, args.batch_size, args.timeout_s, Path(args.output), extra)
     within = budget.Budget(args.budget, args.ci_width, probed, started=began)
     within.spent["probe"] = time.monotonic() - began
     return within
@@ -262,7 +263,7 @@ def main(argv: Sequence[str]) -> int:
     runs, sizer = planned(), None
     left_out = refused_cells((strategy, model) for model in args.models for strategy in args.strategies)
     if args.budget is not None:
-        within = probed_budget(runs, args, began)
+        within = probed_budget(runs, args, began, extra)
         if args.rounds_given is None:  # the budget decides how many rounds of the throughput runs fit
             rounds = within.rounds_that_fit(cells(planned(1)))
             say_rounds(rounds, within)

@@ -1,7 +1,8 @@
 """What a budgeted comparison measures of the machine before its first run: for each model, one short run
 of the baseline strategy at 1 worker (its global step on this machine), and what a run costs outside
 its steps (process start, TensorFlow's import, the model's build and warm-up, the teardown). A few
-seconds; the runs go to a folder of their own that the report never reads."""
+seconds; the runs go to a folder of their own, inside the comparison's (inside a Slurm allocation the nodes see it;
+they would not see this machine's /tmp), removed before the report reads the comparison's."""
 
 from __future__ import annotations
 
@@ -19,10 +20,13 @@ from bench.run.process.records import RunFolder
 WARMUP = 5  # the step of a probe is read after its first steps (tracing, the first batch)
 
 
-def probe(baseline: str, models: Sequence[tuple[str, str]], batch_size: int, timeout_s: float) -> Probed:
-    """The baseline's step per model (`models`: (model, data) pairs) and a run's start-up, measured."""
+def probe(baseline: str, models: Sequence[tuple[str, str]], batch_size: int, timeout_s: float, output: Path,
+          extra: Sequence[str] = ()) -> Probed:
+    """The baseline's step per model (`models`: (model, data) pairs) and a run's start-up, measured with the
+    comparison's own run flags (`extra`: --on-cpu, --precision, ...) in a folder inside its `output`."""
     step_s, startup_s = {}, []
-    with tempfile.TemporaryDirectory(prefix="distbench-probe-") as tmp:
+    output.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".probe-", dir=output) as tmp:
         out = Path(tmp)
         for model, data in models:
             print(f"probe: {baseline} {model} x1, {LEAST_MEASURED_STEPS + WARMUP} steps", file=sys.stderr, flush=True)
@@ -31,7 +35,7 @@ def probe(baseline: str, models: Sequence[tuple[str, str]], batch_size: int, tim
             execute(["--strategy", baseline, "--model", model, "--data", data, "--workers", "1",
                      "--steps", str(LEAST_MEASURED_STEPS + WARMUP), "--warmup-steps", str(WARMUP),
                      "--batch-size", str(batch_size), "--eval-every", "0", "--purpose", "throughput",
-                     "--output", str(out)], timeout_s, out, out / "probe.log")
+                     "--output", str(out), *extra], timeout_s, out, out / "probe.log")
             wall_s = time.monotonic() - began
             summary = next((RunFolder(p).read_run().get("summary") or {} for p in run_folders(out) - before), {})
             step = global_step_s(summary)
