@@ -41,12 +41,14 @@ class DynamicLossScale:
         they are read (a control dependency: in a TensorFlow 1 graph nothing else would run it)."""
         present = [g for g in grads if g is not None]
         finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(values(g))) for g in present])
-        update = self._update(finite)
+        inverse = tf.where(finite, 1.0 / self.scale, 0.0)  # the scale this step's loss was multiplied by:
+        with tf.control_dependencies([inverse]):  # read before the update changes it (a TF1 graph orders nothing)
+            update = self._update(finite)
         with tf.control_dependencies([update]):
-            return [None if g is None else self._one(g, finite) for g in grads]
+            return [None if g is None else self._one(g, finite, inverse) for g in grads]
 
-    def _one(self, g: Any, finite: tf.Tensor) -> Any:
-        inverse = tf.where(finite, 1.0 / self.scale, 0.0)
+    @staticmethod
+    def _one(g: Any, finite: tf.Tensor, inverse: tf.Tensor) -> Any:
         if isinstance(g, tf.IndexedSlices):
             return tf.IndexedSlices(tf.where(finite, g.values * inverse, 0.0), g.indices, g.dense_shape)
         return tf.where(finite, g * inverse, tf.zeros_like(g))

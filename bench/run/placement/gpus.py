@@ -71,8 +71,8 @@ def uuids_of(entries: Sequence[str], table: Sequence[Mapping[str, str]]) -> list
     known = {row["uuid"] for row in table}
     out = []
     for entry in entries:
-        if entry.startswith("GPU-") or entry.startswith("MIG-"):
-            out.append(entry if entry in known or not table else next(u for u in known if u.startswith(entry)))
+        if entry.startswith(("GPU-", "MIG-")):  # CUDA takes a UUID's unique prefix too
+            out.append(next((u for u in known if u.startswith(entry)), entry))
         elif entry in by_index:
             out.append(by_index[entry])
     return out
