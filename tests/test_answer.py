@@ -111,17 +111,24 @@ def test_the_terminals_answer_fits_25_lines_of_100_columns_and_names_what_it_mus
     text = "\n".join(lines)
     assert "Xeon" in text and "One machine: the ranking is this machine's, not a cluster's." in text
     cells = [line.split() for line in lines if len(line.split()) > 2 and line.split()[1].isdigit()]
-    assert len(cells) == 9 and ["mlp", "4", "multi-tower"] == cells[-1][:3]  # every cell's fastest
-    assert "Scales best" in text and "Why the slowest family loses" in text
-    assert "cnn x4, ps-sync (parameter-server): waiting for a worker" in text  # its largest part
+    # every cell where both families ran: each family's fastest, allreduce over ps (2000 / 1000), its verdict
+    assert len(cells) == 6 and cells[-1][:6] == ["mlp", "4", "multi-tower", "ps-sync", "allreduce", "local-sgd"]
+    assert cells[-1][6] == "2.00x" and cells[-1][-1] == "allreduce"
+    assert "Scales best" in text and "Fastest strategy per cell: answer.csv" in text
     # many cells (every link of an emulated preset): the largest worker count per model and link, and where the
     # rest are
     many = matrix(links=(100.0, 1000.0, 10000.0))
     lines = answer.lines(many, verdict.answer(many))
     assert len(lines) <= answer.ANSWER_LINES - 1 and all(len(line) <= answer.ANSWER_WIDTH for line in lines)
-    assert "Emulated hosts" in lines[1] and any("answer.csv" in line for line in lines)
-    assert [line.split()[:3] for line in lines if line.startswith("mlp")] == [["mlp", "4", "100"], ["mlp", "4", "1000"],
-                                                                               ["mlp", "4", "10000"]]
+    assert "Emulated hosts" in lines[1] and any("families.csv" in line for line in lines)
+    assert [line.split()[:3] for line in lines if line.startswith("mlp")] == [["mlp", "4", "0.1"], ["mlp", "4", "1"],
+                                                                               ["mlp", "4", "10"]]
+    # no cell with both families: every cell's fastest strategy, as before
+    towers = frame([r for r in matrix().to_dict("records") if r["family"] != "parameter-server"])
+    lines = answer.lines(towers, verdict.answer(towers))
+    cells = [line.split() for line in lines if len(line.split()) > 2 and line.split()[1].isdigit()]
+    assert len(cells) == 9 and ["mlp", "4", "multi-tower"] == cells[-1][:3]
+    assert "Why the slowest family loses" in "\n".join(lines) and "cnn x4, allreduce (allreduce): compute" in lines[-3]
 
 
 def test_the_why_section_says_at_most_three_sentences_per_model():

@@ -2,6 +2,7 @@
 simulated machine whose steps and start-ups the probe got wrong, on a clock the test moves."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -16,6 +17,7 @@ from bench.drivers.presets.budget import (
 )
 from bench.drivers.presets.budgeted import with_steps
 from bench.errors import UsageError
+from bench.run.contract import ALLREDUCE, IN_GRAPH, PARAMETER_SERVER
 
 NO_TENSORFLOW = True
 
@@ -112,26 +114,52 @@ def test_runs_stop_at_the_width_their_model_needs_on_a_long_budget():
     assert all(s.steps - s.warmup_steps == LEAST_MEASURED_STEPS for s in later)
 
 
-def test_a_budget_that_cannot_hold_every_models_start_ups_leaves_out_the_last_models_and_says_so(capsys):
+def family_first_cells() -> list[Cell]:
+    """cells() as a budgeted comparison orders them (bench.drivers.presets.matrix.family_cells_first): each model's
+    parameter-server and allreduce runs at its most workers first, marked, then the rest."""
+    families = {"single": IN_GRAPH, "allreduce": ALLREDUCE, "ps-sync": PARAMETER_SERVER, "ps-async": PARAMETER_SERVER}
+    plan = [replace(c, family=families[c.strategy]) for c in cells()]
+    first = [replace(c, first=True) for c in plan if c.purpose == "throughput" and c.workers == 4]
+    return first + [c for c in plan if not (c.purpose == "throughput" and c.workers == 4)]
+
+
+def run_within(total_s: float, plan: list[Cell], machine: Machine):
     from bench.drivers.presets.budgeted import BudgetedRuns
 
-    machine = slow_machine()
-    budget = Budget(70, 0.05, PROBED, started=0.0, clock=lambda: machine.now)
-    plan = cells()
-    runs = BudgetedRuns(plan, budget)
-    ran = []
+    budget = Budget(total_s, 0.05, PROBED, started=0.0, clock=lambda: machine.now)
+    runs, ran = BudgetedRuns(plan, budget), []
     for i, cell in enumerate(plan):
         argv = runs.argv(i, ["--steps", "100", "--warmup-steps", "10"])
         if argv is not None:
             wall, summary = machine.run(cell, int(argv[1]), int(argv[3]))
-            budget.learn(cell, runs.sizings[i], wall, summary)
+            runs.learn(i, wall, summary)
             ran.append(cell)
-    models = {c.model for c in ran if c.purpose == "throughput"}
-    assert "mlp" in models and "embedding" not in models  # the first model always runs; the last went first
-    assert all(c.model in models for c in ran if c.purpose == "throughput")  # a model runs whole or not at all
-    assert machine.now <= 70 + 10  # within the budget, give or take the last run's misjudged cost
+    return runs, ran
+
+
+def test_a_budget_that_cannot_hold_every_run_narrows_every_model_alike_and_keeps_each_family_cell(capsys):
+    machine = slow_machine()
+    runs, ran = run_within(210, family_first_cells(), machine)
+    throughput = [c for c in ran if c.purpose == "throughput"]
+    for model in ("mlp", "cnn", "embedding"):  # every model keeps its family verdict at its most workers
+        mine = {c.strategy for c in throughput if c.model == model and c.first}
+        assert "allreduce" in mine and mine & {"ps-sync", "ps-async"}, (model, mine)
+    assert runs.skipped and all(not runs.cells[i].first or runs.cells[i].strategy != "allreduce"
+                                for i in runs.skipped)
+    assert machine.now <= 210 + 15  # within the budget, give or take the last run's misjudged cost
     err = capsys.readouterr().err
-    assert "left out embedding's 7 throughput runs" in err and runs.left_out
+    assert "every model narrowed alike" in err and all(len(line) <= 100 for line in err.splitlines())
+    assert runs.notes() and runs.notes()[0].startswith("Narrowed by the budget:")
+    assert not runs.models_without_family_cell()
+
+
+def test_a_model_whose_family_cell_cannot_fit_is_said_to_be_left_out():
+    machine = slow_machine()
+    runs, ran = run_within(90, family_first_cells(), machine)
+    assert {c.model for c in ran if c.purpose == "throughput"} >= {"mlp"}  # the first model's family cell always
+    missing = runs.models_without_family_cell()
+    assert missing and "mlp" not in missing
+    assert any(line.startswith("Not answered:") and missing[-1] in line for line in runs.notes())
 
 
 def test_sized_steps_replace_the_fixed_ones():

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis.report.build import write_report
+from bench.analysis.report.verdict import WIDE_SHARE
 from bench.cli import main
 from tests.conftest import ROOT
 from tests.processes import RUN_LIMIT_S
@@ -79,15 +80,27 @@ def test_each_section_shows_the_runs_it_is_about(report_dir):
     throughput_run = summary["throughput_examples_per_s"]
     by_name = {run_id.split("-", 2)[-1].rsplit("-", 1)[0]: run_id for run_id in summary.index}
     assert {"throughput-single", "throughput-multi-tower", "throughput-mirrored"} <= set(by_name), by_name
-    # headline: the fastest of the 2-worker strategies, with its own measured rate
+    # headline: the fastest of the 2-worker strategies, with its own measured rate; a figure whose interval is too
+    # wide to rank (a 25-step run on a busy machine may be) is left out of it and named
     head = {(r["model"], r["workers"]): r for r in rows(page, "headline-table")}
-    two = head[("mlp", "2")]
-    rivals = {s: throughput_run[by_name[f"throughput-{s}"]] for s in ("multi-tower", "mirrored")}
-    best = max(rivals, key=rivals.get)
-    assert two["fastest"] in (best, "tie: multi-tower, mirrored", "tie: mirrored, multi-tower")
-    assert float(two["throughput_examples_per_s"]) == pytest.approx(rivals[best], rel=1e-12)
-    assert float(head[("mlp", "1")]["throughput_examples_per_s"]) == pytest.approx(
-        throughput_run[by_name["throughput-single"]], rel=1e-12)
+
+    def ranked(name: str) -> bool:
+        run_id = by_name[f"throughput-{name}"]
+        return summary.loc[run_id, "throughput_ci95_examples_per_s"] / throughput_run[run_id] <= WIDE_SHARE
+
+    rivals = {s: throughput_run[by_name[f"throughput-{s}"]] for s in ("multi-tower", "mirrored") if ranked(s)}
+    for name in ("multi-tower", "mirrored", "single"):
+        assert ranked(name) or f"mlp {name} x" in section_of(page, "headline"), name
+    if rivals:
+        best = max(rivals, key=rivals.get)
+        two = head[("mlp", "2")]
+        assert two["fastest"] == best and two["runner_up"] in ("", *rivals)
+        assert float(two["throughput_examples_per_s"]) == pytest.approx(rivals[best], rel=1e-12)
+    else:
+        assert ("mlp", "2") not in head
+    if ranked("single"):
+        assert float(head[("mlp", "1")]["throughput_examples_per_s"]) == pytest.approx(
+            throughput_run[by_name["throughput-single"]], rel=1e-12)
     # figures: each names the strategies it plots, and none says it has nothing to show
     for ident in ("throughput", "scaling", "step-times"):
         body = section_of(page, ident)

@@ -5,11 +5,12 @@ ANSWER_WIDTH columns, the report's path aside) and answer.csv beside the report.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis.report import verdict, why
+from bench.analysis.report import families, verdict, why
 
 ANSWER_LINES = 25
 ANSWER_WIDTH = 100
@@ -63,28 +64,39 @@ def cell_lines(table: pd.DataFrame) -> list[str]:
     return lines
 
 
-def scaling(runs: pd.DataFrame) -> list[str]:
-    """Per model: the strategy whose own throughput grows most from its fewest workers to its most."""
-    from bench.analysis.report.aggregate import settings
+def growths(group: pd.DataFrame, spread: verdict.Spread) -> list[tuple[float, float, str]]:
+    """Per strategy of one model with two worker counts or more: (log growth per doubling of workers, the log of
+    the growth a rerun may make up (verdict.threshold of its two figures), "name 1.8x from 2 to 4")."""
+    out = []
+    for name, mine in group.groupby("variant"):
+        mine = mine.sort_values("workers")
+        if len(mine) < 2 or mine["workers"].iloc[0] < 1:
+            continue
+        fewest, most = mine.iloc[0], mine.iloc[-1]
+        growth = most["throughput_examples_per_s"] / fewest["throughput_examples_per_s"]
+        doublings = math.log2(most["workers"] / fewest["workers"])
+        out.append((math.log(growth) / doublings, math.log(verdict.threshold(most, fewest, spread)) / doublings,
+                    f"{name} {growth:.2f}x from {int(fewest['workers'])} to {int(most['workers'])}"))
+    return sorted(out, reverse=True)
 
-    clean = verdict.measured(runs)
-    if clean.empty:
+
+def scaling(runs: pd.DataFrame) -> list[str]:
+    """Per model: the strategy whose own throughput grows most from its fewest workers to its most, where that
+    growth is beyond what a rerun moves it and beyond the next strategy's by the same rule; else none is clear.
+    Figures too wide to rank (verdict.WIDE_SHARE) take no part."""
+    rows = verdict.rankable(verdict.settings_of(runs))
+    if rows.empty:
         return []
-    rows = settings(clean)
+    spread = verdict.rerun_spread(runs)
     said = []
     for model, group in rows.groupby("model"):
-        best, gain = None, 0.0
-        for name, mine in group.groupby("variant"):
-            mine = mine.sort_values("workers")
-            if len(mine) < 2 or mine["workers"].iloc[0] < 1:
-                continue
-            growth = mine["throughput_examples_per_s"].iloc[-1] / mine["throughput_examples_per_s"].iloc[0]
-            per = growth / (mine["workers"].iloc[-1] / mine["workers"].iloc[0])
-            if best is None or per > gain:
-                best, gain = (name, growth, int(mine["workers"].iloc[0]), int(mine["workers"].iloc[-1])), per
-        if best is not None:
-            said.append(f"{model} {best[0]} {best[1]:.2f}x from {best[2]} to {best[3]}")
-    return wrap("Scales best (its own throughput, fewest workers to most): ", said)
+        found = growths(group, spread)
+        if not found:
+            continue
+        (best, bar, text), runner = found[0], found[1] if len(found) > 1 else None
+        clear = best > bar and (runner is None or best - runner[0] > math.hypot(bar, runner[1]))
+        said.append(f"{model} {text}" if clear else f"{model}: none clear")
+    return wrap("Scales best (growth beyond a rerun's and the next strategy's): ", said)
 
 
 def wrap(head: str, parts: list[str]) -> list[str]:
@@ -105,19 +117,98 @@ def fit(line: str) -> str:
     return line if len(line) <= ANSWER_WIDTH else line[:ANSWER_WIDTH - 3] + "..."
 
 
-def lines(runs: pd.DataFrame, table: pd.DataFrame) -> list[str]:
-    """The answer's lines without the report's path: machine, verdicts, scaling and why the slowest loses."""
+def fastest_lines(table: pd.DataFrame, room: int) -> list[str]:
+    """The fastest strategy per cell, where no cell had both families; the largest worker count per model (and
+    link) only where every cell takes more than `room` lines."""
     cells = cell_lines(table)
+    if len(cells) <= room:
+        return cells
+    shown = table.loc[table.groupby([c for c in ("model", "link") if c in table])["workers"].idxmax()]
+    return [*cell_lines(shown)[: max(room - 1, 1)], f"(the largest worker count per model; every cell: {ANSWER_FILE})"]
+
+
+def _short(name: str) -> str:
+    """A strategy's name without its flavour, for a terminal column (the flavour is in families.csv)."""
+    return name.split(" ")[0] if name else "–"
+
+
+def measured_lines(table: pd.DataFrame, room: int = ANSWER_LINES) -> list[str]:
+    """The measured family answer: per model and workers (and link, on capped links) each family's fastest,
+    allreduce's examples/s over the parameter servers', the ratio a verdict needs either way, the rounds it rests on
+    (r), and the verdict; the largest worker count per model (and link) only where every cell takes more than
+    `room` lines."""
+    if table.empty:
+        return []
+    links = table["link_gbit"].notna().any()
+    shown = table
+    if len(table) + 2 > room:
+        keys = ["model", *(["link_gbit"] if links else [])]
+        shown = table.loc[table.groupby(keys, dropna=False)["workers"].idxmax()]
+    link_head = f"{'Gbit/s':>6} " if links else ""
+    lines = ["Parameter servers or allreduce, measured here (ratio: allreduce's examples/s over the ps'):",
+             f"{'model':<10}{'w':>2} {link_head} {'towers':<12} {'param. servers':<15}{'allreduce':<13}"
+             f"{'averaging':<12}{'ratio':>6} {'needs':>6} {'r':>2} verdict"]
+    for _, row in shown.iterrows():
+        link = f"{row['link_gbit']:>6g} " if links else ""
+        lines.append(f"{row['model']:<10}{int(row['workers']):>2} {link} {_short(row['in_graph']):<12} "
+                     f"{_short(row['parameter_servers']):<15}{_short(row['allreduce']):<13}"
+                     f"{_short(row['parameter_averaging']):<12}{row['ratio']:>5.2f}x {row['needs']:>5.2f}x "
+                     f"{int(row['rounds']):>2} {row['verdict']}")
+    if len(shown) < len(table):
+        lines.append(f"(the largest worker count per model; every cell: {families.FAMILIES_FILE})")
+    return lines
+
+
+def _projected_cell(row: pd.Series | None) -> str:
+    if row is None:
+        return "–"
+    word = {families.ALLREDUCE_AHEAD: "allreduce", families.PS_AHEAD: "ps", families.TIE: "overlap"}[row["verdict"]]
+    return f"{word} {row['ratio']:.3g}x [{row['low']:.3g}-{row['high']:.3g}]"
+
+
+def projected_lines(table: pd.DataFrame, profile: dict) -> list[str]:
+    """The projected family answer: per model and link, at each worker count, which family is ahead, the ratio
+    and its interval, or "overlap" where the two families' intervals overlap; and the constant that widens the
+    largest cluster's intervals most."""
+    if table.empty:
+        return []
+    counts = sorted(table["workers"].unique())
+    level = "90 %"
+    lines = [f"Projected to hosts like this one, a CPU worker each (profile {profile.get('name', '?')}); "
+             f"ratio [{level} bounds]:",
+             f"{'model':<10}{'Gbit/s':>6}  " + "".join(f"{f'{n} workers':<28}" for n in counts) + "widest"]
+    for (model, link), group in table.groupby(["model", "link_gbit"], sort=False):
+        at = {int(r["workers"]): r for _, r in group.iterrows()}
+        widest = constant_of(str(at[max(at)]["widest_term"])) if max(at) in at else ""
+        lines.append(f"{model:<10}{link:>6g}  " + "".join(f"{_projected_cell(at.get(n)):<28}" for n in counts)
+                     + widest)
+    return lines
+
+
+def constant_of(term: str) -> str:
+    return term.split(" ")[0] if term else ""
+
+
+def lines(runs: pd.DataFrame, table: pd.DataFrame, found: pd.DataFrame | None = None,
+          profile: dict | None = None, said: Sequence[str] = ()) -> list[str]:
+    """The answer's lines without the report's path: the machine, the family answer measured here and projected to a
+    cluster of machines like this one (`found`: families.both), what was not ranked, scaling, why the slowest family
+    loses; the fastest-strategy table where no cell had both families. `said`: the preset's lines on its sizing."""
+    found = found if found is not None else families.measured(runs)
+    here = found[found["source"] == families.MEASURED] if len(found) else found
+    there = found[found["source"] == families.PROJECTED] if len(found) else found
+    cells = measured_lines(here, room=ANSWER_LINES - 12) or fastest_lines(table, room=ANSWER_LINES - 12)
+    wide = verdict.unranked(runs)
+    notes = wrap(f"Not ranked (95 % interval beyond ±{verdict.WIDE_SHARE:.0%}): ", wide)[:2]
+    fastest = [f"Fastest strategy per cell: {ANSWER_FILE} and the report."] if len(here) else []
     slowest = list({model: line for model, _, line in reversed(why.summaries(runs))}.values())[::-1]
-    tail = [*scaling(runs), *(["Why the slowest family loses (the largest part of its step):"]
-                              + [f"  {line}" for line in slowest] if slowest else [])]
+    why_lines = ["Why the slowest family loses (the largest part of its step):", *[f"  {ln}" for ln in slowest]] \
+        if slowest else []
     head = [*machine(runs), spread_line(runs, table)]
-    room = ANSWER_LINES - 1 - len(head) - len(tail)  # the report's line aside
-    if len(cells) > room:
-        shown = table.loc[table.groupby([c for c in ("model", "link") if c in table])["workers"].idxmax()]
-        cells = [*cell_lines(shown)[: max(room - 1, 1)],
-                 f"(the largest worker count per model; every cell: {ANSWER_FILE})"]
-    out = [*head, *cells, *tail]
+    out = [*head, *cells, *said, *projected_lines(there, profile or {}), *notes, *scaling(runs)[:2], *fastest]
+    room = ANSWER_LINES - 1 - len(out)  # the report's line aside
+    if room >= len(why_lines):
+        out += why_lines
     return [fit(line) for line in out[: ANSWER_LINES - 1]]
 
 

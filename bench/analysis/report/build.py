@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis.report import aggregate, answer, verdict
+from bench.analysis.report import aggregate, answer, families, verdict
 from bench.analysis.report.html import note, page
+from bench.analysis.report.projection import calibrated_rows
 from bench.analysis.runs import collect
 from bench.analysis.runs.columns import NETWORK_COLUMNS, SUMMARY_COLUMNS
 
@@ -27,7 +28,9 @@ def summary_frame(paths: Sequence[Path], earlier: pd.DataFrame | None = None) ->
 
 
 def write_report(paths: Sequence[Path], out_dir: Path, baseline: Sequence[Path] | None = None,
-                 remark: str = "") -> Path:
+                 remark: str = "", notes: Sequence[str] = ()) -> Path:
+    """summary.csv, answer.csv, families.csv, the terminal's answer (with `notes`, what the preset says of its
+    sizing) and report.html, into `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     earlier = aggregate.add_scaling_efficiency(collect.load(baseline)) if baseline else None
     runs = summary_frame(paths, earlier)
@@ -38,9 +41,13 @@ def write_report(paths: Sequence[Path], out_dir: Path, baseline: Sequence[Path] 
     table.to_csv(out_dir / "summary.csv", index=False)
     verdicts = verdict.answer(runs) if not runs.empty else pd.DataFrame(columns=verdict.ANSWER_COLUMNS)
     answer.write(verdicts, out_dir)
-    (out_dir / ANSWER_TEXT).write_text("\n".join(answer.lines(runs, verdicts)) + "\n" if len(verdicts) else "")
+    projected, profile = calibrated_rows(paths)
+    found = families.both(runs, projected) if not runs.empty else pd.DataFrame(columns=families.COLUMNS)
+    families.write(found, out_dir)
+    said = answer.lines(runs, verdicts, found, profile, notes) if len(verdicts) or len(found) else []
+    (out_dir / ANSWER_TEXT).write_text("\n".join(said) + "\n" if said else "")
     html_path = out_dir / "report.html"
-    html_path.write_text(render(runs, paths, remark, earlier, verdicts))
+    html_path.write_text(render(runs, paths, remark, earlier, verdicts, found))
     return html_path
 
 
@@ -61,7 +68,7 @@ def machines(runs: pd.DataFrame) -> str:
 
 
 def render(runs: pd.DataFrame, paths: Sequence[Path], remark: str, earlier: pd.DataFrame | None = None,
-           verdicts: pd.DataFrame | None = None) -> str:
+           verdicts: pd.DataFrame | None = None, found: pd.DataFrame | None = None) -> str:
     from bench.analysis.report import sections
     from bench.analysis.report.agreement import agreement_section
 
@@ -73,5 +80,5 @@ def render(runs: pd.DataFrame, paths: Sequence[Path], remark: str, earlier: pd.D
     if runs.empty:
         return page("distbench report", intro, [*micro] or [note("No run folders found.")])
     compared = [agreement_section(runs, earlier)] if earlier is not None and not earlier.empty else []
-    return page("distbench report", intro, [*compared, *sections.all_sections(runs, verdicts), *micro])
+    return page("distbench report", intro, [*compared, *sections.all_sections(runs, verdicts, found), *micro])
 

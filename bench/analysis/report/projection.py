@@ -16,12 +16,23 @@ from bench.analysis.report import plots
 from bench.analysis.report.html import figure, note, section, table
 
 
-def projection_sections(paths: Sequence[Path]) -> list[str]:
+def projections(paths: Sequence[Path]) -> list[dict]:
+    """What `python -m bench project` wrote under `paths` (each projection.json), in path order."""
     found = sorted({p for root in map(Path, paths) for p in
                     ([Path(root) / PROJECTION_FILE] if (Path(root) / PROJECTION_FILE).is_file()
                      else Path(root).rglob(PROJECTION_FILE))})
-    return [projection_section(json.loads(p.read_text()), f"projection-{i}" if i else "projection")
-            for i, p in enumerate(found)]
+    return [json.loads(p.read_text()) for p in found]
+
+
+def calibrated_rows(paths: Sequence[Path]) -> tuple[list[dict], dict]:
+    """The rows and profile of the first projection under `paths` calibrated from runs (empty where none)."""
+    found = next((result for result in projections(paths) if "calibration" in result), None)
+    return (found["projection"], found.get("profile") or {}) if found else ([], {})
+
+
+def projection_sections(paths: Sequence[Path]) -> list[str]:
+    return [projection_section(result, f"projection-{i}" if i else "projection")
+            for i, result in enumerate(projections(paths))]
 
 
 def projection_section(result: dict, ident: str) -> str:

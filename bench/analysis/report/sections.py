@@ -6,7 +6,7 @@ import html as html_lib
 
 import pandas as pd
 
-from bench.analysis.report import aggregate, answer, plots, verdict
+from bench.analysis.report import aggregate, answer, families, plots, verdict
 from bench.analysis.report.html import figure, folded, note, section, table
 from bench.analysis.runs.columns import RUN_COLUMNS
 from bench.metrics import significant
@@ -37,7 +37,8 @@ def micro_sections(paths) -> list[str]:
     return out
 
 
-def all_sections(runs: pd.DataFrame, verdicts: pd.DataFrame | None = None) -> list[str]:
+def all_sections(runs: pd.DataFrame, verdicts: pd.DataFrame | None = None, found: pd.DataFrame | None = None
+                 ) -> list[str]:
     from bench.analysis.report.checkpoints import checkpoints_section
     from bench.analysis.report.network import network_section
     from bench.analysis.report.recovery import recovery_section
@@ -61,7 +62,9 @@ def all_sections(runs: pd.DataFrame, verdicts: pd.DataFrame | None = None) -> li
         staleness(ok[ok["asynchronous"].fillna(False).astype(bool)]),
         *([stragglers(plain)] if (plain["scenario"] != "clean").any() else []),
     ] if len(plain) else []
+    found = families.measured(runs) if found is None else found
     return [
+        *([family_answer(found)] if len(found) else []),
         *([headline(runs, verdicts)] if len(verdicts) else []),
         *on_one_machine,
         why_section(runs),
@@ -77,6 +80,34 @@ def all_sections(runs: pd.DataFrame, verdicts: pd.DataFrame | None = None) -> li
     ]
 
 
+def family_answer(found: pd.DataFrame) -> str:
+    """Parameter servers or allreduce: the family answer measured here and projected (families.py)."""
+    columns = [("model", "model", "text"), ("workers", "workers", "int"), ("link_gbit", "link Gbit/s", "ratio"),
+               ("verdict", "verdict", "text"), ("ratio", "allreduce / ps", "ratio"), ("low", "low", "ratio"),
+               ("high", "high", "ratio"), ("parameter_servers", "parameter servers", "text"),
+               ("allreduce", "allreduce", "text")]
+    here = found[found["source"] == families.MEASURED]
+    there = found[found["source"] == families.PROJECTED]
+    parts = []
+    if len(here):
+        parts += [table(here, [*columns[:2], *columns[3:], ("needs", "ratio needed", "ratio"),
+                               ("in_graph", "in-graph towers", "text"),
+                               ("parameter_averaging", "parameter averaging", "text"), ("rounds", "rounds", "int")],
+                        "families-measured"),
+                  note("Measured on these machines: each family's fastest strategy per cell, and allreduce's "
+                       "examples/s over the parameter servers' (the better of each family). low and high: the ratio "
+                       "over and times the ratio a verdict needs (the rerun rule of the next table); a family is "
+                       "ahead only where both are on its side of 1, else tie.")]
+    if len(there):
+        parts += [table(there, [*columns, ("widest_term", "widens it most", "text")], "families-projected"),
+                  note("Projected by python -m bench project from these runs to a cluster of hosts like this one, "
+                       "each worker a CPU device of its own: the fastest ps scheme against the fastest allreduce "
+                       "scheme; low and high put each end of one's 90 % interval against the other's, so a family is "
+                       "ahead only where the two intervals do not overlap (the Projection section below).")]
+    return section("families", "The answer: parameter servers or allreduce?", *parts,
+                   note(f"The same rows are {families.FAMILIES_FILE} beside this report."))
+
+
 def headline(runs: pd.DataFrame, verdicts: pd.DataFrame) -> str:
     """The answer: every cell's fastest strategy, its lead and whether a rerun would keep it (verdict.py)."""
     links = "link" in verdicts
@@ -84,7 +115,8 @@ def headline(runs: pd.DataFrame, verdicts: pd.DataFrame) -> str:
     via_host = int(runs["gpu_tensors_via_host"].fillna(False).astype(bool).sum()) \
         if "gpu_tensors_via_host" in runs else 0
     on_cpu = int(runs["cpu_on_gpu_host"].fillna(False).astype(bool).sum()) if "cpu_on_gpu_host" in runs else 0
-    return section("headline", "The answer: fastest strategy per model and worker count",
+    wide = verdict.unranked(runs)
+    return section("headline", "Fastest strategy per model and worker count",
                    *[note(line) for line in said], table(verdicts, [
         ("model", "model", "text"), ("workers", "workers", "int"), *([("link", "link Mbit/s", "int")] if links else []),
         ("fastest", "fastest", "text"), ("verdict", "verdict", "text"), ("lead", "lead over runner-up", "ratio"),
@@ -97,6 +129,8 @@ def headline(runs: pd.DataFrame, verdicts: pd.DataFrame) -> str:
              "(the spread between runs of one setting, pooled over the settings that ran more than once; "
              "docs/presets.md, \"What a verdict's interval covers\"); \"tie\": it does not. The same table is "
              "answer.csv beside this report."),
+        *([note(f"Not ranked, their 95 % interval beyond ±{verdict.WIDE_SHARE:.0%} of the figure: "
+                f"{'; '.join(wide)}.")] if wide else []),
         *([note(f"Marked: {via_host} run(s) computed on GPUs with a Horovod built without NCCL, so their allreduce "
                 "copied GPU tensors to host memory and reduced them there: no GPU user runs Horovod so, and it "
                 "handicaps allreduce (./run_bench.sh setup --gpu with nvcc builds it with NCCL; docs/gpus.md). "
@@ -104,8 +138,8 @@ def headline(runs: pd.DataFrame, verdicts: pd.DataFrame) -> str:
         *([note(f"Marked: {on_cpu} run(s) were given GPUs and computed on the CPU, as --on-cpu asked: their figures "
                 "are the CPU's (docs/gpus.md).")] if on_cpu else []),
         *([note("On one machine every worker shares its cores, so in-graph towers win here by avoiding processes "
-                "and copies; which family wins on a cluster is answered by the network preset (links between "
-                "hosts) and by python -m bench project.")] if not links else []))
+                "and copies; parameter servers against allreduce, here and projected to a cluster, is the first "
+                "section; links between hosts are the network preset's.")] if not links else []))
 
 
 def throughput(settings: pd.DataFrame) -> str:

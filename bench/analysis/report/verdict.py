@@ -22,6 +22,11 @@ from bench.metrics import t975
 
 CELL = ["model", "workers"]
 OWN_ROUNDS = 5  # a setting with this many rounds has a spread of its own (4 degrees of freedom)
+# A figure whose 95 % interval reaches further than this share of itself either side is not ranked, called
+# fastest or best, nor used for scaling: one run of local-sgd at 2 workers once gave 46,700 ± 35,100
+# examples/s (docs/step-time.md, "Why local SGD's windows spread"). The budgeted comparison measures such a
+# figure again while its budget allows (bench.drivers.presets.budgeted).
+WIDE_SHARE = 0.25
 ANSWER_COLUMNS = ["model", "workers", "fastest", "runner_up", "lead", "verdict"]
 
 
@@ -80,6 +85,51 @@ def window_share(row: pd.Series) -> float:
     return 0.0 if half is None or pd.isna(half) or not rate else float(half) / float(rate)
 
 
+def figure_share(row: pd.Series) -> float:
+    """How far a setting's figure may be off, as a share of it, either side at 95 %: its runs' own intervals over
+    their time windows (`windows_share`: a mean of n runs, each known to its windows' share, is known to the root
+    mean square share over root n), and its interval over its rounds where it has OWN_ROUNDS of them. What moves
+    between reruns is the verdicts' to weigh (threshold), not a figure's."""
+    n = int(row.get("repeats", 1) or 1)
+    share = float(row.get("windows_share", 0.0) or 0.0)
+    if n >= OWN_ROUNDS:
+        share = max(share, window_share(row))
+    return share
+
+
+def settings_of(runs: pd.DataFrame) -> pd.DataFrame:
+    """The settings a verdict reads (measured runs, repeats folded), each with `share` (figure_share) and
+    `too_wide` (share above WIDE_SHARE)."""
+    from bench.analysis.report.aggregate import settings
+
+    clean = measured(runs)
+    table = settings(clean) if len(clean) else pd.DataFrame()
+    if table.empty:
+        return table
+    # settings() folds the runs grouped by GROUP_KEY, in this order
+    table["windows_share"] = [math.sqrt(float(np.nanmean(shares ** 2)) / len(shares)) if shares.notna().any() else 0.0
+                              for _, group in clean[clean["ok"]].groupby(GROUP_KEY, dropna=False)
+                              for shares in [group["throughput_ci95_examples_per_s"]
+                                             / group["throughput_examples_per_s"]]]
+    table = table.dropna(subset=["throughput_examples_per_s"]).copy()
+    table["share"] = [figure_share(row) for _, row in table.iterrows()]
+    table["too_wide"] = table["share"] > WIDE_SHARE
+    return table
+
+
+def rankable(table: pd.DataFrame) -> pd.DataFrame:
+    """The settings whose figures may be ranked (none too wide)."""
+    return table[~table["too_wide"]] if len(table) else table
+
+
+def unranked(runs: pd.DataFrame) -> list[str]:
+    """ "mlp local-sgd (H=4) x2 ± 75 %" for each figure left out of every ranking for its interval's width."""
+    table = settings_of(runs)
+    wide = table[table["too_wide"]] if len(table) else table
+    return [f"{row['model']} {name_of(row)} x{int(row['workers'])} ± {100 * row['share']:.0f} %"
+            for _, row in wide.iterrows()]
+
+
 def threshold(best: pd.Series, runner: pd.Series, spread: Spread) -> float:
     """The lead `best` must exceed to be ahead of `runner`: the 95 % two-sided bound of the log ratio of two
     settings' means under the rerun spread (each setting's own where it has OWN_ROUNDS rounds), and never
@@ -103,20 +153,17 @@ def threshold(best: pd.Series, runner: pd.Series, spread: Spread) -> float:
 def answer(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per cell: the fastest strategy (its variant), the runner-up, the lead (>= 1), the threshold the
     lead was held to, the verdict and the rounds behind it (`runs`: as collect.load reads them)."""
-    from bench.analysis.report.aggregate import settings
-
-    clean = measured(runs)
     spread = rerun_spread(runs)
-    thr = settings(clean) if len(clean) else pd.DataFrame()
+    thr = rankable(settings_of(runs))
     if thr.empty:
         return time_to_target_answer(runs)
     links = "link_mbit" in thr and thr["link_mbit"].notna().any()
     cell = [*CELL, *(["link_mbit"] if links else [])]
     rows = []
-    for key, group in thr.dropna(subset=["throughput_examples_per_s"]).groupby(cell, dropna=False):
+    for key, group in thr.groupby(cell, dropna=False):
         ranked = group.sort_values("throughput_examples_per_s", ascending=False)
         best = ranked.iloc[0]
-        row = {**dict(zip(cell, key, strict=True)), "fastest": _name(best), "runner_up": "", "lead": math.nan,
+        row = {**dict(zip(cell, key, strict=True)), "fastest": name_of(best), "runner_up": "", "lead": math.nan,
                "verdict": "only one ran", "threshold": math.nan, "rounds": int(best["repeats"]),
                "throughput_examples_per_s": best["throughput_examples_per_s"],
                "throughput_ci95_examples_per_s": best["throughput_ci95_examples_per_s"]}
@@ -124,7 +171,7 @@ def answer(runs: pd.DataFrame) -> pd.DataFrame:
             runner = ranked.iloc[1]
             lead = best["throughput_examples_per_s"] / runner["throughput_examples_per_s"]
             bar = threshold(best, runner, spread)
-            row.update(runner_up=_name(runner), lead=lead, threshold=bar, verdict="ahead" if lead > bar else "tie",
+            row.update(runner_up=name_of(runner), lead=lead, threshold=bar, verdict="ahead" if lead > bar else "tie",
                        rounds=min(int(best["repeats"]), int(runner["repeats"])))
         rows.append(row)
     out = pd.DataFrame(rows)
@@ -160,7 +207,7 @@ def time_to_target_answer(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows) if rows else empty
 
 
-def _name(row: pd.Series) -> str:
+def name_of(row: pd.Series) -> str:
     variant = row.get("variant")
     return str(variant) if isinstance(variant, str) and variant else str(row["strategy"])
 

@@ -10,7 +10,7 @@ import html as html_lib
 
 import pandas as pd
 
-from bench.analysis.report import plots
+from bench.analysis.report import plots, verdict
 from bench.analysis.report.html import figure, folded, note, section, table
 from bench.metrics import STEP_PARTS, significant
 from bench.run.process.breakdown import p50_column
@@ -133,6 +133,11 @@ def summaries(runs: pd.DataFrame) -> list[tuple[str, list[str], str]]:
     """Per model (and link, slowest first): the model, its sentences and its slowest family's line (empty without
     split records)."""
     split = clean_split(runs)
+    table = verdict.settings_of(runs)
+    wide = {(r["model"], r["variant"], r["workers"]) for _, r in table[table["too_wide"]].iterrows()} \
+        if len(table) else set()
+    split = split[[key not in wide for key in zip(split["model"], split["variant"], split["workers"])]] \
+        if wide and len(split) else split
     if split.empty:
         return []
     best = families(shares(split))

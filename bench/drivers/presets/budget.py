@@ -27,7 +27,9 @@ from bench.usage import parse_duration
 DEFAULT_S = 600.0  # the default comparison's budget: a first look in 10 minutes
 DEFAULT_CI_WIDTH = 0.05  # a run measures until its 95% interval's half-width is this share of its throughput
 LEAST_MEASURED_STEPS = 30  # ten batch means of three steps each (bench.metrics.MAX_BATCHES, MIN_STEPS_PER_BATCH)
-REPORT_S = 10.0  # the final report's time (about 3 s at 79 runs on a 2-core AVX2 machine), kept back
+# kept back for the end: the runs' projection to a cluster (bench.drivers.presets.cluster_answer, 2.7 s with its
+# Python start on a 2-core AVX2 machine) and the final report (about 3 s at 79 runs there), with room to spare
+REPORT_S = 15.0
 # Before a pair (strategy, workers) has run on any model, a global step of W workers is taken to cost W
 # baseline steps (the cores shared, no gain counted), and, for a strategy of several processes, W
 # exchanges of PRIOR_EXCHANGE_S more: a ps or allreduce exchange of mlp's 0.4 MB between processes on one
@@ -112,6 +114,8 @@ class Cell:
     steps: int  # a convergence run's fixed steps; a throughput run's steps without a budget
     baseline: bool  # the strategy that every scaling figure divides by
     processes: bool = True  # a worker per process (else the strategy's workers are towers of one process)
+    family: str = ""  # the strategy's family (bench.run.contract)
+    first: bool = False  # in its model's family cell: parameter servers against allreduce at its most workers
 
 
 @dataclass(frozen=True)

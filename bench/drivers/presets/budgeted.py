@@ -8,6 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.analysis.report.answer import fit
+from bench.analysis.report.verdict import WIDE_SHARE
 from bench.drivers.presets.budget import REPORT_S, Budget, Cell, Sizing
 from bench.run.process.records import RunFolder
 
@@ -24,7 +26,7 @@ def with_steps(argv: Sequence[str], sizing: Sizing) -> list[str]:
 
 
 def say(line: str) -> None:
-    print(f"compare: {line}", file=sys.stderr, flush=True)
+    print(fit(f"compare: {line}"), file=sys.stderr, flush=True)
 
 
 def say_rounds(rounds: int, budget: Budget) -> None:
@@ -35,54 +37,83 @@ def say_rounds(rounds: int, budget: Budget) -> None:
 
 
 class BudgetedRuns:
-    """A runner.Sizer: the comparison's planned runs (`cells`, in the runner's order) within `budget`."""
+    """A runner.Sizer: the comparison's planned runs (`cells`, in the runner's order) within `budget`. Where the
+    budget cannot hold them all, every model is narrowed alike: runs not begun are left out, the least needed and
+    the last first, until those left fit at their least (Budget.least_s). Least needed: runs outside a family cell
+    (Cell.first); then, in the family cells, the strategies other than each family's fastest in the family cells
+    measured so far; the first model's family cell is never left out."""
 
     def __init__(self, cells: Sequence[Cell], budget: Budget) -> None:
         self.cells, self.budget = list(cells), budget
         self.sizings: dict[int, Sizing] = {}
         self.left_out: list[str] = []
-        self.begun: set[str] = set()  # models whose throughput runs have started
-        self.dropped: set[str] = set()  # models left out for want of time
-        least = budget.least_s(self.cells)
-        if least > budget.left_s() - REPORT_S:
-            say(f"this machine needs about {least / 60:.1f} min for the throughput runs' start-ups and least steps "
-                f"alone, more than the {budget.total_s / 60:.1f} min budget: the last models will be left out as the "
-                "runs show what they cost (a larger --budget, or fewer --strategies or --workers, keeps them)")
+        self.skipped: set[int] = set()  # throughput runs left out for want of time
+        self.rates: dict[int, float] = {}  # examples/s of the family cells' runs so far
+        self.again_wanted: set[int] = set()  # runs to measure once more: their figure too wide to rank
+        self.measured_again: set[int] = set()
 
-    def kept(self, cells: Sequence[Cell]) -> list[Cell]:
-        return [c for c in cells if not (c.purpose == "throughput" and c.model in self.dropped)]
+    def kept(self, cells: Sequence[Cell], start: int = 0) -> list[Cell]:
+        """`cells` (the planned runs from index `start` on) less those left out."""
+        return [c for i, c in enumerate(cells, start) if i not in self.skipped]
 
-    def fit_models(self, index: int) -> None:
-        """Before a model's first run: leave out the last models not begun until the throughput runs left fit
-        in the budget at their least; the first model is never left out."""
+    def family_best(self, family: str) -> str | None:
+        """The family's fastest strategy in the first model's family cell measured (None before any)."""
+        measured = [(self.cells[i], rate) for i, rate in self.rates.items() if self.cells[i].family == family]
+        if not measured:
+            return None
+        first_model = measured[0][0].model
+        return max((rate, c.strategy) for c, rate in measured if c.model == first_model)[1]
+
+    def priority(self, index: int) -> int:
+        """2: outside a family cell; 1: in one, beside another kept run of its family there that is not slower
+        (its family's fastest so far, or any where none is known); 0: the one its family keeps in the cell."""
+        cell = self.cells[index]
+        if not cell.first:
+            return 2
+        best = self.family_best(cell.family)
+        others = [self.cells[i].strategy for i, c in enumerate(self.cells) if c.first and i != index
+                  and i not in self.skipped and (c.model, c.family) == (cell.model, cell.family)]
+        return 1 if others and cell.strategy != best and (best is None or best in others) else 0
+
+    def narrow(self, index: int) -> None:
+        """Before throughput run `index`: leave out runs not begun (this one included) until the runs left fit; where
+        only runs a family cell needs are left, the last model's whole cell goes."""
+        protected = {i for i, c in enumerate(self.cells) if c.first and c.model == self.cells[0].model}
         while True:
-            left = self.kept(self.cells[index:])
-            waiting = list(dict.fromkeys(c.model for c in left
-                                         if c.purpose == "throughput" and c.model not in self.begun))
-            least = self.budget.least_s(left)
-            if not waiting or (not self.begun and len(waiting) == 1) or least <= self.budget.left_s() - REPORT_S:
+            left = [i for i in range(index, len(self.cells)) if i not in self.skipped]
+            least = self.budget.least_s([self.cells[i] for i in left])
+            victims = [i for i in left if self.cells[i].purpose == "throughput" and i not in protected]
+            if least <= self.budget.left_s() - REPORT_S or not victims:
                 return
-            model = waiting[-1]
-            runs = sum(1 for c in left if c.purpose == "throughput" and c.model == model)
-            self.dropped.add(model)
-            line = (f"{model}'s {runs} throughput runs (the runs left need about {least / 60:.1f} min at the least; "
-                    f"{max(0.0, self.budget.left_s()) / 60:.1f} min of the budget is left)")
-            self.left_out.append(line)
-            say(f"left out {line}")
+            if not self.skipped:
+                say(f"the runs left need {least / 60:.1f} min at their least: every model narrowed alike, family "
+                    "cells first")
+            victim = max(victims, key=lambda i: (self.priority(i), i))
+            model = self.cells[victim].model
+            whole = [i for i in victims if self.cells[i].first and self.cells[i].model == model] \
+                if self.priority(victim) == 0 else [victim]
+            for i in whole:
+                self.skipped.add(i)
+                cell = self.cells[i]
+                self.left_out.append(f"{cell.strategy} {cell.model} x{cell.workers}")
+
+    def models_without_family_cell(self) -> list[str]:
+        """Models whose family cell the budget could not hold at all."""
+        firsts = [(i, c) for i, c in enumerate(self.cells) if c.first]
+        models = dict.fromkeys(c.model for _, c in firsts)
+        return [m for m in models if all(i in self.skipped for i, c in firsts if c.model == m)]
 
     def argv(self, index: int, argv: list[str]) -> list[str] | None:
         cell = self.cells[index]
-        if cell.purpose == "throughput" and cell.model not in self.begun | self.dropped:
-            self.fit_models(index)
-            if cell.model not in self.dropped:
-                self.begun.add(cell.model)
-        if cell.purpose == "throughput" and cell.model in self.dropped:
-            return None
-        sizing = self.budget.size(cell, self.kept(self.cells[index + 1:]))
+        if cell.purpose == "throughput":
+            self.narrow(index)
+            if index in self.skipped:
+                return None
+        sizing = self.budget.size(cell, self.kept(self.cells[index + 1:], index + 1))
         if sizing is None:
             left = max(0.0, self.budget.left_s() - REPORT_S)  # the report's time is kept back
-            line = (f"{cell.purpose}: {cell.strategy} {cell.model} x{cell.workers} (about "
-                    f"{self.budget.convergence_s(cell):.0f} s; {left:.0f} s of the budget left before the report)")
+            line = (f"{cell.purpose}: {cell.strategy} {cell.model} x{cell.workers} (needs about "
+                    f"{self.budget.convergence_s(cell):.0f} s, {left:.0f} s left)")
             self.left_out.append(line)
             say(f"left out {line}")
             return None
@@ -95,7 +126,36 @@ class BudgetedRuns:
         for path in folders:
             record = RunFolder(path).update_run(sizing={**sizing.record(), "wall_s": round(wall_s, 2)})
             summary = record.get("summary") or summary
-        self.budget.learn(self.cells[index], sizing, wall_s, summary)
+        self.learn(index, wall_s, summary)
+
+    def learn(self, index: int, wall_s: float, summary: dict) -> None:
+        """What run `index` cost (its run.json's summary): the budget learns it; a family cell's run ranks its
+        family; a figure too wide to rank is measured again where the budget allows."""
+        self.budget.learn(self.cells[index], self.sizings[index], wall_s, summary)
+        if self.cells[index].first and summary.get("throughput_examples_per_s"):
+            self.rates[index] = float(summary["throughput_examples_per_s"])
+        if self._too_wide(index, summary) and index not in self.measured_again:
+            self.again_wanted.add(index)
+
+    def _too_wide(self, index: int, summary: dict) -> bool:
+        """A throughput run whose 95 % interval is wider than WIDE_SHARE of its figure, where the budget holds one
+        more run of it beside the throughput runs left at their least."""
+        cell = self.cells[index]
+        rate, half = summary.get("throughput_examples_per_s"), summary.get("throughput_ci95_examples_per_s")
+        if cell.purpose != "throughput" or not rate or half is None or half / rate <= WIDE_SHARE:
+            return False
+        return self.budget.least_s([cell, *self.kept(self.cells[index + 1:], index + 1)]) \
+            <= self.budget.left_s() - REPORT_S
+
+    def again(self, index: int) -> bool:
+        if index not in self.again_wanted:
+            return False
+        self.again_wanted.discard(index)
+        self.measured_again.add(index)
+        cell = self.cells[index]
+        say(f"measuring {cell.strategy} {cell.model} x{cell.workers} again: its 95 % interval was wider than "
+            f"±{WIDE_SHARE:.0%} of its figure")
+        return True
 
     def status(self) -> str:
         return self.budget.status()
@@ -112,6 +172,23 @@ class BudgetedRuns:
                f"{split['convergence'] / 60:.1f} min, the rest {split['between runs']:.0f} s "
                f"({(split['probe'] + split['throughput'] + split['convergence'] + split['between runs']) / 60:.1f} min "
                "until the report).")
+        if self.measured_again:
+            again = [self.cells[i] for i in sorted(self.measured_again)]
+            out += (f" Measured again, their first interval wider than ±{WIDE_SHARE:.0%}: "
+                    f"{'; '.join(f'{c.strategy} {c.model} x{c.workers}' for c in again)}.")
         if self.left_out:
             out += f" Left out for want of time: {'; '.join(self.left_out)}."
+        return out
+
+    def notes(self) -> list[str]:
+        """The answer's lines on what the budget left out (ANSWER_WIDTH columns at most)."""
+        out = []
+        if self.skipped:
+            models = dict.fromkeys(self.cells[i].model for i in sorted(self.skipped))
+            counts = ", ".join(f"{m} {sum(1 for i in self.skipped if self.cells[i].model == m)}" for m in models)
+            out.append(fit(f"Narrowed by the budget: {len(self.skipped)} throughput runs left out ({counts}); "
+                                 "the report lists them."))
+        missing = self.models_without_family_cell()
+        if missing:
+            out.append(fit(f"Not answered: {', '.join(missing)} (not even its family cell fit the budget)."))
         return out

@@ -16,18 +16,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.config import default_warmup
-from bench.drivers.presets import budget
+from bench.drivers.presets import budget, cluster_answer
 from bench.drivers.presets.budgeted import BudgetedRuns, say_rounds
 from bench.drivers.presets.probe import probe
 from bench.drivers.presets.runner import refused_cells, run_all
 from bench.errors import UsageError
 from bench.infra import peak
 from bench.run import models as known_models
-from bench.run.contract import IN_PROCESS
+from bench.run.contract import ALLREDUCE, IN_PROCESS, PARAMETER_SERVER
 from bench.run.data import SYNTHETIC
 from bench.run.launch.slurm import srun
 from bench.run.validation import model_refusal
@@ -60,6 +60,7 @@ class Planned:
     steps: int
     purpose: str  # "throughput" or "convergence"
     seed: int | None = None  # a convergence repeat's seed (None: the run's default)
+    first: bool = False  # in its model's family cell, run before the rest (family_cells_first)
 
     def argv(self, batch_size: int, extra: Sequence[str]) -> list[str]:
         name = f"{self.purpose}-{self.strategy}-{known_models.label(self.model)}-w{self.workers}"
@@ -107,13 +108,14 @@ def worker_counts(strategy: str, wanted: Sequence[int], one_process_runs: bool =
 def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int], steps: int | None,
          convergence_steps: int, repeats: int, convergence_workers: int = CONVERGENCE["workers"],
          per_model: dict[str, int] = DEFAULT_STEPS, one_process_runs: bool = True,
-         rounds: int | None = None) -> list[Planned]:
+         rounds: int | None = None, family_first: bool = False) -> list[Planned]:
     """Throughput runs in `rounds` rounds (default: `repeats`), a cell's strategies one after the other (model,
     then worker count, then strategy: a slow drift of the machine touches every strategy of a cell alike), their
     order reversed in every other round (A B C, C B A: a steady drift adds the same to each strategy's mean);
     the baseline's 1-worker run at least BASELINE_REPEATS times, the extra runs spread through its model's last
     round; convergence runs, one per seed 0..repeats-1. A strategy that cannot train a model
-    (bench.run.validation.model_refusal) has no runs of it (runner.refused_cells)."""
+    (bench.run.validation.model_refusal) has no runs of it (runner.refused_cells). `family_first` (a budgeted
+    comparison): every model's family cell before the rest (family_cells_first)."""
     rounds = repeats if rounds is None else rounds
     runs = []
     for round_ in range(rounds):
@@ -129,12 +131,37 @@ def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int
             if round_ == rounds - 1:
                 block = with_baseline_repeats(block, BASELINE_REPEATS - rounds)
             runs += block
+    if family_first:
+        runs = family_cells_first(runs)
     for seed in range(repeats) if convergence_steps else []:
         for strategy in strategies:
             n = worker_counts(strategy, [convergence_workers])[0]
             runs.append(Planned(strategy, CONVERGENCE["model"], CONVERGENCE["data"], n, convergence_steps,
                                 "convergence", seed if repeats > 1 else None))
     return runs
+
+
+FAMILY_CELL = (PARAMETER_SERVER, ALLREDUCE)  # the families the suite's question sets against each other
+
+
+def family_cells_first(runs: list[Planned]) -> list[Planned]:
+    """The first round's runs of each model's family cell (its parameter-server and allreduce strategies at its
+    most workers) first, model after model, marked `first`; then the rest in their order. Where a budget cannot
+    hold every run, every model keeps its family verdict (bench.drivers.presets.budgeted)."""
+    most = {}
+    for run in runs:
+        if run.purpose == "throughput" and registry.get(run.strategy).family in FAMILY_CELL:
+            most[run.model] = max(most.get(run.model, 0), run.workers)
+    seen, cells, rest = set(), [], []
+    for run in runs:
+        key = (run.strategy, run.model, run.workers)
+        if run.purpose == "throughput" and most.get(run.model) == run.workers and key not in seen \
+                and registry.get(run.strategy).family in FAMILY_CELL:
+            seen.add(key)
+            cells.append(replace(run, first=True))
+        else:
+            rest.append(run)
+    return cells + rest
 
 
 def with_baseline_repeats(block: list[Planned], extra: int) -> list[Planned]:
@@ -184,6 +211,10 @@ def parser() -> argparse.ArgumentParser:
                         f"'default': {budget.DEFAULT_S / 60:.0f}m, what ./run_bench.sh alone gives): a probe of the "
                         "machine first, then each run measures what the budget leaves it, no longer than its "
                         "interval needs (--ci-width); without it, fixed steps (--steps)")
+    p.add_argument("--profile", default=None,
+                   help="transport profile the runs are projected to a cluster with at the end (a file, or a shipped "
+                        "name; default: the one ./run_bench.sh profile wrote into --output, else python -m bench "
+                        "project's default)")
     p.add_argument("--ci-width", default=f"{budget.DEFAULT_CI_WIDTH:.0%}",
                    help="with --budget: a run measures no longer than its model's 95%% interval needs to be within "
                         "this share of its throughput (default: %(default)s)")
@@ -215,6 +246,10 @@ def validate(args: argparse.Namespace) -> None:
             raise UsageError("--budget sizes each run's steps by time: leave out --steps and --full, or --budget")
         args.budget = budget.DEFAULT_S if args.budget == "default" else budget.parse_budget(args.budget)
     args.ci_width = budget.parse_ci_width(args.ci_width)
+    if args.profile is not None:
+        from bench.analysis.projection import profile
+
+        profile.load(args.profile)  # refused now, not after the runs
     if srun.in_allocation():
         args.workers = srun.counts_that_fit(args.workers, "--workers")
         args.convergence_workers = srun.counts_that_fit([args.convergence_workers], "--convergence-workers")[0]
@@ -242,7 +277,8 @@ def probed_budget(runs: Sequence[Planned], args: argparse.Namespace, began: floa
 
 def cells(runs: Sequence[Planned]) -> list[budget.Cell]:
     return [budget.Cell(run.strategy, run.model, run.workers, run.purpose, run.steps,
-                        registry.is_baseline(run.strategy), registry.get(run.strategy).runs_as.kind != IN_PROCESS)
+                        registry.is_baseline(run.strategy), registry.get(run.strategy).runs_as.kind != IN_PROCESS,
+                        registry.get(run.strategy).family, run.first)
             for run in runs]
 
 
@@ -258,7 +294,7 @@ def main(argv: Sequence[str]) -> int:
     def planned(rounds: int | None = None) -> list[Planned]:
         return plan(args.strategies, args.models, args.workers, args.steps, args.convergence_steps, args.repeats,
                     args.convergence_workers, FULL_STEPS if args.full else DEFAULT_STEPS, args.one_process_runs,
-                    rounds)
+                    rounds, family_first=args.budget is not None)
 
     runs, sizer = planned(), None
     left_out = refused_cells((strategy, model) for model in args.models for strategy in args.strategies)
@@ -271,4 +307,5 @@ def main(argv: Sequence[str]) -> int:
         sizer = BudgetedRuns(cells(runs), within)
     return run_all("compare", [(f"{run.purpose}: {run.strategy} {known_models.label(run.model)} x{run.workers}",
                                 run.argv(args.batch_size, extra)) for run in runs], Path(args.output), args.timeout_s,
-                   skipped=left_out, sizer=sizer)
+                   skipped=left_out, sizer=sizer,
+                   before_report=lambda folder: cluster_answer.project(folder, Path(args.output), args.profile))

@@ -145,31 +145,45 @@ class Sizer(Protocol):
     def remark(self) -> str:
         """What the sizing did, for the report's header."""
 
+    def again(self, index: int) -> bool:
+        """Whether run `index`, just ended, is to be measured once more (its figure too wide to rank)."""
+
+    def notes(self) -> list[str]:
+        """What the answer says of the sizing (what it left out), a line each."""
+
 
 def run_one(i: int, total: int, label: str, argv: list[str], folder: Path, timeout_s: float,
             command: Sequence[str], sizer: Sizer | None, started: float) -> int:
-    """Run i of `total` as its sizer sizes it (1), or not at all (0: the sizer left it out)."""
-    sized = sizer.argv(i - 1, argv) if sizer else argv
-    if sized is None:
-        return 0
-    left = f" ({sizer.status()})" if sizer else time_left(started, i - 1, total)
-    print(f"[{i}/{total}] {label}{left}", file=sys.stderr, flush=True)
-    began, before = time.monotonic(), run_folders(folder)
-    execute([*sized, "--output", str(folder)], timeout_s, folder, folder / "matrix.log", command)
-    if sizer:
+    """Run i of `total` as its sizer sizes it (1; 2 where the sizer had it measured again), or not at all (0: the
+    sizer left it out)."""
+    made = 0
+    while True:
+        sized = sizer.argv(i - 1, argv) if sizer else argv
+        if sized is None:
+            return made
+        left = f" ({sizer.status()})" if sizer else time_left(started, i - 1, total)
+        print(f"[{i}/{total}] {label}{' again' if made else ''}{left}", file=sys.stderr, flush=True)
+        began, before = time.monotonic(), run_folders(folder)
+        execute([*sized, "--output", str(folder)], timeout_s, folder, folder / "matrix.log", command)
+        made += 1
+        if not sizer:
+            return made
         sizer.ended(i - 1, time.monotonic() - began, run_folders(folder) - before)
-    return 1
+        if not sizer.again(i - 1):
+            return made
 
 
 def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, timeout_s: float,
             before: Callable[[int], None] | None = None, command: Sequence[str] = BENCH,
-            skipped: Sequence[str] = (), sizer: Sizer | None = None) -> int:
+            skipped: Sequence[str] = (), sizer: Sizer | None = None,
+            before_report: Callable[[Path], object] | None = None) -> int:
     """Every run of a preset, one after the other, into `output`/NAME-<time>/; then the report,
     also copied (with summary.csv) to `output`. `before(i)` prepares run i (a link cap); `command`
     starts each run (`python -m bench`, or that under salloc). SIGINT or SIGTERM (whatever
     disposition this process inherited) ends the run in progress and the preset; the report then
     shows the runs made so far, and the status is 130. `skipped`: cells the preset left out, each with
-    why, which the report's remark lists. `sizer`: sizes each run just before it starts."""
+    why, which the report's remark lists. `sizer`: sizes each run just before it starts. `before_report(folder)`:
+    what the preset adds to the folder before its report reads it (the comparison's projection)."""
     from bench.analysis.report.answer import ANSWER_FILE
     from bench.analysis.report.build import ANSWER_TEXT, write_report
 
@@ -198,8 +212,11 @@ def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, time
         return 130  # nothing to report
     left_out = f" Left out, as a run of each would be refused: {'; '.join(skipped)}." if skipped else ""
     sizing = f" {sizer.remark()}" if sizer else ""
+    if before_report is not None and stopped is None:
+        before_report(folder)
     html = write_report([folder], folder,
-                        remark=f"The {name} preset: {said} in {elapsed / 60:.1f} min.{sizing}{left_out}")
+                        remark=f"The {name} preset: {said} in {elapsed / 60:.1f} min.{sizing}{left_out}",
+                        notes=sizer.notes() if sizer else ())
     shutil.copy(html, output / "report.html")
     shutil.copy(folder / "summary.csv", output / "summary.csv")
     print(f"{said} in {elapsed / 60:.1f} min", file=sys.stderr)
