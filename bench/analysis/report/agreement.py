@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis.report import families
 from bench.analysis.report import verdict as verdicts
 from bench.analysis.report.html import note, section, table
 
@@ -34,13 +35,34 @@ def agreement(here: pd.DataFrame, there: pd.DataFrame) -> pd.DataFrame:
     return both
 
 
-def agreement_section(here: pd.DataFrame, there: pd.DataFrame) -> str:
-    both = agreement(here, there)
+def family_agreement(here: pd.DataFrame, there: pd.DataFrame) -> pd.DataFrame:
+    """The measured family answers of two sets of runs side by side, cell by cell."""
+    key = ["model", "workers", "link_gbit"]
+    columns = [*key, "verdict", "ratio", "needs"]
+    mine, theirs = (families.measured(runs)[columns] for runs in (here, there))
+    both = mine.merge(theirs, on=key, suffixes=("", "_baseline"))
+    both["agreement"] = [verdict(a, b) for a, b in zip(both["verdict"], both["verdict_baseline"], strict=True)]
+    return both
+
+
+def counted(both: pd.DataFrame) -> str:
     counts = both["agreement"].value_counts()
-    said = ", ".join(f"{counts.get(k, 0)} {k}" for k in ("same", "tie in one", "reversed"))
-    return section("agreement", "The answer against the baseline runs'", note(
-        f"{len(both)} cells: {said}. \"tie in one\": one side's lead was within what a rerun moves it, the "
-        "other's beyond; \"reversed\": each names a different strategy ahead."),
+    return ", ".join(f"{counts.get(k, 0)} {k}" for k in ("same", "tie in one", "reversed"))
+
+
+def agreement_section(here: pd.DataFrame, there: pd.DataFrame) -> str:
+    both, paired = agreement(here, there), family_agreement(here, there)
+    said = counted(both)
+    family_parts = [
+        note(f"Parameter servers or allreduce, measured: {len(paired)} cells: {counted(paired)}."),
+        table(paired, [("model", "model", "text"), ("workers", "workers", "int"),
+                       ("verdict", "here", "text"), ("ratio", "allreduce / ps", "ratio"), ("needs", "needed", "ratio"),
+                       ("verdict_baseline", "in the baseline runs", "text"),
+                       ("ratio_baseline", "allreduce / ps", "ratio"), ("needs_baseline", "needed", "ratio"),
+                       ("agreement", "agreement", "text")], "agreement-families")] if len(paired) else []
+    return section("agreement", "The answer against the baseline runs'", *family_parts, note(
+        f"Fastest strategy: {len(both)} cells: {said}. \"tie in one\": one side's lead was within what a rerun moves "
+        "it, the other's beyond; \"reversed\": each names a different strategy (or family) ahead."),
         table(both, [("model", "model", "text"), ("workers", "workers", "int"),
                      *([("link", "link Mbit/s", "int")] if "link" in both else []),
                      ("said", "here", "text"), ("lead", "lead", "ratio"), ("threshold", "needed", "ratio"),
