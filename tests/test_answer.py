@@ -156,17 +156,19 @@ def test_a_cells_strategies_run_one_after_the_other_and_every_other_round_backwa
     assert [s for s, w in second if w == 2] == list(reversed(at_two))
 
 
-def test_the_budget_decides_how_many_rounds_fit():
-    from bench.drivers.presets.budget import MOST_ROUNDS, Budget, Cell, Probed
+def test_rounds_beyond_the_first_go_to_the_family_cell_closest_to_its_bar():
+    from bench.analysis.report.families import measured
+    from bench.drivers.presets.budget import MOST_ROUNDS
+    from bench.drivers.presets.budgeted import closest_first
 
-    probed = Probed({"mlp": 0.001}, startup_s=4.0)
-    one_round = [Cell("single", "mlp", 1, "throughput", 100, True, False),
-                 Cell("ps-sync", "mlp", 4, "throughput", 100, False, True)]
-    now = [0.0]
-    assert Budget(30, 0.05, probed, started=0.0, clock=lambda: now[0]).rounds_that_fit(one_round) == 1
-    assert Budget(3600, 0.05, probed, started=0.0, clock=lambda: now[0]).rounds_that_fit(one_round) == MOST_ROUNDS
-    fits = Budget(100, 0.05, probed, started=0.0, clock=lambda: now[0]).rounds_that_fit(one_round)
-    assert 1 < fits < MOST_ROUNDS
+    rows = matrix(models=("mlp", "cnn")).to_dict("records")
+    for row in rows:  # cnn x4: allreduce 1.05 times ps-sync, a verdict near its bar; the others twice
+        if (row["model"], row["workers"], row["strategy"]) == ("cnn", 4, "allreduce"):
+            row["throughput_examples_per_s"] = 1050.0
+    found = measured(frame(rows))
+    order = closest_first(found)
+    assert (order.iloc[0]["model"], order.iloc[0]["workers"]) == ("cnn", 4) and len(order) == len(found)
+    assert closest_first(found.assign(rounds=MOST_ROUNDS)).empty  # a cell has MOST_ROUNDS at most
 
 
 def test_a_run_above_its_peak_marks_the_peak_suspect_instead_of_printing_its_mfu():

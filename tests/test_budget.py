@@ -116,11 +116,13 @@ def test_runs_stop_at_the_width_their_model_needs_on_a_long_budget():
 
 def family_first_cells() -> list[Cell]:
     """cells() as a budgeted comparison orders them (bench.drivers.presets.matrix.family_cells_first): each model's
-    parameter-server and allreduce runs at its most workers first, marked, then the rest."""
+    baseline's 1-worker run and its parameter-server and allreduce runs at its most workers first, marked, then the
+    rest."""
     families = {"single": IN_GRAPH, "allreduce": ALLREDUCE, "ps-sync": PARAMETER_SERVER, "ps-async": PARAMETER_SERVER}
     plan = [replace(c, family=families[c.strategy]) for c in cells()]
-    first = [replace(c, first=True) for c in plan if c.purpose == "throughput" and c.workers == 4]
-    return first + [c for c in plan if not (c.purpose == "throughput" and c.workers == 4)]
+    in_cell = [c.purpose == "throughput" and (c.workers == 4 or c.baseline) for c in plan]
+    first = [replace(c, first=True) for c, inside in zip(plan, in_cell) if inside]
+    return first + [c for c, inside in zip(plan, in_cell) if not inside]
 
 
 def run_within(total_s: float, plan: list[Cell], machine: Machine):

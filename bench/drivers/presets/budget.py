@@ -46,11 +46,7 @@ PRIOR_EXCHANGE_S = 0.002
 TRANSFER_MARGIN = 1.5
 PRIOR_STARTUP_PER_WORKER = 0.8
 PRIOR_CONVERGENCE_FACTOR = 1.3  # a convergence run's evaluations on top of its steps
-# A round is worth running only where each of its runs still measures this many times its least steps: the
-# spread between rounds (a rerun's) is what a verdict needs, but a run of the least steps gives its throughput
-# to about the --ci-width only on small models (docs/presets.md, "What a verdict's interval covers").
-ROUND_MEASURE_FACTOR = 2
-MOST_ROUNDS = 5  # from five rounds a setting's spread is its own (bench.analysis.report.verdict.OWN_ROUNDS)
+MOST_ROUNDS = 5  # a family cell's rounds at most: from five a setting's spread is its own (verdict.OWN_ROUNDS)
 
 
 LEAST_BUDGET_S = 30.0  # the probe and a few runs' start-ups take that on 2 cores
@@ -251,16 +247,6 @@ class Budget:
         half = summary.get("throughput_ci95_examples_per_s")
         if half and measured > 0:
             self.learned.spread[cell.model].append(half / summary["throughput_examples_per_s"] * math.sqrt(measured))
-
-    def rounds_that_fit(self, one_round: Sequence[Cell]) -> int:
-        """How many rounds of `one_round`'s throughput runs the budget holds, each run with its start-up and
-        ROUND_MEASURE_FACTOR times its least steps, after the convergence runs; at least one, at most
-        MOST_ROUNDS."""
-        per_round = sum(self.startup_s(c) + ROUND_MEASURE_FACTOR * LEAST_MEASURED_STEPS * self.step_s(c)
-                        for c in one_round if c.purpose == "throughput")
-        convergence = sum(self.convergence_s(c) for c in one_round if c.purpose == "convergence")
-        usable = self.left_s() - REPORT_S - convergence
-        return max(1, min(MOST_ROUNDS, int(usable // per_round))) if per_round > 0 else 1
 
     def least_s(self, cells: Sequence[Cell]) -> float:
         """What `cells`' throughput runs need at the least: their start-ups and least measured steps."""

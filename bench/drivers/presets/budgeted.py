@@ -8,9 +8,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from bench.analysis.report.answer import fit
 from bench.analysis.report.verdict import WIDE_SHARE
-from bench.drivers.presets.budget import REPORT_S, Budget, Cell, Sizing
+from bench.drivers.presets.budget import MOST_ROUNDS, REPORT_S, Budget, Cell, Sizing
 from bench.run.process.records import RunFolder
 
 SIZED_FLAGS = ("--steps", "--warmup-steps")
@@ -29,11 +32,14 @@ def say(line: str) -> None:
     print(fit(f"compare: {line}"), file=sys.stderr, flush=True)
 
 
-def say_rounds(rounds: int, budget: Budget) -> None:
-    more = ("one round: a verdict's threshold comes from the spread of the baseline's repeats, pooled (a larger "
-            "--budget fits more rounds)") if rounds == 1 else "a verdict's threshold comes from their spread"
-    say(f"{rounds} round{'s' if rounds > 1 else ''} of the throughput runs fit the {budget.total_s / 60:.1f} min "
-        f"budget; {more}")
+def closest_first(found: pd.DataFrame) -> pd.DataFrame:
+    """The measured family cells (bench.analysis.report.families.measured) with fewer than MOST_ROUNDS rounds, the
+    verdict closest to its bar first: by how far the log of the ratio is from the log of the ratio it needs."""
+    if found.empty:
+        return found
+    open_ = found[found["rounds"] < MOST_ROUNDS]
+    distance = (np.log(open_["ratio"].astype(float)).abs() - np.log(open_["needs"].astype(float))).abs()
+    return open_.loc[distance.sort_values(kind="stable").index]
 
 
 class BudgetedRuns:
@@ -43,14 +49,16 @@ class BudgetedRuns:
     (Cell.first); then, in the family cells, the strategies other than each family's fastest in the family cells
     measured so far; the first model's family cell is never left out."""
 
-    def __init__(self, cells: Sequence[Cell], budget: Budget) -> None:
-        self.cells, self.budget = list(cells), budget
+    def __init__(self, cells: Sequence[Cell], budget: Budget, more_rounds: bool = True) -> None:
+        self.cells, self.budget, self.more_rounds = list(cells), budget, more_rounds
         self.sizings: dict[int, Sizing] = {}
         self.left_out: list[str] = []
         self.skipped: set[int] = set()  # throughput runs left out for want of time
         self.rates: dict[int, float] = {}  # examples/s of the family cells' runs so far
         self.again_wanted: set[int] = set()  # runs to measure once more: their figure too wide to rank
         self.measured_again: set[int] = set()
+        self.rounds_given: list[str] = []  # the family cells given another round, one entry a round
+        self.in_round: set[int] = set()  # runs of such a round about to run again, at their first steps
 
     def kept(self, cells: Sequence[Cell], start: int = 0) -> list[Cell]:
         """`cells` (the planned runs from index `start` on) less those left out."""
@@ -70,6 +78,8 @@ class BudgetedRuns:
         cell = self.cells[index]
         if not cell.first:
             return 2
+        if cell.baseline:
+            return 0
         best = self.family_best(cell.family)
         others = [self.cells[i].strategy for i, c in enumerate(self.cells) if c.first and i != index
                   and i not in self.skipped and (c.model, c.family) == (cell.model, cell.family)]
@@ -105,6 +115,9 @@ class BudgetedRuns:
 
     def argv(self, index: int, argv: list[str]) -> list[str] | None:
         cell = self.cells[index]
+        if index in self.in_round:
+            self.in_round.discard(index)
+            return with_steps(argv, self.sizings[index])
         if cell.purpose == "throughput":
             self.narrow(index)
             if index in self.skipped:
@@ -172,6 +185,10 @@ class BudgetedRuns:
                f"{split['convergence'] / 60:.1f} min, the rest {split['between runs']:.0f} s "
                f"({(split['probe'] + split['throughput'] + split['convergence'] + split['between runs']) / 60:.1f} min "
                "until the report).")
+        if self.rounds_given:
+            given = {c: self.rounds_given.count(c) for c in dict.fromkeys(self.rounds_given)}
+            out += (" Rounds beyond the first, to the family cells closest to their bar: "
+                    f"{', '.join(f'{c} {n}' for c, n in given.items())}.")
         if self.measured_again:
             again = [self.cells[i] for i in sorted(self.measured_again)]
             out += (f" Measured again, their first interval wider than ±{WIDE_SHARE:.0%}: "
@@ -179,6 +196,42 @@ class BudgetedRuns:
         if self.left_out:
             out += f" Left out for want of time: {'; '.join(self.left_out)}."
         return out
+
+    def another_round(self, folder: Path) -> list[int]:
+        """After the planned runs: another round of the family cell whose verdict is closest to its bar (the rerun
+        rule's, bench.analysis.report.families), its parameter-server and allreduce runs in turn at the steps of
+        their first; none where the budget cannot hold both, or every cell has MOST_ROUNDS."""
+        if not self.more_rounds:
+            return []
+        from bench.analysis.report.build import summary_frame
+        from bench.analysis.report.families import measured
+
+        runs = summary_frame([folder])
+        for _, cell in closest_first(measured(runs)).iterrows():
+            pair = [self.index_of(runs, cell, column) for column in ("parameter_servers", "allreduce")]
+            if None in pair:
+                continue
+            cost = sum(self.budget.startup_s(self.cells[i])
+                       + (self.sizings[i].steps - self.sizings[i].warmup_steps) * self.budget.step_s(self.cells[i])
+                       for i in pair)
+            if cost > self.budget.left_s() - REPORT_S:
+                continue
+            order = pair if int(cell["rounds"]) % 2 == 0 else pair[::-1]  # A B, then B A: a drift touches both alike
+            self.in_round.update(order)
+            self.rounds_given.append(f"{cell['model']} x{int(cell['workers'])}")
+            say(f"another round of {cell['model']} x{int(cell['workers'])}: its family verdict is the closest to "
+                "its bar")
+            return order
+        return []
+
+    def index_of(self, runs: pd.DataFrame, cell: pd.Series, column: str) -> int | None:
+        """The planned run of the family cell's fastest strategy in `column` (a variant's name), where it ran."""
+        named = runs[(runs["variant"] == cell[column]) & (runs["model"] == cell["model"])]
+        if named.empty:
+            return None
+        strategy = named["strategy"].iloc[0]
+        return next((i for i, c in enumerate(self.cells) if i in self.sizings and c.purpose == "throughput"
+                     and (c.strategy, c.model, c.workers) == (strategy, cell["model"], int(cell["workers"]))), None)
 
     def notes(self) -> list[str]:
         """The answer's lines on what the budget left out (ANSWER_WIDTH columns at most)."""

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.config import default_warmup
 from bench.drivers.presets import budget, cluster_answer
-from bench.drivers.presets.budgeted import BudgetedRuns, say_rounds
+from bench.drivers.presets.budgeted import BudgetedRuns
 from bench.drivers.presets.probe import probe
 from bench.drivers.presets.runner import refused_cells, run_all
 from bench.errors import UsageError
@@ -145,22 +145,31 @@ FAMILY_CELL = (PARAMETER_SERVER, ALLREDUCE)  # the families the suite's question
 
 
 def family_cells_first(runs: list[Planned]) -> list[Planned]:
-    """The first round's runs of each model's family cell (its parameter-server and allreduce strategies at its
-    most workers) first, model after model, marked `first`; then the rest in their order. Where a budget cannot
-    hold every run, every model keeps its family verdict (bench.drivers.presets.budgeted)."""
+    """The first round's runs of each model's family cell first, model after model, marked `first`: its baseline's
+    1-worker run (what the projection to a cluster calibrates its compute from) and its parameter-server and
+    allreduce strategies at its most workers; then the rest in their order. Where a budget cannot hold every run,
+    every model keeps its family verdict (bench.drivers.presets.budgeted)."""
     most = {}
     for run in runs:
         if run.purpose == "throughput" and registry.get(run.strategy).family in FAMILY_CELL:
             most[run.model] = max(most.get(run.model, 0), run.workers)
+
+    def in_cell(run: Planned) -> bool:
+        if run.purpose != "throughput" or run.model not in most:
+            return False
+        if run.workers == 1 and registry.is_baseline(run.strategy):
+            return True
+        return most[run.model] == run.workers and registry.get(run.strategy).family in FAMILY_CELL
+
     seen, cells, rest = set(), [], []
     for run in runs:
         key = (run.strategy, run.model, run.workers)
-        if run.purpose == "throughput" and most.get(run.model) == run.workers and key not in seen \
-                and registry.get(run.strategy).family in FAMILY_CELL:
+        if in_cell(run) and key not in seen:
             seen.add(key)
             cells.append(replace(run, first=True))
         else:
             rest.append(run)
+    cells.sort(key=lambda run: list(most).index(run.model))  # stable: a model's baseline, then its cell
     return cells + rest
 
 
@@ -300,11 +309,7 @@ def main(argv: Sequence[str]) -> int:
     left_out = refused_cells((strategy, model) for model in args.models for strategy in args.strategies)
     if args.budget is not None:
         within = probed_budget(runs, args, began, extra)
-        if args.rounds_given is None:  # the budget decides how many rounds of the throughput runs fit
-            rounds = within.rounds_that_fit(cells(planned(1)))
-            say_rounds(rounds, within)
-            runs = planned(rounds)
-        sizer = BudgetedRuns(cells(runs), within)
+        sizer = BudgetedRuns(cells(runs), within, more_rounds=args.rounds_given is None)
     return run_all("compare", [(f"{run.purpose}: {run.strategy} {known_models.label(run.model)} x{run.workers}",
                                 run.argv(args.batch_size, extra)) for run in runs], Path(args.output), args.timeout_s,
                    skipped=left_out, sizer=sizer,

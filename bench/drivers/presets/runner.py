@@ -151,6 +151,9 @@ class Sizer(Protocol):
     def notes(self) -> list[str]:
         """What the answer says of the sizing (what it left out), a line each."""
 
+    def another_round(self, folder: Path) -> list[int]:
+        """After the planned runs: runs (by index) to make once more, in order; none to stop."""
+
 
 def run_one(i: int, total: int, label: str, argv: list[str], folder: Path, timeout_s: float,
             command: Sequence[str], sizer: Sizer | None, started: float) -> int:
@@ -203,6 +206,11 @@ def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, time
                 done = i
                 if i < len(runs):
                     interim.after_run(i)
+            while sizer and (again := sizer.another_round(folder)):
+                for index in again:
+                    label, argv = runs[index]
+                    made += run_one(index + 1, len(runs), f"{label} (another round)", argv, folder, timeout_s,
+                                    command, sizer, started)
     except Interrupted as exc:
         stopped = f"interrupted ({exc}) after {done} of {len(runs)} runs"
         print(f"{name}: {stopped}", file=sys.stderr, flush=True)
