@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # distbench launcher.
 #   ./run_bench.sh [flags]         the default comparison in 10 minutes (`all --budget default`)
-#   ./run_bench.sh test [pytest args]   every test, slow multi-process ones included
+#   ./run_bench.sh test [pytest args]   every test but those marked extended (-m extended: those)
 #   ./run_bench.sh setup [--gpu|--cpu]  create .venv, install TensorFlow, MPI, Horovod (keeps its flavour)
 #   ./run_bench.sh STRATEGY [flags]     one run: python -m bench --strategy STRATEGY [flags]
 #   ./run_bench.sh all [flags]          the same with fixed steps, or --budget 3m (narrow it with flags)
@@ -351,7 +351,7 @@ main() {
             ensure_browser
             ensure_slurm
             unset DISTBENCH_STARTED_AT  # a test's comparison counts its budget from its own start
-            exec "$VENV/bin/python" -m pytest -m "slow or not slow" "$@" ;;
+            exec "$VENV/bin/python" -m pytest -m "not extended" "$@" ;;
         cluster)
             [[ "${1:-}" == up ]] && ensure_slurm
             exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;

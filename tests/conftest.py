@@ -89,6 +89,9 @@ def pytest_collection_modifyitems(items: list) -> None:
     (tests/first_run.py)."""
     from tests.background import declared_jobs
 
+    unsaid = [item.nodeid for item in items if any(not mark.args for mark in item.iter_markers("extended"))]
+    if unsaid:
+        raise pytest.UsageError(f"extended without the test that covers it: {', '.join(unsaid)}")
     items.sort(key=lambda item: (item.nodeid.startswith(FIRST_RUN_TEST), _imagenet_run_test(item),
                                  bool(declared_jobs(item))))
 
@@ -162,10 +165,10 @@ def pytest_terminal_summary(terminalreporter) -> None:
     skipped = terminalreporter.stats.get("skipped", [])
     deselected = len(terminalreporter.stats.get("deselected", []))
     if deselected:
-        slow = terminalreporter.config.option.markexpr == "not slow"
-        terminalreporter.write_line(f"distbench: {deselected} " + ("slow tests not run (./run_bench.sh test runs them)"
-                                                                   if slow else "tests deselected"),
-                                    yellow=True, bold=True)
+        said = {"not slow": "slow tests not run (./run_bench.sh test runs them)",
+                "not extended": "extended tests not run: each repeats what another covers (./run_bench.sh test -m "
+                                "extended runs them)"}.get(terminalreporter.config.option.markexpr, "tests deselected")
+        terminalreporter.write_line(f"distbench: {deselected} {said}", yellow=True, bold=True)
     if not skipped:
         terminalreporter.write_line("distbench: no test was skipped", green=True, bold=True)
         return

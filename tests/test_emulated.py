@@ -103,6 +103,9 @@ def test_links_are_capped_both_ways_and_the_machine_has_nothing_new(hosts):
     assert ours == [(network.login_device(NAME), f"{network.login_address(hosts)}/24")]
 
 
+@pytest.mark.extended("ps-sync's exchange across hosts: test_what_compression_and_averaging_save_is_measured_on_the_"
+                      "links[ps-sync] and test_ps_sync_bytes_per_step_match_the_formulas_within_25_percent; its "
+                      "convergence: test_ps.py::test_ps_sync_converges_on_digits")
 def test_ps_sync_across_three_hosts_trains_mlp_on_digits(hosts, results):
     record, _ = on_cluster(results, "--strategy", "ps-sync", "--ps", "1", "--workers", "2", "--model", "mlp",
                            "--data", "digits", "--steps", "100", "--eval-every", "50")

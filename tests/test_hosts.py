@@ -158,13 +158,18 @@ def nothing_left(cluster, results: Path) -> None:
     assert all(not network.processes_in(h.namespace) for h in cluster.hosts)
 
 
+SAME_TF_LAUNCH = pytest.mark.extended(
+    "the TensorFlow cluster's launch over --hosts, as ps-sync's and allreduce-tf's here; its exchange across hosts: "
+    "test_emulated.py's every_exchange_runs_across_hosts[ps-async] and ps_coordinators_worker_exchanges...")
+
+
 @pytest.mark.slow
 @on_hosts
 @pytest.mark.parametrize("strategy, extra", [
     ("ps-sync", ["--workers", "2", "--ps", "1"]),
-    ("ps-async", ["--workers", "2", "--ps", "1"]),
+    pytest.param("ps-async", ["--workers", "2", "--ps", "1"], marks=SAME_TF_LAUNCH),
     ("allreduce-tf", ["--workers", "3"]),
-    ("ps-coordinator", ["--workers", "1", "--ps", "1"]),
+    pytest.param("ps-coordinator", ["--workers", "1", "--ps", "1"], marks=SAME_TF_LAUNCH),
 ])
 def test_every_tensorflow_cluster_strategy_runs_from_one_command_one_task_per_host(hosts, tmp_path, strategy, extra):
     cluster, env = hosts
@@ -246,7 +251,10 @@ def ended_after_killing(run: subprocess.Popen, pids: list[int]) -> float:
 @pytest.mark.slow
 @on_hosts
 @pytest.mark.parametrize("strategy, lost, why", [
-    ("ps-sync", "worker", ("worker 1",)), ("ps-sync", "host", ("ps 0",)),
+    pytest.param("ps-sync", "worker", ("worker 1",), marks=pytest.mark.extended(
+        "a killed TensorFlow task named: test_run_endings.py::test_the_killed_worker_is_named_as_the_cause[ps-sync]; "
+        "over --hosts, ps-sync's lost host and allreduce's killed worker here")),
+    ("ps-sync", "host", ("ps 0",)),
     # mpirun's rank, started over ssh by mpirun itself: mpirun names it, or rank 0 names its host as the
     # peer that disconnected when it sees the connection close first, or (1 of ~15 here) rank 2 aborts on
     # the closed socket first and mpirun names only rank 2 (bench.run.launch.rank_failures)

@@ -138,7 +138,10 @@ def final_accuracy(tmp_path, strategy: str, precision: str) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", ["single", "allreduce"])
+@pytest.mark.parametrize("strategy", ["single", pytest.param("allreduce", marks=pytest.mark.extended(
+    "under mixed_bfloat16 the variables and gradients stay float32 (test_every_suite_model_computes_in_bfloat16_"
+    "with_float32_variables...), so allreduce exchanges what its float32 equivalence tests check; single's run "
+    "checks the accuracy"))])
 def test_mixed_bfloat16_trains_mlp_on_digits_to_the_accuracy_float32_reaches(tmp_path, strategy):
     # 1,500 steps: float32 reaches 0.98 on digits' validation split, single and allreduce alike (0.9805, 0.9833)
     exact = final_accuracy(tmp_path, strategy, "float32")

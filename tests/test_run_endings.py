@@ -111,7 +111,8 @@ def test_a_worker_that_stops_stepping_ends_the_run_as_hung(results):
     assert not leftover_processes(str(results))
 
 
-@pytest.mark.parametrize("strategy", ["single", "ps-sync", "allreduce", "allreduce-tf"])
+@pytest.mark.parametrize("strategy", ["single", "ps-sync", "allreduce", pytest.param("allreduce-tf", marks=(
+    pytest.mark.extended("a TensorFlow cluster's launcher ended by Ctrl-C: ps-sync's, the same launcher")))])
 def test_ctrl_c_ends_the_run_with_130_and_records_it(strategy, results):
     workers = [] if strategy == "single" else ["--workers", "2"]
     # started with SIGINT ignored, as a script's background job is: the launcher must end on it all the same

@@ -137,6 +137,8 @@ EVERY_KIND = [("allreduce", "--workers", "4"), ("ps-sync", "--workers", "4", "--
 # a job of --gpus-per-node: ranks, and tasks with a ps step asking for none (refused beside the job's inherited
 # SLURM_GPUS_PER_NODE until steps dropped it)
 EACH_STEP_KIND = [EVERY_KIND[0], ("ps-sync", "--workers", "2", "--ps", "1")]
+# a job of --gres=gpu:4: ranks, tasks with two ps, one process of four GPUs (--gpus=4) and one of one
+EACH_KIND_GRES = [EVERY_KIND[0], EVERY_KIND[1], ("mirrored", "--workers", "4"), ("single",)]
 
 
 def run_in_one_allocation(env: dict, shared: Path, request: str, runs: list[tuple[str, ...]]) -> list[dict]:
@@ -173,8 +175,16 @@ def assert_each_process_on_gpus_of_its_own(record: dict) -> None:
         assert len(uuids) == len(set(uuids)), (record["config"]["strategy"], node, uuids)
 
 
+@pytest.mark.extended("each kind of step (ranks, TensorFlow tasks with ps, one process of 1 and of 4 GPUs) in both "
+                      "requests: test_inside_salloc_*_each_kind_of_step_gets_gpus_of_its_own")
 def test_inside_salloc_gres_gpu_4_every_strategys_processes_get_gpus_of_their_own(cluster_env, shared):
     for record in run_in_one_allocation(cluster_env, shared, f"--gres=gpu:{GPUS}", EVERY_KIND):
+        assert_each_process_on_gpus_of_its_own(record)
+        assert {p["node"] for p in record["placement"]["hosts"].values()} <= set(HOST_NAMES[:2])
+
+
+def test_inside_salloc_gres_gpu_4_each_kind_of_step_gets_gpus_of_its_own(cluster_env, shared):
+    for record in run_in_one_allocation(cluster_env, shared, f"--gres=gpu:{GPUS}", EACH_KIND_GRES):
         assert_each_process_on_gpus_of_its_own(record)
         assert {p["node"] for p in record["placement"]["hosts"].values()} <= set(HOST_NAMES[:2])
 
