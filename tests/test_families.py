@@ -103,3 +103,14 @@ def test_two_family_answers_are_set_side_by_side():
     assert both.loc[4, "agreement"] == "reversed"
     assert family_agreement(first, first)["agreement"].eq("same").all()
     assert 'id="agreement-families"' in agreement_section(rerun, first)
+
+
+def test_a_run_measured_again_stands_for_its_setting_and_the_first_is_kept_but_not_ranked():
+    runs = matrix(models=("mlp",))
+    rows = runs.to_dict("records")
+    first = {**run("allreduce", 9000.0, 4, "mlp", "allreduce", window=0.6), "superseded": "measured again"}
+    again = frame([*rows, first])
+    assert len(again) == len(runs) + 1  # the first run is still a row of the runs
+    cell = families.measured(again).set_index("workers").loc[4]
+    assert cell["ratio"] == pytest.approx(2.0) and cell["rounds"] == 1  # the superseded run takes no part
+    assert verdict.unranked(again) == []

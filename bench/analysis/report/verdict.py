@@ -50,12 +50,14 @@ class Spread:
 
 
 def measured(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs a verdict reads: ok, clean throughput runs with a throughput."""
+    """The runs a verdict reads: ok, clean throughput runs with a throughput, but those a budgeted comparison
+    measured again (`superseded`: their interval was too wide to rank)."""
     if runs.empty:
         return runs
     scenario = runs["scenario"] if "scenario" in runs else pd.Series("clean", index=runs.index)
+    replaced = runs["superseded"].notna() if "superseded" in runs else pd.Series(False, index=runs.index)
     keep = runs["ok"] & (runs["purpose"] == "throughput") & (scenario == "clean") \
-        & runs["throughput_examples_per_s"].gt(0)
+        & runs["throughput_examples_per_s"].gt(0) & ~replaced
     return runs[keep]
 
 

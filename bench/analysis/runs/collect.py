@@ -81,13 +81,14 @@ def device_columns(devices: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def sizing_columns(record: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
-    """How the run's steps were set (a budgeted comparison's `sizing`, else its fixed --steps) and the
-    interval they reached, as a share of its throughput."""
+    """How the run's steps were set (a budgeted comparison's `sizing`, else its fixed --steps), the
+    interval they reached, as a share of its throughput, and why a run measured again replaces it."""
     sizing = record.get("sizing") or {}
     rate, half = summary.get("throughput_examples_per_s"), summary.get("throughput_ci95_examples_per_s")
     return {"sizing_rule": sizing.get("rule", "steps"), "budget_s": sizing.get("budget_s"),
             "measure_s_planned": sizing.get("measure_s"), "measured_steps": summary.get("measured_steps"),
-            "ci95_share": half / rate if rate and half is not None else None}
+            "ci95_share": half / rate if rate and half is not None else None,
+            "superseded": record.get("superseded")}
 
 
 def run_row(run_dir: Path) -> dict[str, Any]:

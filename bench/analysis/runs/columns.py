@@ -13,7 +13,8 @@ RUN_COLUMNS = [
     ("collective", "collective", "text"),
 ]
 SUMMARY_COLUMNS = [c for c, *_ in RUN_COLUMNS] + [
-    "purpose", "ps", "steps", "sizing_rule", "measured_steps", "ci95_share", "budget_s", "measure_s_planned",
+    "purpose", "ps", "steps", "sizing_rule", "measured_steps", "ci95_share", "superseded", "budget_s",
+    "measure_s_planned",
     "optimizer", "lr", "options", "step_time_p90_s", "best_accuracy",
     "target_accuracy", "time_to_target_s", "steps_to_target", "gradient_bytes_per_step", "sparse_bytes_per_step",
     "sparse_exchange", "table_bytes", "rows_touched_per_step", "row_bytes", "table_dense", "staleness_mean_steps",

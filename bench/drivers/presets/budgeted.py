@@ -57,6 +57,7 @@ class BudgetedRuns:
         self.rates: dict[int, float] = {}  # examples/s of the family cells' runs so far
         self.again_wanted: set[int] = set()  # runs to measure once more: their figure too wide to rank
         self.measured_again: set[int] = set()
+        self.folders: dict[int, set[Path]] = {}  # each run's folders, as it ended
         self.rounds_given: list[str] = []  # the family cells given another round, one entry a round
         self.in_round: set[int] = set()  # runs of such a round about to run again, at their first steps
 
@@ -139,6 +140,7 @@ class BudgetedRuns:
         for path in folders:
             record = RunFolder(path).update_run(sizing={**sizing.record(), "wall_s": round(wall_s, 2)})
             summary = record.get("summary") or summary
+        self.folders[index] = folders
         self.learn(index, wall_s, summary)
 
     def learn(self, index: int, wall_s: float, summary: dict) -> None:
@@ -165,6 +167,8 @@ class BudgetedRuns:
             return False
         self.again_wanted.discard(index)
         self.measured_again.add(index)
+        for path in self.folders.get(index, ()):  # kept, and left out of every figure the answer ranks
+            RunFolder(path).update_run(superseded=f"measured again: its 95 % interval was wider than ±{WIDE_SHARE:.0%}")
         cell = self.cells[index]
         say(f"measuring {cell.strategy} {cell.model} x{cell.workers} again: its 95 % interval was wider than "
             f"±{WIDE_SHARE:.0%} of its figure")
