@@ -52,7 +52,7 @@ class BudgetedRuns:
     def __init__(self, cells: Sequence[Cell], budget: Budget, more_rounds: bool = True) -> None:
         self.cells, self.budget, self.more_rounds = list(cells), budget, more_rounds
         self.sizings: dict[int, Sizing] = {}
-        self.left_out: list[str] = []
+        self.left_out: list[str] = []  # convergence runs left out, each with why
         self.skipped: set[int] = set()  # throughput runs left out for want of time
         self.rates: dict[int, float] = {}  # examples/s of the family cells' runs so far
         self.again_wanted: set[int] = set()  # runs to measure once more: their figure too wide to rank
@@ -88,25 +88,30 @@ class BudgetedRuns:
 
     def narrow(self, index: int) -> None:
         """Before throughput run `index`: leave out runs not begun (this one included) until the runs left fit; where
-        only runs a family cell needs are left, the last model's whole cell goes."""
-        protected = {i for i, c in enumerate(self.cells) if c.first and c.model == self.cells[0].model}
+        only runs a family cell needs are left, the last model's whole cell goes. Decided afresh before every run
+        from what the runs so far cost: a run left out earlier comes back where the budget now holds it."""
+        reached = {c.model for c in self.cells[:index] if c.first}  # family cells begun, or left out once begun
+        dropped = {c.model for i, c in enumerate(self.cells[:index]) if c.first and i in self.skipped}
+        begun = (reached - dropped) | {self.cells[0].model}  # the first model's family cell is never left out
+        said = bool(self.skipped)
+        self.skipped -= {i for i in range(index, len(self.cells))
+                         if not (self.cells[i].first and self.cells[i].model in dropped)}
         while True:
             left = [i for i in range(index, len(self.cells)) if i not in self.skipped]
             least = self.budget.least_s([self.cells[i] for i in left])
-            victims = [i for i in left if self.cells[i].purpose == "throughput" and i not in protected]
+            victims = [i for i in left if self.cells[i].purpose == "throughput"
+                       and not (self.cells[i].first and self.cells[i].model in begun and self.priority(i) == 0)]
             if least <= self.budget.left_s() - REPORT_S or not victims:
                 return
-            if not self.skipped:
+            if not said:
+                said = True
                 say(f"the runs left need {least / 60:.1f} min at their least: every model narrowed alike, family "
                     "cells first")
             victim = max(victims, key=lambda i: (self.priority(i), i))
             model = self.cells[victim].model
             whole = [i for i in victims if self.cells[i].first and self.cells[i].model == model] \
                 if self.priority(victim) == 0 else [victim]
-            for i in whole:
-                self.skipped.add(i)
-                cell = self.cells[i]
-                self.left_out.append(f"{cell.strategy} {cell.model} x{cell.workers}")
+            self.skipped.update(whole)
 
     def models_without_family_cell(self) -> list[str]:
         """Models whose family cell the budget could not hold at all."""
@@ -197,8 +202,9 @@ class BudgetedRuns:
             again = [self.cells[i] for i in sorted(self.measured_again)]
             out += (f" Measured again, their first interval wider than ±{WIDE_SHARE:.0%}: "
                     f"{'; '.join(f'{c.strategy} {c.model} x{c.workers}' for c in again)}.")
-        if self.left_out:
-            out += f" Left out for want of time: {'; '.join(self.left_out)}."
+        left_out = [f"{c.strategy} {c.model} x{c.workers}" for c in map(self.cells.__getitem__, sorted(self.skipped))]
+        if left_out or self.left_out:
+            out += f" Left out for want of time: {'; '.join([*left_out, *self.left_out])}."
         return out
 
     def another_round(self, folder: Path) -> list[int]:
