@@ -6,6 +6,7 @@ function of what it reads."""
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
 import threading
@@ -190,7 +191,7 @@ def test_servers_of_tasks_that_serve_get_the_processes_memory_policy(monkeypatch
     from strategies.workers.ps import ParameterServerWorker
     from strategies.workers.ps_coordinator import PSCoordinatorWorker
 
-    monkeypatch.setitem(visible._chosen, "memory", "fraction 0.25")
+    monkeypatch.setenv(visible.PLACEMENT, json.dumps({"record": {"memory": "fraction 0.25"}}))
     made = []
 
     class Server:

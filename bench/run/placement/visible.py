@@ -2,10 +2,13 @@
 chosen by bench.run.placement.gpus from its local rank among the GPUs the host offers), then, once TensorFlow is
 imported and before its runtime starts, their memory policy: growth by default (the seed's allow_growth), or a
 fraction of each GPU (its per_process_gpu_memory_fraction; a shared GPU's share). What it chose is recorded in
-the run folder (devices/<role><index>.json) and run.json's `devices` collects them."""
+the run folder (devices/<role><index>.json) and run.json's `devices` collects them. The choice lives where
+CUDA_VISIBLE_DEVICES does, in the process's environment (PLACEMENT), not in this module: one per process, read
+back by what configures TensorFlow after it."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from collections.abc import Mapping, Sequence
@@ -33,8 +36,12 @@ from bench.run.placement.gpus import (
 )
 from bench.run.placement.plan import display_role
 
-_chosen: dict[str, Any] = {}  # this process's placement: one per process, as its environment is
-_deciding: dict[str, Any] = {}  # what decided it (config, strategy, role): its collective follows what TensorFlow saw
+PLACEMENT = "DISTBENCH_PLACEMENT"  # this process's placement record, and what its collective and --on-cpu decide
+
+
+def _placed() -> dict[str, Any]:
+    """What `apply` chose in this process ({} before it): `record`, `collectives` (on the CPU, on GPUs), `on_cpu`."""
+    return json.loads(os.environ.get(PLACEMENT) or "{}")
 
 
 def cluster_position(cluster: Mapping[str, Sequence[str]], needs: Mapping[str, int], role: str,
@@ -59,17 +66,18 @@ def apply(config: RunConfig, strategy: type[Strategy], role: str, index: int, lo
         os.environ[VISIBLE] = ",".join(gpus) or NONE_VISIBLE
         os.environ.setdefault(*DEVICE_ORDER)
     shared_by = sharing([need] * max(1, local_size), len(slots)) if config.share_gpus else 1
-    _deciding.update(config=config, strategy=strategy, role=role)
-    _chosen.clear()
-    _chosen.update({
+    record = {
         "host": socket.gethostname(), "role": display_role(strategy, config, role), "index": index,
         "local_rank": local_rank, "gpus": as_indices(gpus), "gpu_uuids": uuids_of(gpus, gpu_table()),
         "cuda_visible_devices": os.environ.get(VISIBLE),
         "given_cuda_visible_devices": None if os.environ.get(GIVEN, UNSET) == UNSET else os.environ[GIVEN],
         "bound_by_slurm": bound, "gpus_declared": config.gpus_per_host,
         "memory": memory_policy(config.gpu_memory_fraction, shared_by) if gpus else None,
-        "collective": strategy.collective(config, role, bool(gpus))})
-    return dict(_chosen)
+        "collective": strategy.collective(config, role, bool(gpus))}
+    # the collective follows what TensorFlow will see (configure_memory): both answers decided here
+    os.environ[PLACEMENT] = json.dumps({"record": record, "on_cpu": config.on_cpu,
+                                        "collectives": [strategy.collective(config, role, on) for on in (False, True)]})
+    return dict(record)
 
 
 def configure_memory() -> dict[str, Any]:
@@ -78,11 +86,13 @@ def configure_memory() -> dict[str, Any]:
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
-    if _chosen:
-        gpus = on_cpu_or_refused(gpus, _chosen, _deciding["config"].on_cpu)
-    fraction = fraction_of(_chosen.get("memory"))
+    placed = _placed()
+    chosen_ = placed.get("record") or {}
+    if chosen_:
+        gpus = on_cpu_or_refused(gpus, chosen_, placed["on_cpu"])
+    fraction = fraction_of(chosen_.get("memory"))
     table = {row["uuid"]: row for row in gpu_table()}
-    uuids = _chosen.get("gpu_uuids") or [row["uuid"] for row in gpu_table()]
+    uuids = chosen_.get("gpu_uuids") or [row["uuid"] for row in gpu_table()]
     seen = []
     for position, gpu in enumerate(gpus):
         row = table.get(uuids[position], {}) if position < len(uuids) else {}
@@ -92,12 +102,13 @@ def configure_memory() -> dict[str, Any]:
         else:
             tf.config.experimental.set_memory_growth(gpu, True)
         seen.append({"device": gpu.name, "name": row.get("name"), "uuid": row.get("uuid")})
-    if not _chosen:  # a process that chose nothing (a test's own): TensorFlow's defaults but growth
+    if not chosen_:  # a process that chose nothing (a test's own): TensorFlow's defaults but growth
         return {}
-    _chosen["tensorflow_gpus"] = seen
+    chosen_["tensorflow_gpus"] = seen
     # the collective it runs: on GPUs only where TensorFlow computes on them (the CPU build sees none)
-    _chosen["collective"] = _deciding["strategy"].collective(_deciding["config"], _deciding["role"], bool(seen))
-    return dict(_chosen)
+    chosen_["collective"] = placed["collectives"][bool(seen)]
+    os.environ[PLACEMENT] = json.dumps({**placed, "record": chosen_})
+    return dict(chosen_)
 
 
 def on_cpu_or_refused(seen: list, placed: dict[str, Any], on_cpu: bool) -> list:
@@ -129,17 +140,18 @@ def cpu_reason() -> str:
 
 def chosen() -> dict[str, Any]:
     """This process's placement record (empty before `apply`)."""
-    return dict(_chosen)
+    return _placed().get("record") or {}
 
 
 def session_gpu_options(proto: Any) -> Any:
     """A TensorFlow 1 ConfigProto with this process's GPU memory policy (a v1 server or session creates its GPU
     devices from its own config, not from tf.config)."""
-    fraction = fraction_of(_chosen.get("memory"))
-    if _chosen.get("computed_on"):  # --on-cpu
+    placed = chosen()
+    fraction = fraction_of(placed.get("memory"))
+    if placed.get("computed_on"):  # --on-cpu
         proto.device_count["GPU"] = 0
     elif fraction is not None:
         proto.gpu_options.per_process_gpu_memory_fraction = fraction
-    elif _chosen.get("gpus"):
+    elif placed.get("gpus"):
         proto.gpu_options.allow_growth = True
     return proto
