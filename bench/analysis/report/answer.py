@@ -68,11 +68,12 @@ def growths(group: pd.DataFrame, spread: verdict.Spread) -> list[tuple[float, fl
     """Per strategy of one model with two worker counts or more: (log growth per doubling of workers, the log of
     the growth a rerun may make up (verdict.threshold of its two figures), "name 1.8x from 2 to 4")."""
     out = []
-    for name, mine in group.groupby("variant"):
+    links = [c for c in ("link_mbit",) if c in group]  # on capped links, a strategy's growth is per link
+    for (name, *_), mine in group.groupby(["variant", *links], dropna=False):
         mine = mine.sort_values("workers")
-        if len(mine) < 2 or mine["workers"].iloc[0] < 1:
-            continue
         fewest, most = mine.iloc[0], mine.iloc[-1]
+        if fewest["workers"] < 1 or most["workers"] <= fewest["workers"]:
+            continue
         growth = most["throughput_examples_per_s"] / fewest["throughput_examples_per_s"]
         doublings = math.log2(most["workers"] / fewest["workers"])
         out.append((math.log(growth) / doublings, math.log(verdict.threshold(most, fewest, spread)) / doublings,
