@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.analysis.projection.levels import DEFAULT_LEVEL
 from bench.analysis.report import families, verdict, why
 
 ANSWER_LINES = 25
@@ -129,7 +130,8 @@ def fastest_lines(table: pd.DataFrame, room: int) -> list[str]:
 
 
 def _short(name: str) -> str:
-    """A strategy's name without its flavour, for a terminal column (the flavour is in families.csv)."""
+    """A strategy's name without its flavour (or a constant's without what follows it), for a terminal column; the
+    whole is in families.csv."""
     return name.split(" ")[0] if name else "–"
 
 
@@ -174,20 +176,16 @@ def projected_lines(table: pd.DataFrame, profile: dict) -> list[str]:
     if table.empty:
         return []
     counts = sorted(table["workers"].unique())
-    level = "90 %"
+    level = f"{100 * DEFAULT_LEVEL:g} %"  # the level python -m bench project gives by default, as the comparison asks
     lines = [f"Projected to hosts like this one, a CPU worker each (profile {profile.get('name', '?')}); "
              f"ratio [{level} bounds]:",
              f"{'model':<10}{'Gbit/s':>6}  " + "".join(f"{f'{n} workers':<28}" for n in counts) + "widest"]
     for (model, link), group in table.groupby(["model", "link_gbit"], sort=False):
         at = {int(r["workers"]): r for _, r in group.iterrows()}
-        widest = constant_of(str(at[max(at)]["widest_term"])) if max(at) in at else ""
+        widest = _short(str(at[max(at)]["widest_term"] or "")).strip("–") if max(at) in at else ""
         lines.append(f"{model:<10}{link:>6g}  " + "".join(f"{_projected_cell(at.get(n)):<28}" for n in counts)
                      + widest)
     return lines
-
-
-def constant_of(term: str) -> str:
-    return term.split(" ")[0] if term else ""
 
 
 def lines(runs: pd.DataFrame, table: pd.DataFrame, found: pd.DataFrame | None = None,
