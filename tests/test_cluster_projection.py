@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from bench.analysis.projection import allreduce, parameter_servers, profile, published, schemes
+from bench.analysis.projection import allreduce, intervals, parameter_servers, profile, published, schemes
 from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.parameter_servers import BALANCED, ROUND_ROBIN, Layout
 from bench.analysis.projection.schemes import HIERARCHICAL, PS_ASYNC, PS_SYNC, PS_SYNC_AGGREGATED, RING
@@ -105,8 +105,8 @@ def test_ranks_that_keep_cores_busy_while_their_collectives_fly_bound_an_emulate
     ring = model_of((int(4e6), 1.0))
     pair = Cluster(workers=4, devices_per_host=2, link_gbit=0.1, device_examples_per_s=1600, batch_size=64,
                    intra_host_bytes_per_s=4e9, on_host=True)
-    free = schemes.interval(RING, MPI, ring, pair, schemes.PsSetup(1, False, ROUND_ROBIN), polling)
-    bound = schemes.interval(RING, MPI, ring, pair, schemes.PsSetup(1, False, ROUND_ROBIN), polling,
+    free = intervals.interval(RING, MPI, ring, pair, schemes.PsSetup(1, False, ROUND_ROBIN), polling)
+    bound = intervals.interval(RING, MPI, ring, pair, schemes.PsSetup(1, False, ROUND_ROBIN), polling,
                              ceiling=waiting_cpu_ceiling(MPI, 4, 64, 2))
     assert bound.high < free.low and bound.terms == free.terms
     assert bound.point == pytest.approx(waiting_cpu_ceiling(MPI, 4, 64, 2)(polling, free.terms))
@@ -391,7 +391,7 @@ def test_an_interval_holds_the_figure_at_draws_of_the_profile_as_often_as_its_le
     ps = schemes.tf_cnn_benchmarks_ps(cluster)
     inside = []
     for scheme, transport in schemes.combinations(cluster, LOOPBACK, tensors.of(model)):
-        bounds = schemes.interval(scheme, transport, tensors.of(model), cluster, ps, LOOPBACK)
+        bounds = intervals.interval(scheme, transport, tensors.of(model), cluster, ps, LOOPBACK)
         assert bounds.low <= bounds.point <= bounds.high and bounds.level == 0.9
         for _ in range(60):
             drawn = {n: dataclasses.replace(c, value=_drawn(rng, c)) for n, c in LOOPBACK.constants.items()}

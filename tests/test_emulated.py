@@ -263,7 +263,7 @@ def test_hosts_with_a_cpu_budget_hold_every_process_to_it_and_down_removes_it(tm
     try:
         assert "CPU 0.5 cores each" in up.stdout
         budgeted = network.get(BUDGETED)
-        assert budgeted.host_cores == 0.5
+        assert budgeted.budget_cores == 0.5
         spin = [sys.executable, "-c", SPIN]
         placement = Placement.for_processes(budgeted, {"worker": 2})
         # what a run on these hosts records, and its summary row shows

@@ -207,8 +207,8 @@ def test_the_network_preset_on_budgeted_hosts_runs_each_model_on_one_host_before
     made, caps, started = [], [], []
 
     @contextmanager
-    def held(name, hosts, link_mbit, host_cores=None):
-        made.append((name, hosts, link_mbit, host_cores))
+    def held(name, hosts, link_mbit, budget_cores=None):
+        made.append((name, hosts, link_mbit, budget_cores))
         yield type("Held", (), {"cap": lambda self, link: caps.append(link)})()
 
     def run_all(name, runs, output, timeout_s, before, command, skipped):
@@ -286,6 +286,6 @@ def test_hosts_may_each_have_a_budget_of_their_own_within_the_machines_cores(mon
     hosts = tuple(network.Host(k, f"t-h{k}", f"10.0.0.{k + 1}") for k in range(3))
     bare = network.Cluster("t", hosts, "10.0.0.0/24", 1000.0)
     alike, differ = network.with_budgets(bare, [0.5] * 3), network.with_budgets(bare, [0.9, 0.1, 1.0])
-    assert (alike.host_cores, alike.budgets_differ) == (0.5, False)
-    assert (differ.host_cores, differ.cores_by_host, differ.budgets_differ) == (None, (0.9, 0.1, 1.0), True)
-    assert network.with_budgets(bare, [None] * 3).host_cores is None
+    assert (alike.budget_cores, alike.budgets_differ) == (0.5, False)
+    assert (differ.budget_cores, differ.cores_by_host, differ.budgets_differ) == (None, (0.9, 0.1, 1.0), True)
+    assert network.with_budgets(bare, [None] * 3).budget_cores is None

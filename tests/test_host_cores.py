@@ -13,14 +13,15 @@ import sys
 
 import pytest
 
-from bench.analysis.projection import profile, schemes
+from bench.analysis.projection import cores, intervals, profile
 from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.parameter_servers import ROUND_ROBIN
-from bench.analysis.projection.profile import CORES_GAIN, HOST_CORES, LEAST_CORES
+from bench.analysis.projection.profile import CORES_GAIN, LEAST_CORES, PROFILED_HOST_CORES
 from bench.analysis.projection.schemes import PS_ASYNC, PsSetup
 from bench.analysis.projection.transports import Transport
 from bench.drivers.profile import fold
 from bench.drivers.profile.ps_rate import CORES_ENV, HOST_FILE
+from bench.errors import UsageError
 from bench.run.contract import GRPC
 from bench.run.models.tensors import ModelTensors, Tensor
 from tests.processes import bench
@@ -29,33 +30,32 @@ PS = Transport("ps", 1.0, 1e9, True, "test", cores_measured=2.0, cores_gain=2 **
 
 
 def test_a_ps_tasks_streams_use_as_many_cores_as_there_are_streams_up_to_the_hosts():
-    assert PS.cores_share(16) == 1.0  # no cores given: the profile's host
-    on = lambda cores: dataclasses.replace(PS, host_cores=cores)  # noqa: E731
-    assert on(2.0).cores_share(16) == 1.0
+    assert PS.cores_share(16, None) == 1.0  # no cores given: the profile's host
+    assert PS.cores_share(16, 2.0) == 1.0
     # 16 streams on 8 cores use 8, where the profile's host gave them 2: two doublings
-    assert on(8.0).cores_share(16) == pytest.approx(2.0)
-    assert on(8.0).cores_share(4) == pytest.approx(2 ** 0.5)  # 4 streams use 4 cores, not 8
-    assert on(8.0).cores_share(1) == 1.0  # one stream uses one core on any host
-    assert on(0.5).cores_share(4) == pytest.approx(0.5)  # half a core where the profile had 2
-    assert on(8.0).message_rate(1e6, 16) == pytest.approx(2e9)
+    assert PS.cores_share(16, 8.0) == pytest.approx(2.0)
+    assert PS.cores_share(4, 8.0) == pytest.approx(2 ** 0.5)  # 4 streams use 4 cores, not 8
+    assert PS.cores_share(1, 8.0) == 1.0  # one stream uses one core on any host
+    assert PS.cores_share(4, 0.5) == pytest.approx(0.5)  # half a core where the profile had 2
+    assert PS.message_rate(1e6, 16, cores_per_host=8.0) == pytest.approx(2e9)
     # a profile that does not say its host's cores: the rate as measured
-    assert dataclasses.replace(PS, cores_measured=None, host_cores=8.0).cores_share(16) == 1.0
+    assert dataclasses.replace(PS, cores_measured=None).cores_share(16, 8.0) == 1.0
 
 
 def test_cores_outside_those_the_gain_was_measured_between_are_an_extrapolation():
     measured = dataclasses.replace(PS, least_cores_measured=1.0)
-    assert dataclasses.replace(measured, host_cores=2.0).cores_extrapolated(8) == 1.0
-    assert dataclasses.replace(measured, host_cores=1.0).cores_extrapolated(8) == 1.0  # measured at 1 core
-    assert dataclasses.replace(measured, host_cores=8.0).cores_extrapolated(8) == pytest.approx(4.0)
-    assert dataclasses.replace(measured, host_cores=0.5).cores_extrapolated(8) == pytest.approx(2.0)
-    assert dataclasses.replace(PS, host_cores=1.0).cores_extrapolated(8) == pytest.approx(2.0)  # not measured
+    assert measured.cores_extrapolated(8, 2.0) == 1.0
+    assert measured.cores_extrapolated(8, 1.0) == 1.0  # measured at 1 core
+    assert measured.cores_extrapolated(8, 8.0) == pytest.approx(4.0)
+    assert measured.cores_extrapolated(8, 0.5) == pytest.approx(2.0)
+    assert PS.cores_extrapolated(8, 1.0) == pytest.approx(2.0)  # not measured
 
 
 def _with_host(cores: float | None, gain: dict | None = None) -> profile.Profile:
     data = json.loads((profile.SHIPPED / f"{profile.DEFAULT}.json").read_text())
-    data["constants"].pop(HOST_CORES)
+    data["constants"].pop(PROFILED_HOST_CORES)
     if cores is not None:
-        data["constants"][HOST_CORES] = {"value": cores, "low": cores, "high": cores, "unit": "cores",
+        data["constants"][PROFILED_HOST_CORES] = {"value": cores, "low": cores, "high": cores, "unit": "cores",
                                          "measures": "x", "software": "x", "source": "test"}
     if gain is not None:
         data["constants"][CORES_GAIN] = gain
@@ -70,7 +70,7 @@ def test_a_profile_that_says_its_hosts_cores_carries_a_gain_measured_or_the_rang
     assert (unmeasured.low, unmeasured.high) == (1.0, 2.0) and unmeasured.value == pytest.approx(2 ** 0.5)
     assert "not measured" in unmeasured.source
     documented = profile.load("tf1-2017")
-    assert documented.get(HOST_CORES) == 16 and documented.get(CORES_GAIN) == 1.0
+    assert documented.get(PROFILED_HOST_CORES) == 16 and documented.get(CORES_GAIN) == 1.0
     assert "#6116" in documented.constants[CORES_GAIN].source
     ps = documented.transports()[GRPC]
     assert (ps.cores_measured, ps.cores_gain, ps.least_cores_measured) == (16.0, 1.0, None)
@@ -79,9 +79,9 @@ def test_a_profile_that_says_its_hosts_cores_carries_a_gain_measured_or_the_rang
 TENSORS = ModelTensors("test", tuple(Tensor(f"t{i}", 2_000_000, i / 7) for i in range(8)), 1.0)
 
 
-def _interval(used: profile.Profile, host_cores: float | None) -> schemes.Interval:
-    cluster = Cluster(16, 1, 100, 2000, 32, 1e10, host_cores=host_cores)
-    return schemes.interval(PS_ASYNC, GRPC, TENSORS, cluster, PsSetup(1, False, ROUND_ROBIN), used)
+def _interval(used: profile.Profile, cores_per_host: float | None) -> intervals.Interval:
+    cluster = Cluster(16, 1, 100, 2000, 32, 1e10, cores_per_host=cores_per_host)
+    return intervals.interval(PS_ASYNC, GRPC, TENSORS, cluster, PsSetup(1, False, ROUND_ROBIN), used)
 
 
 def test_beyond_the_measured_cores_the_interval_takes_the_gains_whole_range_and_names_it():
@@ -100,23 +100,41 @@ def test_beyond_the_measured_cores_the_interval_takes_the_gains_whole_range_and_
     assert CORES_GAIN in unmeasured and unmeasured[CORES_GAIN] > 0
 
 
+def test_the_cores_a_projection_says_it_assumed_are_those_its_figures_use():
+    gain = {"value": 1.3, "low": 1.25, "high": 1.35, "samples": [1.28, 1.3, 1.32], "unit": "x",
+            "measures": "x", "software": "x", "source": "measured: test"}
+    used = _with_host(2.0, gain)
+    assumed = cores.decide(None, used)
+    assert (assumed.cores, assumed.given) == (2.0, False)
+    # the figures of hosts of the profile's own cores are those of the rate as measured
+    assert _interval(used, assumed.cores) == _interval(used, None)
+    given = cores.decide(16.0, used)
+    assert (given.cores, given.profile_cores, given.given) == (16.0, 2.0, True)
+    assert _interval(used, given.cores).point > _interval(used, assumed.cores).point
+    assert cores.decide(None, _with_host(None)).cores is None
+    for bad, message in ((0.0, "must be > 0"), (8.0, "does not say the cores")):
+        with pytest.raises(UsageError, match=message):
+            cores.decide(bad, used if bad == 0.0 else _with_host(None))
+
+
 def test_a_profile_records_its_ps_hosts_cores_and_the_gain_held_to_one_core(tmp_path):
     (tmp_path / HOST_FILE).write_text(json.dumps({"cores": 4.0, "cpu": "Xeon"}))
     assert fold.host(tmp_path) == {"cores": 4.0, "cpu": "Xeon"}
     gained = fold.cores_gain({fold.RATE: 3e9}, {fold.RATE: 1e9}, 4.0)
     assert gained == {CORES_GAIN: pytest.approx(3 ** 0.5), LEAST_CORES: 1.0}  # 3x over two doublings
     assert fold.cores_gain({fold.RATE: 3e9}, {fold.RATE: 1e9}, 1.0) == {}
-    rounds = [{HOST_CORES: 4.0, **gained}, {HOST_CORES: 4.0, CORES_GAIN: 1.8, LEAST_CORES: 1.0},
-              {HOST_CORES: 4.0, CORES_GAIN: 1.6, LEAST_CORES: 1.0}]
+    rounds = [{PROFILED_HOST_CORES: 4.0, **gained}, {PROFILED_HOST_CORES: 4.0, CORES_GAIN: 1.8, LEAST_CORES: 1.0},
+              {PROFILED_HOST_CORES: 4.0, CORES_GAIN: 1.6, LEAST_CORES: 1.0}]
     folded = fold.fold(rounds, "test", "test", "test", 2**20)["constants"]
-    assert folded[HOST_CORES]["value"] == 4.0 and folded[CORES_GAIN]["samples"] == [r[CORES_GAIN] for r in rounds]
+    assert folded[PROFILED_HOST_CORES]["value"] == 4.0
+    assert folded[CORES_GAIN]["samples"] == [r[CORES_GAIN] for r in rounds]
     # a host's own facts are never carried over from the shipped profile
-    assert HOST_CORES not in fold.fold([{"latency_s": 1e-4}], "test", "test", "test", 2**20)["constants"]
+    assert PROFILED_HOST_CORES not in fold.fold([{"latency_s": 1e-4}], "test", "test", "test", 2**20)["constants"]
 
 
 def test_a_ps_task_holds_itself_to_the_cores_it_is_given_before_tensorflow_starts(tmp_path):
     code = ("import os, sys; from bench.drivers.profile import ps_rate; "
-            "c = ps_rate.host_cores(); ps_rate.hold(int(os.environ['" + CORES_ENV + "'])); "
+            "c = ps_rate.cores_given(); ps_rate.hold(int(os.environ['" + CORES_ENV + "'])); "
             "print(c, len(os.sched_getaffinity(0)))")
     done = subprocess.run([sys.executable, "-c", code], env={**os.environ, CORES_ENV: "1"}, capture_output=True,
                           text=True, check=True)
@@ -133,7 +151,7 @@ def test_project_says_whose_cores_it_used_and_refuses_cores_a_profile_cannot_car
     assert given["cluster"]["host_cores"]["given"] and given["cluster"]["host_cores"]["cores"] == 16
     assert all("widest_term" in row for row in given["projection"])
     data = json.loads((profile.SHIPPED / f"{profile.DEFAULT}.json").read_text())
-    data["constants"].pop(HOST_CORES)
+    data["constants"].pop(PROFILED_HOST_CORES)
     (tmp_path / "old.json").write_text(json.dumps(data))
     for flags, message in ((["--host-cores", "0"], "must be > 0"),
                            (["--host-cores", "8", "--profile", str(tmp_path / "old.json")], "does not say the cores")):

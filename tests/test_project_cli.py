@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.analysis.projection import costs, profile, schemes
+from bench.analysis.projection import costs, intervals, profile, schemes
 from bench.analysis.projection.calibrate import concurrent_stretch
 from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.parameter_servers import ROUND_ROBIN
@@ -146,14 +146,14 @@ def test_a_profile_measured_under_from_is_the_one_used_and_the_check_is_the_clus
     single = next(m for m in out["calibration"]["models"])
     assert ring["u_log"] == pytest.approx(math.log1p(single["compute_ci95_ms"] / single["compute_ms"]) / 1.96,
                                           rel=0.05)
-    # the same figure as a described cluster of 4 CPU hosts behind 100 Mbit/s links gives (schemes.interval)
+    # the same figure as a described cluster of 4 CPU hosts behind 100 Mbit/s links gives (intervals.interval)
     used = profile.load(str(results / profile.PROFILE_FILE))
     stretch, sd = ring["compute_stretch"], out["calibration"]["models"][0]["compute_sd_ms"] / 1e3
     cluster = Cluster(4, 1, 0.1, 64 / (STEP_S * stretch), 64, used.get("intra_host_bytes_per_s"), sd * stretch,
                       on_host=True)
     shaped = tensors.of("cnn").sized(Gradient(GRADIENT_BYTES))
     # allreduce-tf's one all_reduce starts once every gradient is ready (exchange_overlaps_backward)
-    same = schemes.interval(RING, "grpc", shaped, cluster, PsSetup(1, False, ROUND_ROBIN), used, overlapped=False)
+    same = intervals.interval(RING, "grpc", shaped, cluster, PsSetup(1, False, ROUND_ROBIN), used, overlapped=False)
     assert ring["predicted_examples_per_s"] == pytest.approx(same.point)
     # by hand: the ring moves 2(n-1)/n S at the link's share of 100 Mbit/s once the slowest worker's
     # backward pass is done

@@ -100,8 +100,8 @@ def test_a_layout_check_over_loopback_measures_every_repetition_and_says_whether
 def test_a_check_on_hosts_of_fewer_cores_than_the_profiles_is_predicted_on_those_cores():
     measured = a_profile()  # its host: 2 cores; its task served at most 4 workers at once
     two = ps_round.served(measured, (0, 1), (2,), link_gbit=100.0, nbytes=MIB)
-    assert ps_round.served(measured, (0, 1), (2,), link_gbit=100.0, nbytes=MIB, host_cores=2.0) == two
-    half = ps_round.served(measured, (0, 1), (2,), link_gbit=100.0, nbytes=MIB, host_cores=1.0)
+    assert ps_round.served(measured, (0, 1), (2,), link_gbit=100.0, nbytes=MIB, cores_per_host=2.0) == two
+    half = ps_round.served(measured, (0, 1), (2,), link_gbit=100.0, nbytes=MIB, cores_per_host=1.0)
     # 2 streams on 1 core where the profile's used 2: one doubling fewer, at the unmeasured gain's point
     assert half["bytes_per_s"] == pytest.approx(two["bytes_per_s"] / 2 ** 0.5, rel=0.02)
 

@@ -16,8 +16,9 @@ import pandas as pd
 
 from bench.analysis.projection.cluster import StepTerms
 from bench.analysis.projection.fit import step_spread
+from bench.analysis.projection.intervals import Ceiling
 from bench.analysis.projection.profile import Profile
-from bench.analysis.projection.schemes import Ceiling, scheme_of
+from bench.analysis.projection.schemes import scheme_of
 from bench.config import RunConfig
 from bench.errors import UsageError
 from bench.metrics import Gradient
@@ -245,7 +246,7 @@ def waiting_cpu_ceiling(wire: str | None, workers: int, batch_size: int, cores: 
                         sharing: int | None = None) -> Ceiling:
     """The examples/s an emulated ring cannot pass where its ranks keep cores busy while their
     collectives are in flight (Open MPI's progress polling, Horovod's loop: the profile's
-    `<wire>.wait_cpu_share`), as a schemes.Ceiling (None at a point without that share, or for
+    `<wire>.wait_cpu_share`), as an intervals.Ceiling (None at a point without that share, or for
     a step without a collective). Its hosts share this machine's `cores`, so a step lasts at
     least its compute as the workers stretch it computing at once, the host's own work, and
     every rank's CPU while its reductions are in flight spread over the cores:

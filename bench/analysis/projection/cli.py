@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis.projection import cluster_cli
+from bench.analysis.projection import cluster_cli, cores
 from bench.analysis.projection.calibrate import Calibration, calibrate, one_machine_runs
 from bench.analysis.projection.files import PROJECTION_FILE
 from bench.analysis.projection.from_runs import (
@@ -85,16 +85,17 @@ def main(argv: Sequence[str]) -> int:
         if one_machine_runs(runs).empty and args.compute_ms is None:
             raise UsageError(f"--from {source}: no finished run to calibrate from")
         used, why = cluster_cli.chosen_profile(args, source)
-        cores = cluster_cli.host_cores(args, used)
+        per_host = cores.decide(args.host_cores, used)
         cal = calibrate(source, runs, args.model, args.compute_ms, used, why)
         checked, left_out = validation(cal, runs, args.level) if args.compute_ms is None else (pd.DataFrame(), [])
         table = projection(cal, args.workers, args.link_gbit, args.ps, args.level, validated_error(checked),
-                           host_cores=args.host_cores)
+                           cores_per_host=per_host.cores)
     except UsageError as exc:
         return refuse(exc)
     best, crossing = winners(table), crossover(args.workers)
     result = {"calibration": {"models": cal.describe().to_dict("records")},
-              "profile": {**used.summary(), "why": why}, "host_cores": cores, "constants": cluster_cli.constants(used),
+              "profile": {**used.summary(), "why": why}, "host_cores": per_host.record(),
+              "constants": cluster_cli.constants(used),
               "projection": cluster_cli.records(table), "winners": best.to_dict("records"),
               "crossover": crossing.to_dict("records"),
               "validation": cluster_cli.records(checked), "validation_summary": error_summary(checked, left_out),
@@ -106,7 +107,7 @@ def main(argv: Sequence[str]) -> int:
         print(json.dumps(result, default=float))
         return 0
     show(cal, best, crossing, checked, result["validation_summary"])
-    print(f"host cores: {cores['said']}")
+    print(f"host cores: {per_host.said}")
     print(f"written: {(out / PROJECTION_FILE).resolve()}", file=sys.stderr)
     return 0
 

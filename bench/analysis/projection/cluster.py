@@ -34,8 +34,9 @@ class Cluster:
     # the compute given was measured with the exchange's own threads beside it (runs of the same
     # strategy on the same cores), so a transport's compute_stretch is in it already
     stretch_measured: bool = False
-    # each host's cores as nproc counts them (hardware threads); None: those of the host the profile measured
-    host_cores: float | None = None
+    # each host's cores as nproc counts them (hardware threads), as bench.analysis.projection.cores decided
+    # them: given, else those of the host the profile was measured on; None where neither is known
+    cores_per_host: float | None = None
 
     @property
     def hosts(self) -> int:

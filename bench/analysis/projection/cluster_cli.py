@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis.projection import levels, profile, published, schemes, transports
+from bench.analysis.projection import cores, levels, profile, published, table, transports
 from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.files import PROJECTION_FILE
 from bench.analysis.projection.parameter_servers import PLACEMENTS, ROUND_ROBIN
@@ -47,28 +47,6 @@ def add_host_cores_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-cores", type=float, default=None,
                    help="each host's cores as nproc counts them (hardware threads): what a ps task on it may use "
                         "(default: those of the host the profile was measured on)")
-
-
-def host_cores(args: argparse.Namespace, used: profile.Profile) -> dict:
-    """The hosts' cores the projection uses, and a sentence saying whose; a --host-cores the profile cannot
-    carry over (it does not say the cores it was measured on) is refused in one line."""
-    measured = used.get(profile.HOST_CORES)
-    if args.host_cores is not None:
-        if not args.host_cores > 0:
-            raise UsageError(f"--host-cores: must be > 0, got {args.host_cores:g}")
-        if measured is None:
-            raise UsageError(f"--host-cores: profile {used.name} does not say the cores of the host it was measured "
-                             "on; ./run_bench.sh profile records them")
-        return {"cores": args.host_cores, "profile_cores": measured, "given": True,
-                "said": f"{args.host_cores:g} each (--host-cores); the profile's ps task was measured on a host of "
-                        f"{measured:g}"}
-    if measured is None:
-        return {"cores": None, "profile_cores": None, "given": False,
-                "said": f"not known: profile {used.name} does not say its host's; a ps task's rate is taken "
-                        "as measured"}
-    return {"cores": measured, "profile_cores": measured, "given": False,
-            "said": f"{measured:g} each, assumed: those of the host profile {used.name} was measured on "
-                    "(give yours with --host-cores N)"}
 
 
 def add_level_argument(p: argparse.ArgumentParser) -> None:
@@ -117,7 +95,7 @@ class Chosen:
     profile: profile.Profile
     why: str
     intra_host_from_profile: bool
-    cores: dict  # host_cores: the hosts' cores used, and whose
+    per_host: cores.CoresPerHost  # the cluster's cores per host
 
 
 def check(args: argparse.Namespace) -> Chosen:
@@ -138,7 +116,8 @@ def check(args: argparse.Namespace) -> Chosen:
             raise UsageError(f"--model {models.label(name)}: the cluster projection takes dense models; "
                              "its embedding table is not modelled")
     used, why = chosen_profile(args)
-    chosen = Chosen(used, why, intra_host_from_profile=args.intra_host_gbit is None, cores=host_cores(args, used))
+    chosen = Chosen(used, why, intra_host_from_profile=args.intra_host_gbit is None,
+                    per_host=cores.decide(args.host_cores, used))
     if args.intra_host_gbit is None:
         args.intra_host_gbit = used.get("intra_host_bytes_per_s") * 8 / 1e9
     if args.devices_per_host < 1 or not args.intra_host_gbit > 0:
@@ -158,10 +137,10 @@ def projection(args: argparse.Namespace, chosen: Chosen) -> pd.DataFrame:
         for n in args.workers:
             for gbit in args.link_gbit:
                 cluster = Cluster(n, args.devices_per_host, gbit, args.device_examples_per_s, args.batch_size,
-                                  args.intra_host_gbit * 1e9 / 8, host_cores=args.host_cores)
+                                  args.intra_host_gbit * 1e9 / 8, cores_per_host=chosen.per_host.cores)
                 for k in args.ps or [cluster.hosts]:
                     ps = PsSetup(k, args.ps_colocated or not args.ps, args.ps_placement)
-                    rows += schemes.rows(models.label(name), model_tensors, cluster, ps, chosen.profile,
+                    rows += table.rows(models.label(name), model_tensors, cluster, ps, chosen.profile,
                                          chosen.intra_host_from_profile, level=args.level, model_error=error)
     return pd.DataFrame(rows)
 
@@ -188,11 +167,10 @@ def records(frame: pd.DataFrame) -> list[dict]:
 
 def main(args: argparse.Namespace, chosen: Chosen) -> int:
     table = projection(args, chosen)
-    cores = chosen.cores
     result = {"cluster": {"devices_per_host": args.devices_per_host, "device_examples_per_s":
                           args.device_examples_per_s, "batch_size": args.batch_size,
                           "intra_host_gbit": args.intra_host_gbit, "ps_placement": args.ps_placement,
-                          "host_cores": cores},
+                          "host_cores": chosen.per_host.record()},
               "profile": {**chosen.profile.summary(), "why": chosen.why},
               "constants": constants(chosen.profile), "projection": records(table),
               "published": published_result(chosen.profile, args.level)}
@@ -204,7 +182,7 @@ def main(args: argparse.Namespace, chosen: Chosen) -> int:
         print(json.dumps(result, default=float))
         return 0
     print(f"profile: {chosen.profile.name} ({chosen.why})")
-    print(f"host cores: {cores['said']}")
+    print(f"host cores: {chosen.per_host.said}")
     show(table, result["published"])
     return 0
 

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from bench.analysis.projection import costs, levels, schemes
+from bench.analysis.projection import costs, intervals, levels, schemes, table
 from bench.analysis.projection.calibrate import (
     Calibration,
     ModelCalibration,
@@ -49,12 +49,12 @@ def model_tensors(model: ModelCalibration) -> ModelTensors:
 
 
 def cluster_of(model: ModelCalibration, workers: int, link_gbit: float, profile: Profile,
-               other_s: float = 0.0, host_cores: float | None = None) -> Cluster:
-    """`workers` CPU workers of the calibrated compute, each on a host of its own (of `host_cores`; None: the
+               other_s: float = 0.0, cores_per_host: float | None = None) -> Cluster:
+    """`workers` CPU workers of the calibrated compute, each on a host of its own (of `cores_per_host`; None: the
     profile's) behind a link of `link_gbit`, each step with `other_s` of the host's own work (Cluster.other_s)."""
     return Cluster(workers, 1, link_gbit, model.batch_size / model.compute_s, model.batch_size,
                    profile.get("intra_host_bytes_per_s"), model.compute_sd_s, on_host=True, other_s=other_s,
-                   host_cores=host_cores)
+                   cores_per_host=cores_per_host)
 
 
 def ps_counts(workers: int, wanted: Sequence[int] | None) -> list[tuple[int, str]]:
@@ -76,7 +76,7 @@ def compute_term(model: ModelCalibration) -> levels.Term:
 
 def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[float],
                ps: Sequence[int] | None, level: float = levels.DEFAULT_LEVEL,
-               model_error: schemes.ModelErrors | None = None, host_cores: float | None = None) -> pd.DataFrame:
+               model_error: schemes.ModelErrors | None = None, cores_per_host: float | None = None) -> pd.DataFrame:
     """Every scheme and transport per model, workers and link; the ps schemes per ps count, on hosts of their own."""
     rows = []
     for model in cal.models.values():
@@ -84,8 +84,8 @@ def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[fl
         for n in workers:
             for gbit in links_gbit:
                 for i, (k, rule) in enumerate(ps_counts(n, ps)):
-                    found = schemes.rows(model.model, shaped, cluster_of(model, n, gbit, cal.profile,
-                                                                          host_cores=host_cores),
+                    found = table.rows(model.model, shaped, cluster_of(model, n, gbit, cal.profile,
+                                                                          cores_per_host=cores_per_host),
                                          PsSetup(k, False, ROUND_ROBIN), cal.profile,
                                          compute=compute_term(model), other_of=model.other_for, level=level,
                                          model_error=model_error)
@@ -193,7 +193,7 @@ def validation(cal: Calibration, runs: pd.DataFrame,
     return with_model_error(rows), left_out
 
 
-def bounded(found: schemes.Interval, ceiling: tuple[float, float, str] | None) -> schemes.Interval:
+def bounded(found: intervals.Interval, ceiling: tuple[float, float, str] | None) -> intervals.Interval:
     """A figure no higher than its strategy went over loopback on these cores: where that binds, the
     loopback run's rate with its own 95 % interval as the figure's spread."""
     if ceiling is None or found.point <= (ceiling[0] + ceiling[1]) / 2:
@@ -237,7 +237,7 @@ def with_model_error(rows: list[dict]) -> pd.DataFrame:
     repeats = levels.repeat_errors([r["measured_examples_per_s"] for r in rows], [r["figure"] for r in rows])
     out = []
     for i, row in enumerate(rows):
-        columns = schemes.interval_columns(found[i].with_model(errors[i]), "predicted")
+        columns = intervals.interval_columns(found[i].with_model(errors[i]), "predicted")
         measured = row["measured_examples_per_s"]
         out.append({**row, **columns, "inside": bool(columns["predicted_low"] <= measured <= columns["predicted_high"]),
                     "error": columns["predicted_examples_per_s"] / measured - 1, "repeat_error": repeats[i]})
@@ -264,7 +264,7 @@ class NotCalibrated(Exception):
 class HostsCpu(NamedTuple):
     stretch: float  # of each worker's compute
     stretch_from: str  # where the stretch is from
-    waiting: schemes.Ceiling  # what a rank's CPU while its collective flies allows
+    waiting: intervals.Ceiling  # what a rank's CPU while its collective flies allows
     loopback: tuple[float, float, str] | None  # (low, high, run): its strategy on these cores over loopback
     # the stretch holds what the exchange's own threads take (hosts sharing this machine's cores: all
     # of the sharing is in it), else the profile's compute_stretch adds it
@@ -290,8 +290,9 @@ def hosts_cpu(run: pd.Series, model: ModelCalibration, local: pd.DataFrame) -> H
                         f"({model.source}) was not measured on such a host (srun -N 1 on one)")
 
 
-def run_host_cores(run: pd.Series) -> float | None:
-    """The cores each of an emulated run's hosts had: its budget, else the machine's, which they shared."""
+def run_cores_per_host(run: pd.Series) -> float | None:
+    """The cores each of an emulated run's hosts had: its CPU budget (recorded as `host_cores`), else the
+    machine's, which they shared."""
     budget = recorded(run.get("host_cores"))
     if budget is not None:
         return budget
@@ -300,7 +301,7 @@ def run_host_cores(run: pd.Series) -> float | None:
 
 def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: ModelCalibration, shaped: ModelTensors,
                       cpu: HostsCpu, level: float = levels.DEFAULT_LEVEL
-                      ) -> tuple[float, schemes.Interval, schemes.Interval]:
+                      ) -> tuple[float, intervals.Interval, intervals.Interval]:
     """(compute stretch, interval of the terms, that interval under the waiting CPU's ceiling) of an
     emulated run on hosts that had `cpu`.
     A ring's workers compute at the same time
@@ -311,14 +312,14 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
     workers, ps = int(run["workers"]), PsSetup(int(run["ps"] or 1), False, _placement(run))
     cluster = dataclasses.replace(
         cluster_of(model, workers, float(run["link_mbit"]) / 1e3, profile, model.other_for(scheme, run["wire"]),
-                   run_host_cores(run)),
+                   run_cores_per_host(run)),
         stretch_measured=cpu.with_exchange_threads)
     all_at_once = cpu.stretch
     overlapped = bool(run.get("exchange_overlaps_backward", True))
 
-    def at(stretch: float, compute: levels.Term | None = None, bound: schemes.Ceiling | None = None
-           ) -> schemes.Interval:
-        return schemes.interval(scheme, run["wire"], shaped, cluster.compute_scaled(stretch), ps, profile,
+    def at(stretch: float, compute: levels.Term | None = None, bound: intervals.Ceiling | None = None
+           ) -> intervals.Interval:
+        return intervals.interval(scheme, run["wire"], shaped, cluster.compute_scaled(stretch), ps, profile,
                                 compute=compute, ceiling=bound, overlapped=overlapped, level=level)
 
     stretch = all_at_once

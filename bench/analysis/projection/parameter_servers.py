@@ -138,19 +138,18 @@ class Layout:
         return self.cluster.batch_size * (self.cluster.devices_per_host if self.aggregated else 1)
 
 
-def _copy_s(nbytes: float, transport: Transport, tensors: int = 1, concurrent: int | None = None,
-            computing: bool = False) -> float:
+def _copy_s(nbytes: float, transport: Transport, layout: Layout, tensors: int = 1, computing: bool = False) -> float:
     """A task's process's work on one pusher's copy of `tensors` variables of `nbytes` in all, one
-    way, while it serves `concurrent` pushers at once (`computing`: beside a busy CPU on its host):
-    the bytes at its rate then, and a message per tensor."""
-    rate = transport.message_rate(nbytes / tensors, concurrent, computing)
+    way, while it serves every pusher of `layout` at once on a host of the cluster's cores (`computing`:
+    beside a busy CPU on its host): the bytes at its rate then, and a message per tensor."""
+    rate = transport.message_rate(nbytes / tensors, layout.pushers, computing, layout.cluster.cores_per_host)
     return (nbytes / rate if rate else 0.0) + tensors * transport.message_s
 
 
 def _process_s(layout: Layout, task: int, nbytes: float, transport: Transport) -> float:
     """The task's process's work for one push (or pull) of a variable, of every pusher, all at once."""
     computing = layout.computing_beside(task)
-    return layout.pushers * _copy_s(nbytes, transport, concurrent=layout.pushers, computing=computing)
+    return layout.pushers * _copy_s(nbytes, transport, layout, computing=computing)
 
 
 def _link_s(layout: Layout, task: int, nbytes: float, transport: Transport) -> float:
@@ -375,8 +374,8 @@ def asynchronous_rate(tensors: ModelTensors, layout: Layout, placement: str,
            _alone_steps_s(tensors, layout, {key for key, pushers in pushing if pushers}, tasks_of, transport).items()}
     pushed, pulled, count = _per_task(tensors, tasks_of, layout.tasks)
     # per update a task's process takes in and sends out its bytes (both its work)
-    work = [_copy_s(pushed[k], transport, count[k], layout.pushers, layout.computing_beside(k))
-            + _copy_s(pulled[k], transport, count[k], layout.pushers, layout.computing_beside(k))
+    work = [_copy_s(pushed[k], transport, layout, count[k], layout.computing_beside(k))
+            + _copy_s(pulled[k], transport, layout, count[k], layout.computing_beside(k))
             for k in range(layout.tasks) if count[k]]
     links_s = _duplex_round_s(layout, pushed, pulled, transport)
     cap = min([1.0 / w for w in work if w > 0] + ([layout.pushers / links_s] if links_s else []), default=math.inf)
@@ -384,3 +383,14 @@ def asynchronous_rate(tensors: ModelTensors, layout: Layout, placement: str,
     step_s = layout.pushers / updates
     return updates * layout.examples_per_push, StepTerms.of(step_s, layout.cluster.compute_s,
                                                             other_s=layout.cluster.other_s)
+
+
+def coordinated(rate: float, terms: StepTerms, cluster: Cluster, function_s: float,
+                steps_per_function: int) -> tuple[float, StepTerms]:
+    """ps-async's rate, at most what one coordinator schedules (TensorFlow 2's ClusterCoordinator): a
+    function of `steps_per_function` steps per `function_s` (both the profile's); the workers then wait for it."""
+    cap = steps_per_function * cluster.batch_size / function_s
+    if rate <= cap:
+        return rate, terms
+    step_s = cluster.workers * cluster.batch_size / cap
+    return cap, StepTerms.of(step_s, terms.compute_s, waiting_s=step_s - terms.step_s, other_s=terms.other_s)

@@ -10,7 +10,7 @@ where it is a stand-in, its candidate sources (`candidates`: [[value, source], .
 uncertainty (`Constant.term`, bench.analysis.projection.levels) is then one new draw's
 spread from its samples, else a uniform spread over its range widened to every candidate;
 a projected figure's interval moves each constant by its own uncertainty, one at a time,
-and combines what each move did to the figure (bench.analysis.projection.schemes.interval).
+and combines what each move did to the figure (bench.analysis.projection.intervals.interval).
 `low` and `high` are shown to the reader: for measured constants, the samples' 90 %
 prediction interval. Horovod's fusion threshold and cycle must be exact,
 `low == value == high`: their effect is not monotone.
@@ -39,7 +39,7 @@ SHARED = ("latency_s", "link_share", "intra_host_bytes_per_s", "horovod.fusion_b
 # the transports a profile may describe, and which carry their buffers through host memory
 HOST_COPIES = {NCCL: False, MPI: True, GLOO: True, GRPC: True}
 FIELDS = ("value", "low", "high", "unit", "measures", "software", "source")
-HOST_CORES, CORES_GAIN, LEAST_CORES = "host_cores", "grpc.cores_gain", "grpc.least_cores"
+PROFILED_HOST_CORES, CORES_GAIN, LEAST_CORES = "host_cores", "grpc.cores_gain", "grpc.least_cores"
 # a ps task's gain per doubling of the cores its streams use, where its profile did not measure it: anything
 # from none (its work serialised in one place) to linear (each stream's handler on a core of its own)
 UNMEASURED_CORES_GAIN = {
@@ -133,7 +133,7 @@ class Profile:
     def _cores(self) -> dict:
         """A ps task's cores as measured: its host's, its gain per doubling and the fewest it was measured with."""
         gain = self.constants.get(CORES_GAIN)
-        return {"cores_measured": self.get(HOST_CORES), "cores_gain": gain.value if gain else 1.0,
+        return {"cores_measured": self.get(PROFILED_HOST_CORES), "cores_gain": gain.value if gain else 1.0,
                 "least_cores_measured": self.get(LEAST_CORES) if gain and gain.samples else None}
 
     def _curve(self, name: str, field: str = "by_bytes") -> tuple[tuple[float, float], ...]:
@@ -209,7 +209,7 @@ def parse(data: dict, path: str) -> Profile:
         if any(v <= 0 or not math.isfinite(v) for v, _ in c.candidates):
             raise ValueError(f"{name}: candidates must be [value > 0, source] pairs")
         constants[name] = c
-    if f"{GRPC}.flow_share" in constants and HOST_CORES in constants and CORES_GAIN not in constants:
+    if f"{GRPC}.flow_share" in constants and PROFILED_HOST_CORES in constants and CORES_GAIN not in constants:
         gain = UNMEASURED_CORES_GAIN
         constants[CORES_GAIN] = Constant(CORES_GAIN, *(float(gain[f]) for f in ("value", "low", "high")),
                                          *(str(gain[f]) for f in ("unit", "measures", "software", "source")))

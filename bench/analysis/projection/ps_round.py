@@ -10,9 +10,10 @@ import math
 
 from bench.analysis.projection import levels
 from bench.analysis.projection.cluster import Cluster
+from bench.analysis.projection.intervals import interval
 from bench.analysis.projection.parameter_servers import ROUND_ROBIN
 from bench.analysis.projection.profile import Profile
-from bench.analysis.projection.schemes import PS_ASYNC, PsSetup, interval
+from bench.analysis.projection.schemes import PS_ASYNC, PsSetup
 from bench.run.contract import GRPC
 from bench.run.models.tensors import ModelTensors, Tensor
 
@@ -28,16 +29,16 @@ def round_tensors(nbytes: int, tasks: int) -> ModelTensors:
 
 def served(profile: Profile, worker_hosts: tuple[int, ...], task_hosts: tuple[int, ...], link_gbit: float,
            nbytes: int, level: float = levels.DEFAULT_LEVEL, model: levels.Term | None = None,
-           host_cores: float | None = None) -> dict[str, float]:
+           cores_per_host: float | None = None) -> dict[str, float]:
     """Bytes/s the tasks serve in all, pushed and pulled (point, low, high at `level`), while worker i on
     host `worker_hosts[i]` pushes `nbytes` split over the tasks, task k on host `task_hosts[k]`, and
     pulls it back, every worker at once. `model`: the model's error of form, where known (checked_error).
-    `host_cores`: each host's cores (None: those of the host the profile was measured on)."""
+    `cores_per_host`: each host's cores (None: those of the host the profile was measured on)."""
     workers, tasks = len(worker_hosts), len(task_hosts)
     # on_host: a worker's process keeps its host's CPU busy (moving bytes, where a training worker computes);
     # its devices per host (1) are moot: the hosts are PsSetup.on's
     cluster = Cluster(workers, 1, link_gbit, NO_COMPUTE_EXAMPLES_PER_S, batch_size=1,
-                      intra_host_bytes_per_s=float("inf"), on_host=True, host_cores=host_cores)
+                      intra_host_bytes_per_s=float("inf"), on_host=True, cores_per_host=cores_per_host)
     ps = PsSetup(tasks, True, ROUND_ROBIN, on=(worker_hosts, task_hosts))
     found = interval(PS_ASYNC, GRPC, round_tensors(nbytes, tasks), cluster, ps, profile,
                      intra_host_from_profile=False, level=level)

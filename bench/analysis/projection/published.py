@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.analysis.projection import levels, schemes
+from bench.analysis.projection import intervals, levels, schemes
 from bench.analysis.projection.cluster import Cluster
 from bench.analysis.projection.profile import Profile
 from bench.analysis.projection.schemes import PS_SYNC, PS_SYNC_AGGREGATED, RING, tf_cnn_benchmarks_ps
@@ -115,9 +115,9 @@ HOROVOD_2017 = PublishedTable(
 
 
 def _row(table: PublishedTable, setup: Setup, model: str, published: float | None, profile: Profile,
-         level: float) -> tuple[dict, schemes.Interval]:
+         level: float) -> tuple[dict, intervals.Interval]:
     cluster = table.cluster(model, profile)
-    found = schemes.interval(setup.scheme, setup.transport, tensors.of(model), cluster, tf_cnn_benchmarks_ps(cluster),
+    found = intervals.interval(setup.scheme, setup.transport, tensors.of(model), cluster, tf_cnn_benchmarks_ps(cluster),
                              profile, compute=table.device_term(model), level=level)
     terms = found.terms
     grade = setup.grade if table.stable(setup.measured_as or setup.label, model) else "C"
@@ -148,7 +148,7 @@ def check(profile: Profile, table: PublishedTable = HOROVOD_2017, level: float =
         model = levels.model_error([residuals[j] for j in others], [found[j][1].u for j in others])
         interval = interval.with_model(model)
         published = row["published_examples_per_s"]
-        rows.append({**row, **schemes.interval_columns(interval, "predicted"), "alternative": alternative,
+        rows.append({**row, **intervals.interval_columns(interval, "predicted"), "alternative": alternative,
                      "inside": bool(interval.low <= published <= interval.high),
                      "error": interval.point / published - 1})
     return pd.DataFrame(rows)

@@ -36,8 +36,7 @@ class Transport:
     points log-log, flat beyond them (`concurrency_share`);
     `cores_measured`: the cores of the host whose process's rate was measured (None: not recorded);
     `cores_gain`: its rate's gain per doubling of the cores its streams use (`cores_share`), measured
-    down to `least_cores_measured`; `host_cores`: the cores of the hosts of the cluster projected (None:
-    those it was measured on);
+    down to `least_cores_measured`;
     `compute_stretch`: how much longer a CPU device's compute takes beside the transport's own
     threads (Horovod's loop, which over MPI polls while it waits for the other ranks);
     `rate_share_computing`: the share of its rate a reduction (or a ps task) keeps while a CPU
@@ -64,16 +63,16 @@ class Transport:
     cores_measured: float | None = None
     cores_gain: float = 1.0
     least_cores_measured: float | None = None  # the fewest cores its rate was measured with (the gain's range)
-    host_cores: float | None = None
 
-    def message_rate(self, nbytes: float, concurrent: int | None = None, computing: bool = False) -> float | None:
+    def message_rate(self, nbytes: float, concurrent: int | None = None, computing: bool = False,
+                     cores_per_host: float | None = None) -> float | None:
         """What one process of it moves per second in a message of `nbytes`, serving `concurrent`
         workers at once (None: as its rate was measured), `computing`: beside a busy CPU on its host
-        (at `rate_share_computing` of its rate)."""
+        (at `rate_share_computing` of its rate), on a host of `cores_per_host` (Cluster.cores_per_host)."""
         rate = _log_log(self.rate_by_bytes, nbytes) if self.rate_by_bytes else self.process_bytes_per_s
         if rate is None:
             return None
-        return rate * self.concurrency_share(concurrent) * self.cores_share(concurrent) * \
+        return rate * self.concurrency_share(concurrent) * self.cores_share(concurrent, cores_per_host) * \
             (self.rate_share_computing if computing else 1.0)
 
     def concurrency_share(self, concurrent: int | None) -> float:
@@ -82,27 +81,28 @@ class Transport:
             return 1.0
         return _log_log(self.rate_by_workers, concurrent) / self.process_bytes_per_s
 
-    def cores_share(self, concurrent: int | None) -> float:
-        """A ps task's rate on a host of `host_cores` serving `concurrent` workers at once over its rate at
+    def cores_share(self, concurrent: int | None, cores_per_host: float | None) -> float:
+        """A ps task's rate on a host of `cores_per_host` serving `concurrent` workers at once over its rate at
         that concurrency on the host it was measured on (`cores_measured`, whose rate and curve stand there
         as measured). Each worker's stream is served by a thread of its own, so the streams use
         min(workers, cores) cores; each doubling of those multiplies the rate by `cores_gain`, held between
         1 (no gain) and 2 (linear), where a measurement's noise may put it (1 where the profile does not
         say its host's cores)."""
-        return min(max(self.cores_gain, 1.0), 2.0) ** math.log2(self.cores_used(concurrent))
+        return min(max(self.cores_gain, 1.0), 2.0) ** math.log2(self.cores_used(concurrent, cores_per_host))
 
-    def cores_used(self, concurrent: int | None) -> float:
-        """The cores `concurrent` streams use on the cluster's hosts over those they use on the profile's."""
-        if concurrent is None or self.cores_measured is None or self.host_cores is None:
+    def cores_used(self, concurrent: int | None, cores_per_host: float | None) -> float:
+        """The cores `concurrent` streams use on hosts of `cores_per_host` over those they use on the profile's
+        (1 where either is not known)."""
+        if concurrent is None or self.cores_measured is None or cores_per_host is None:
             return 1.0
-        return min(concurrent, self.host_cores) / min(concurrent, self.cores_measured)
+        return min(concurrent, cores_per_host) / min(concurrent, self.cores_measured)
 
-    def cores_extrapolated(self, concurrent: int | None) -> float:
-        """How far (a factor >= 1) the cores `concurrent` streams use on the cluster's hosts lie outside those
-        the gain was measured between (`least_cores_measured` to `cores_measured`): 1 inside them."""
-        if concurrent is None or self.cores_measured is None or self.host_cores is None:
+    def cores_extrapolated(self, concurrent: int | None, cores_per_host: float | None) -> float:
+        """How far (a factor >= 1) the cores `concurrent` streams use on hosts of `cores_per_host` lie outside
+        those the gain was measured between (`least_cores_measured` to `cores_measured`): 1 inside them."""
+        if concurrent is None or self.cores_measured is None or cores_per_host is None:
             return 1.0
-        used = min(concurrent, self.host_cores)
+        used = min(concurrent, cores_per_host)
         most = min(concurrent, self.cores_measured)
         least = min(most, self.least_cores_measured or most)
         return max(used / most, least / used, 1.0)

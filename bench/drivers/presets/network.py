@@ -194,7 +194,7 @@ def main(argv: Sequence[str]) -> int:
     one_host = [on_one_host(args.models, args.steps, args.batch_size, k) for k in range(args.one_host_repeats)] \
         if args.host_cores is not None else []
     return run_on_links("network", runs, args.workers + MAX_PS, extra, Path(args.output), args.timeout_s,
-                        skipped=left_out, host_cores=args.host_cores, on_one_host_repeats=one_host)
+                        skipped=left_out, budget_cores=args.host_cores, on_one_host_repeats=one_host)
 
 
 def salloc_command(hosts: int, preset: str) -> list[str]:
@@ -208,10 +208,10 @@ def one_host_command(preset: str) -> list[str]:
 
 
 def run_on_links(preset: str, runs: list[tuple[float, str, list[str]]], hosts: int, extra: Sequence[str],
-                 output: Path, timeout_s: float, skipped: Sequence[str] = (), host_cores: float | None = None,
+                 output: Path, timeout_s: float, skipped: Sequence[str] = (), budget_cores: float | None = None,
                  on_one_host_repeats: Sequence[Sequence[tuple[str, list[str]]]] = ()) -> int:
     """The runs, each (link cap, label, arguments), on the emulated cluster CLUSTER of `hosts`
-    hosts (each of `host_cores` cores, None: sharing the machine's) with its Slurm, made for them
+    hosts (each of `budget_cores` cores, None: sharing the machine's) with its Slurm, made for them
     and removed at the end whatever happens; each run is a Slurm job; links re-capped when a run's
     cap differs from the last one's. `on_one_host_repeats`: runs each (label, arguments) made whole
     on one host, a repeat before the link runs, the others among them and after (interleaved)."""
@@ -232,7 +232,7 @@ def run_on_links(preset: str, runs: list[tuple[float, str, list[str]]], hosts: i
             cluster.cap(links[i])
 
     try:
-        with cluster_with_slurm(CLUSTER, hosts, runs[0][0] if runs else LINKS[0], host_cores) as cluster:
+        with cluster_with_slurm(CLUSTER, hosts, runs[0][0] if runs else LINKS[0], budget_cores) as cluster:
             unseen = nodes_not_seeing(output.resolve(), [f"--nodes={hosts}", f"--ntasks={hosts}"])
             if unseen:
                 raise UsageError(f"--output {output} is not visible on the emulated hosts (each has its own /tmp, "

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.analysis.projection import levels, profile
-from bench.analysis.projection.profile import CORES_GAIN, HOST_CORES, LEAST_CORES
+from bench.analysis.projection.profile import CORES_GAIN, LEAST_CORES, PROFILED_HOST_CORES
 from bench.analysis.runs.micro_summary import one_tensor, summarize
 from bench.drivers.profile.ps_rate import HOST_FILE, LAYOUT, MANY, MANY_TENSORS, ONE_TENSOR, workers_of
 from bench.metrics import messages
@@ -41,10 +41,11 @@ UNITS = {"latency_s": "s", "latency_computing_s": "s", "mpi.process_bytes_per_s"
          "mpi.wait_cpu_share": "cores",
          "gloo.wait_cpu_share": "cores", "grpc.message_s": "s", "mpi.compute_stretch": "x",
          "gloo.compute_stretch": "x", "mpi.rate_share_computing": "of its rate",
-         "gloo.rate_share_computing": "of its rate", HOST_CORES: "cores", CORES_GAIN: "x per doubling of cores",
+         "gloo.rate_share_computing": "of its rate", PROFILED_HOST_CORES: "cores",
+         CORES_GAIN: "x per doubling of cores",
          LEAST_CORES: "cores"}
 # a host's own facts: never carried over from the shipped profile where this one did not measure them
-OF_THE_HOST = (HOST_CORES, CORES_GAIN, LEAST_CORES)
+OF_THE_HOST = (PROFILED_HOST_CORES, CORES_GAIN, LEAST_CORES)
 
 
 def means(rate_bytes: int) -> dict[str, str]:
@@ -75,11 +76,11 @@ def means(rate_bytes: int) -> dict[str, str]:
                          "(numpy matmuls), over the same rate alone in the same repetition",
         "grpc.message_s": f"a ps task's cost per tensor: a 64 KiB push and pull in {MANY} tensors against 1, "
                           "per message",
-        HOST_CORES: "the cores the ps task's host gave it: its CPU affinity's (nproc), or its cgroup's CPU quota "
-                    "where lower",
+        PROFILED_HOST_CORES: "the cores the ps task's host gave it: its CPU affinity's (nproc), or its cgroup's CPU "
+                             "quota where lower",
         CORES_GAIN: "a ps task's rate's gain per doubling of the cores its workers' streams use: its rate with every "
-                    f"worker at once on all of {HOST_CORES} over the same held to 1 core (CPU affinity), per "
-                    f"doubling of {HOST_CORES}",
+                    f"worker at once on all of {PROFILED_HOST_CORES} over the same held to 1 core (CPU affinity), per "
+                    f"doubling of {PROFILED_HOST_CORES}",
         LEAST_CORES: f"the fewest cores the ps task was held to when {CORES_GAIN} was measured",
     }
 

@@ -131,7 +131,7 @@ def work(out: Path, cluster: dict, index: int, rounds: int, rate_bytes: int, mod
     (out / f"ps-worker{index}.json").write_text(json.dumps(report))
 
 
-def host_cores() -> float:
+def cores_given() -> float:
     """The cores this process's host gives it: its CPU affinity's (nproc), or its cgroup's CPU quota where lower."""
     quota = cpu_quota.own_cores()
     return min(float(len(os.sched_getaffinity(0))), quota if quota is not None else math.inf)
@@ -152,7 +152,7 @@ def serve(out: Path, cluster: dict, index: int) -> None:
     if os.environ.get(CORES_ENV):
         hold(int(os.environ[CORES_ENV]))
     if index == 0:
-        (out / HOST_FILE).write_text(json.dumps({"cores": host_cores(), "cpu": cpu_model()}))
+        (out / HOST_FILE).write_text(json.dumps({"cores": cores_given(), "cpu": cpu_model()}))
     import_tensorflow_quietly()
     import tensorflow as tf
 

@@ -35,7 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.analysis.projection import levels
-from bench.analysis.projection.profile import HOST_CORES, PROFILE_FILE
+from bench.analysis.projection.profile import PROFILE_FILE, PROFILED_HOST_CORES
 from bench.drivers.profile import fold, layout_check
 from bench.drivers.profile.where import Where
 from bench.errors import UsageError
@@ -172,14 +172,14 @@ def measure(where: Where, args: argparse.Namespace, folder: Path) -> tuple[dict[
         figures.update(fold.grpc_figures(part))
         cores = fold.host(part).get("cores")
         if cores:
-            figures[HOST_CORES] = float(cores)
+            figures[PROFILED_HOST_CORES] = float(cores)
     else:
         failed.append("grpc")
-    if figures.get(HOST_CORES, 0) >= 2:  # the ps task held to 1 core: what its host's other cores add
+    if figures.get(PROFILED_HOST_CORES, 0) >= 2:  # the ps task held to 1 core: what its host's other cores add
         part = folder / "grpc-1-core"
         part.mkdir()
         if where.ps_job(args.ps_workers, part, args.rounds, args.bytes, args.timeout_s, ps_cores=1, every_worker=True):
-            figures.update(fold.cores_gain(figures, fold.grpc_figures(part), figures[HOST_CORES]))
+            figures.update(fold.cores_gain(figures, fold.grpc_figures(part), figures[PROFILED_HOST_CORES]))
         else:
             failed.append("grpc-1-core")
     part = folder / "grpc-computing"

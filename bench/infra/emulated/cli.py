@@ -49,7 +49,7 @@ def _budgets(text: str) -> float | tuple[float, ...]:
 def describe(cluster: network.Cluster) -> str:
     traffic = network.counters(cluster)
     rate = f"{cluster.link_mbit:g} Mbit/s each way" if cluster.link_mbit else "not capped"
-    cpu = (f"{cluster.host_cores:g} cores each" if cluster.host_cores
+    cpu = (f"{cluster.budget_cores:g} cores each" if cluster.budget_cores
            else f"{', '.join(f'{c:g}' for c in cluster.cores_by_host)} cores" if cluster.budgets_differ
            else f"sharing this machine's {cpu_budget.machine_cores()} cores")
     lines = [f"cluster {cluster.name}: {len(cluster.hosts)} hosts on {cluster.subnet}, links {rate}, CPU {cpu}",

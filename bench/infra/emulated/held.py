@@ -13,22 +13,22 @@ from bench.infra.emulated.claim import claim, release
 
 
 class HeldCluster:
-    """The cluster `name` of `hosts` hosts of `host_cores` cores each (None: sharing the machine's),
+    """The cluster `name` of `hosts` hosts of `budget_cores` cores each (None: sharing the machine's),
     its links capped at `link_mbit` until `cap` says otherwise."""
 
-    def __init__(self, name: str, hosts: int, link_mbit: float, host_cores: float | None = None) -> None:
-        self.name, self.hosts, self.link_mbit, self.host_cores = name, hosts, link_mbit, host_cores
+    def __init__(self, name: str, hosts: int, link_mbit: float, budget_cores: float | None = None) -> None:
+        self.name, self.hosts, self.link_mbit, self.budget_cores = name, hosts, link_mbit, budget_cores
 
     def cap(self, link_mbit: float) -> None:
         """Re-cap every host's link (nothing to do when it already is)."""
         if link_mbit == self.link_mbit:
             return
-        said(network.up(self.hosts, link_mbit, self.name, self.host_cores))
+        said(network.up(self.hosts, link_mbit, self.name, self.budget_cores))
         self.link_mbit = link_mbit
 
 
 def said(cluster: network.Cluster) -> network.Cluster:
-    cores = f", {cluster.host_cores:g} cores each" if cluster.host_cores else ""
+    cores = f", {cluster.budget_cores:g} cores each" if cluster.budget_cores else ""
     print(f"links capped at {cluster.link_mbit:g} Mbit/s on {len(cluster.hosts)} hosts{cores} ({cluster.subnet})",
           file=sys.stderr, flush=True)
     return cluster
@@ -36,7 +36,7 @@ def said(cluster: network.Cluster) -> network.Cluster:
 
 @contextmanager
 def cluster_with_slurm(name: str, hosts: int, link_mbit: float,
-                       host_cores: float | None = None) -> Iterator[HeldCluster]:
+                       budget_cores: float | None = None) -> Iterator[HeldCluster]:
     """The cluster up with its Slurm daemons and this process's environment pointing at them (as
     `eval "$(./run_bench.sh cluster env)"` does for a user); raises UsageError before anything is
     made when a tool is missing or another process holds the name."""
@@ -44,9 +44,9 @@ def cluster_with_slurm(name: str, hosts: int, link_mbit: float,
     held = claim(name)
     try:
         slurm.require_slurm()
-        slurm.up(said(network.up(hosts, link_mbit, name, host_cores)))
+        slurm.up(said(network.up(hosts, link_mbit, name, budget_cores)))
         os.environ.update(slurm.slurm_env(name))
-        yield HeldCluster(name, hosts, link_mbit, host_cores)
+        yield HeldCluster(name, hosts, link_mbit, budget_cores)
     finally:
         slurm.down(name)
         network.down(name)

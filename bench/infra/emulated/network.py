@@ -59,7 +59,7 @@ class Cluster:
     hosts: tuple[Host, ...]
     subnet: str
     link_mbit: float | None
-    host_cores: float | None = None  # each host's CPU budget (bench.infra.emulated.cpu_budget), where all have one
+    budget_cores: float | None = None  # each host's CPU budget (bench.infra.emulated.cpu_budget), where all have one
     cores_by_host: tuple[float | None, ...] = ()  # every host's budget, where they differ
 
     @property
@@ -196,20 +196,20 @@ def shape(cluster: Cluster, mbit: float) -> Cluster:
 
 
 def up(hosts: int, link_mbit: float, name: str = DEFAULT_NAME,
-       host_cores: float | Sequence[float] | None = None) -> Cluster:
-    """Create (or reshape) the cluster, each host with `host_cores` cores (one for all, or one per host;
+       budget_cores: float | Sequence[float] | None = None) -> Cluster:
+    """Create (or reshape) the cluster, each host with `budget_cores` cores (one for all, or one per host;
     None: the machine's, shared); a half-made cluster is removed before the error is raised."""
     if hosts < 2 or hosts > 200:
         raise UsageError(f"--hosts: must be in [2, 200], got {hosts}")
     if not link_mbit > 0:
         raise UsageError(f"--link-mbit: must be > 0, got {link_mbit}")
-    if host_cores is not None:
-        cpu_budget.check(hosts, host_cores)
+    if budget_cores is not None:
+        cpu_budget.check(hosts, budget_cores)
     require_tools()
     current = find(name)
     if current is not None and len(current.hosts) == hosts:
         write_hosts_files(list(current.hosts))
-        return budget(shape(current, link_mbit), host_cores)
+        return budget(shape(current, link_mbit), budget_cores)
     if current is not None or any(ns.startswith(f"{name}-") for ns in namespaces()):
         down(name)
     subnet = choose_subnet(machine_networks())
@@ -237,21 +237,21 @@ def up(hosts: int, link_mbit: float, name: str = DEFAULT_NAME,
         where = f"{' '.join(exc.cmd)}: {(exc.stderr or '').strip()}" \
             if isinstance(exc, subprocess.CalledProcessError) else str(exc)
         raise UsageError(f"could not build the emulated cluster: {where}") from None
-    return budget(shape(Cluster(name, tuple(made), str(subnet), None), link_mbit), host_cores)
+    return budget(shape(Cluster(name, tuple(made), str(subnet), None), link_mbit), budget_cores)
 
 
-def budget(cluster: Cluster, host_cores: float | Sequence[float] | None) -> Cluster:
+def budget(cluster: Cluster, budget_cores: float | Sequence[float] | None) -> Cluster:
     """Each host's CPU budget set (or lifted, when None); daemons and processes started on a host
     afterwards are held to it."""
-    cpu_budget.apply([h.namespace for h in cluster.hosts], host_cores)
-    budgets = [None] * len(cluster.hosts) if host_cores is None else cpu_budget.each(len(cluster.hosts), host_cores)
+    cpu_budget.apply([h.namespace for h in cluster.hosts], budget_cores)
+    budgets = [None] * len(cluster.hosts) if budget_cores is None else cpu_budget.each(len(cluster.hosts), budget_cores)
     return with_budgets(cluster, budgets)
 
 
 def with_budgets(cluster: Cluster, budgets: Sequence[float | None]) -> Cluster:
-    """The cluster with its hosts' budgets: `host_cores` where they are all alike, else `cores_by_host`."""
+    """The cluster with its hosts' budgets: `budget_cores` where they are all alike, else `cores_by_host`."""
     alike = len(set(budgets)) <= 1
-    return replace(cluster, host_cores=budgets[0] if alike and budgets else None,
+    return replace(cluster, budget_cores=budgets[0] if alike and budgets else None,
                    cores_by_host=() if alike else tuple(budgets))
 
 

@@ -59,10 +59,10 @@ class Placement(HostKind):
 
     def describe(self) -> dict:
         return {"name": self.cluster.name, "subnet": self.cluster.subnet, "link_mbit": self.cluster.link_mbit,
-                "host_cores": self.cluster.host_cores,
+                "host_cores": self.cluster.budget_cores,
                 # a budgeted host's CPU comes in these periods: a step shorter than a few of them
                 # meets a spent quota by chance (bench.analysis.projection.from_runs scores none)
-                "host_cpu_period_s": cpu_budget.PERIOD_US / 1e6 if self.cluster.host_cores else None,
+                "host_cpu_period_s": cpu_budget.PERIOD_US / 1e6 if self.cluster.budget_cores else None,
                 "hosts": {label: {"namespace": self.cluster.hosts[i].namespace,
                                   "address": self.cluster.hosts[i].address}
                           for i, label in self.labels().items()}}
