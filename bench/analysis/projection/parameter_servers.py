@@ -39,7 +39,6 @@ import dataclasses
 import functools
 import math
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.analysis.projection.cluster import Cluster, StepTerms
@@ -195,18 +194,22 @@ def _per_task(tensors: ModelTensors, tasks_of: list[int], tasks: int) -> tuple[l
     return pushed, pulled, count
 
 
+def _host_link(pushers_here: int, everyone: int, total: float, here: float) -> tuple[float, float]:
+    """The link rule: one host's link carries, one way, what its `pushers_here` pushers send to the tasks
+    elsewhere, and the other way what its tasks (holding `here` of each pusher's `total` bytes) take from
+    the `everyone - pushers_here` pushers elsewhere. Returns (the first, the second)."""
+    return pushers_here * (total - here), (everyone - pushers_here) * here
+
+
 def _link_bytes(layout: Layout, sent: list[float]) -> list[tuple[float, float]]:
-    """Per host link, (what its pushers' `sent` bytes per task carry between them and tasks elsewhere,
-    what its tasks' carry between them and remote pushers): the two directions of a push (or, the
-    other way round, of a read). The hosts with tasks, then one of each alike host without a task, then
-    each task on a host of its own: linear in the tasks, whatever the hosts."""
+    """Per host link, its two directions (_host_link) for one pusher's `sent` bytes per task: the hosts with
+    tasks, then one of each alike host without a task, then each task on a host of its own: linear in the
+    tasks, whatever the hosts."""
     total, everyone = sum(sent), layout.pushers
-    out = []
-    for host, mine in layout.tasks_on.items():
-        here, pushers = sum(sent[k] for k in mine), layout.pushers_on(host)
-        out.append((pushers * (total - here), (everyone - pushers) * here))  # a task's remote pushers: the others
-    out += [(pushers * total, 0.0) for pushers in sorted(layout.hosts_without_tasks)]
-    return out + [(0.0, layout.pushers * sent[k]) for k in layout.tasks_alone]
+    out = [_host_link(layout.pushers_on(host), everyone, total, sum(sent[k] for k in mine))
+           for host, mine in layout.tasks_on.items()]
+    out += [_host_link(pushers, everyone, total, 0.0) for pushers in sorted(layout.hosts_without_tasks)]
+    return out + [_host_link(0, everyone, total, sent[k]) for k in layout.tasks_alone]
 
 
 def _links_bound_s(layout: Layout, pushed: list[float], pulled: list[float],
@@ -237,8 +240,8 @@ class _Timeline:
     def last(self) -> float:
         return max(done for done, _ in self.arrivals)
 
-    def needed_by(self, stretch: float, latency_s: float, forward_s: float) -> float:
-        """When the forward pass can end for this task's variables, their reads `stretch` times as long."""
+    def forward_end_s(self, stretch: float, latency_s: float, forward_s: float) -> float:
+        """The earliest the forward pass can end for this task's variables, their reads `stretch` times as long."""
         return max(done * stretch + latency_s + ready * forward_s for done, ready in self.arrivals)
 
 
@@ -259,95 +262,114 @@ def _timelines(tensors: ModelTensors, layout: Layout, tasks_of: list[int],
     return out
 
 
-def _step_end_s(last: float, needed_by: Callable[[float], float], pushed_after: float, pulls_bound: float,
-                pushes_bound: float, cluster: Cluster, transport: Transport) -> float:
-    """When a synchronous step's last push ends, from its tasks' timelines (the last read done, when the
-    forward pass can end with the reads `stretch` times as long, the last push after the forward pass)
-    and its links' bounds."""
-    stretch = pulls_bound / last if last and pulls_bound > last else 1.0  # a link busier than any task
-    # a layer's forward waits for its variables: the layers after it take the rest of the pass
-    forward_end = max(cluster.forward_s, needed_by(stretch))
+def _stretch(last: float, pulls_bound: float) -> float:
+    """How much longer the reads take than the tasks' timelines say: the busiest link's time for them over the
+    last read's (1 where no link is busier than the tasks)."""
+    return pulls_bound / last if last and pulls_bound > last else 1.0
+
+
+def _step_end_s(forward_end_s: float, pushed_after: float, pushes_bound: float, cluster: Cluster,
+                transport: Transport) -> float:
+    """When a synchronous step's last push ends: the forward pass ends when its variables allow
+    (`forward_end_s`, a layer waiting for its own variables and the layers after it taking the rest of the
+    pass) and no sooner than it takes; the backward pass, the pushes after it (`pushed_after`) and the links'
+    time for them (`pushes_bound`) follow; then one message's latency."""
+    forward_end = max(cluster.forward_s, forward_end_s)
     return forward_end + max(cluster.backward_s, pushes_bound, pushed_after) + transport.latency_s
 
 
 def synchronous_step(tensors: ModelTensors, layout: Layout, placement: str, transport: Transport) -> StepTerms:
-    return _synchronous_step(tensors, layout, place(tensors, layout.tasks, placement), transport)
-
-
-def _synchronous_step(tensors: ModelTensors, layout: Layout, tasks_of: list[int], transport: Transport) -> StepTerms:
     mean = layout.cluster
     cluster = mean.slowest()
     layout = dataclasses.replace(layout, cluster=cluster)
+    tasks_of = place(tensors, layout.tasks, placement)
     pushed, pulled, _ = _per_task(tensors, tasks_of, layout.tasks)
     timelines = _timelines(tensors, layout, tasks_of, transport).values()
-    latency_s, forward_s = transport.latency_s, cluster.forward_s
-    end = _step_end_s(max(t.last for t in timelines),
-                      lambda stretch: max(t.needed_by(stretch, latency_s, forward_s) for t in timelines),
-                      max(t.pushed_after for t in timelines), *_links_bound_s(layout, pushed, pulled, transport),
-                      cluster, transport)
+    pulls_bound, pushes_bound = _links_bound_s(layout, pushed, pulled, transport)
+    stretch = _stretch(max(t.last for t in timelines), pulls_bound)
+    forward_end = max(t.forward_end_s(stretch, transport.latency_s, cluster.forward_s) for t in timelines)
+    end = _step_end_s(forward_end, max(t.pushed_after for t in timelines), pushes_bound, cluster, transport)
     return StepTerms.of(end + cluster.other_s, mean.compute_s, waiting_s=cluster.compute_s - mean.compute_s,
                         other_s=cluster.other_s)
 
 
-class _MostBut:
-    """The largest of some values without a few of them, in time of those few."""
+class _Largest:
+    """Named per-task figures, and the largest of each over the tasks outside a given set, found in the
+    order sorted once (the tasks beside a pusher are few: the first outside them is near the front)."""
 
-    def __init__(self, values: list[float]) -> None:
-        self.values, self.order = values, sorted(range(len(values)), key=values.__getitem__, reverse=True)
+    def __init__(self, figures: dict[str, list[float]]) -> None:
+        self.figures = figures
+        self.order = {name: sorted(range(len(v)), key=v.__getitem__, reverse=True) for name, v in figures.items()}
 
-    def __call__(self, without: set[int], others: list[float]) -> float:
-        kept = next((self.values[i] for i in self.order if i not in without), 0.0)
-        return max([kept, *others])
+    def outside(self, name: str, without: set[int]) -> float:
+        values = self.figures[name]
+        return next((values[i] for i in self.order[name] if i not in without), 0.0)
+
+
+@dataclass(frozen=True)
+class _OnePusher:
+    """A pusher with no other pusher, every task holding its variables each on a host of its own (`remote`)
+    or on the pusher's host (`near`): its step for any set of tasks beside it is the synchronous step of that
+    one-pusher layout (tests/test_cluster_projection.py pins the two), made from the two timelines of each
+    task, computed once, instead of building the layout for each set."""
+
+    cluster: Cluster  # the one pusher's (Cluster.slowest)
+    transport: Transport
+    remote: list[_Timeline]  # by task
+    near: dict[int, _Timeline]  # by task, where some set puts a task beside the pusher
+    pushed: list[float]  # the pusher's bytes per task
+    pulled: list[float]
+    largest: _Largest  # of the remote timelines' figures and the bytes, over the tasks not beside the pusher
+
+    def link_s(self, sent: list[float], name: str, beside: set[int]) -> float:
+        """The busiest host link one way (_host_link): the pusher's host's carrying the pusher's bytes to the
+        tasks elsewhere, or a remote task's host's carrying that task's bytes; the tasks beside it leave both."""
+        total = sum(sent)
+        pusher_host = _host_link(1, 1, total, sum(sent[i] for i in beside))[0]
+        a_task_host = _host_link(0, 1, total, self.largest.outside(name, beside))[1]
+        return max(pusher_host, a_task_host) / self.transport.network_bytes_per_s(self.cluster.link_gbit)
+
+    def step_s(self, beside: set[int]) -> float:
+        near = [self.near[i] for i in beside]
+        latency_s, forward_s = self.transport.latency_s, self.cluster.forward_s
+        last = max([self.largest.outside("last", beside), *(t.last for t in near)])
+        stretch = _stretch(last, self.link_s(self.pulled, "pulled", beside))
+        if stretch == 1.0:
+            forward_end = max([self.largest.outside("forward_end", beside),
+                               *(t.forward_end_s(1.0, latency_s, forward_s) for t in near)])
+        else:
+            forward_end = max(t.forward_end_s(stretch, latency_s, forward_s)
+                              for t in near + [t for i, t in enumerate(self.remote) if i not in beside])
+        pushed_after = max([self.largest.outside("pushed_after", beside), *(t.pushed_after for t in near)])
+        return _step_end_s(forward_end, pushed_after, self.link_s(self.pushed, "pushed", beside), self.cluster,
+                           self.transport) + self.cluster.other_s
+
+
+def _one_pusher_layout(cluster: Cluster, tasks: int, beside: set[int]) -> Layout:
+    """One pusher on host 0 with the tasks `beside` it, every other task on a host of its own."""
+    return Layout(cluster, tasks, False, False, ((0,), tuple(0 if i in beside else 1 + i for i in range(tasks))))
 
 
 def _alone_steps_s(tensors: ModelTensors, layout: Layout, besides: set[tuple[int, ...]], tasks_of: list[int],
                    transport: Transport) -> dict[tuple[int, ...], float]:
     """A pusher's own step with no other pusher, for each set of tasks `beside` it on its host: its reads
     and pushes, over its host's link to the tasks elsewhere (each on a host of its own) and not to a task
-    beside it. Only the tasks that hold variables take part (the others move nothing). A task's timeline
-    is one of two, beside the pusher or not, whatever the others: each is computed once, and a set of
-    tasks beside it changes only those tasks' parts of the step."""
+    beside it. Only the tasks that hold variables take part (the others move nothing)."""
     holding = sorted(set(tasks_of))
     index = {task: i for i, task in enumerate(holding)}
     compact = [index[task] for task in tasks_of]
     cluster = dataclasses.replace(layout.cluster, workers=1, devices_per_host=1).slowest()
-    latency_s, forward_s = transport.latency_s, cluster.forward_s
-
-    def alone(beside: set[int]) -> Layout:
-        on = ((0,), tuple(0 if i in beside else 1 + i for i in range(len(holding))))
-        return Layout(cluster, len(holding), False, False, on)
-
-    remote = _timelines(tensors, alone(set()), compact, transport)
-    near = _timelines(tensors, alone(set(range(len(holding)))), compact, transport) if any(besides) else {}
+    remote = _timelines(tensors, _one_pusher_layout(cluster, len(holding), set()), compact, transport)
     remote_list = [remote[i] for i in range(len(holding))]
+    everywhere = set(range(len(holding)))
+    near = _timelines(tensors, _one_pusher_layout(cluster, len(holding), everywhere), compact, transport) \
+        if any(besides) else {}
     pushed, pulled, _ = _per_task(tensors, compact, len(holding))
-    net = transport.network_bytes_per_s(cluster.link_gbit)
-    last, pushed_after = _MostBut([t.last for t in remote_list]), _MostBut([t.pushed_after for t in remote_list])
-    needed_at_1 = _MostBut([t.needed_by(1.0, latency_s, forward_s) for t in remote_list])
-    # a host link alone (_link_bytes): the pusher's carries its bytes to the tasks elsewhere, each task's
-    # host its own task's bytes; the tasks beside the pusher leave both
-    def link_s(sent: list[float]) -> Callable[[set[int]], float]:
-        total, most = sum(sent), _MostBut(sent)
-        return lambda beside: most(beside, [total - sum(sent[i] for i in beside)]) / net
-
-    pulls_s, pushes_s = link_s(pulled), link_s(pushed)
-
-    out = {}
-    for key in besides:
-        beside = {index[task] for task in key}
-        timelines = [near[i] for i in beside]
-
-        def needed_by(stretch: float, beside: set[int] = beside, timelines: list[_Timeline] = timelines) -> float:
-            here = [t.needed_by(stretch, latency_s, forward_s) for t in timelines]
-            if stretch == 1.0:
-                return needed_at_1(beside, here)
-            return max(here + [t.needed_by(stretch, latency_s, forward_s) for i, t in enumerate(remote_list)
-                               if i not in beside])
-
-        out[key] = _step_end_s(last(beside, [t.last for t in timelines]), needed_by,
-                               pushed_after(beside, [t.pushed_after for t in timelines]),
-                               pulls_s(beside), pushes_s(beside), cluster, transport) + cluster.other_s
-    return out
+    largest = _Largest({"last": [t.last for t in remote_list], "pushed_after": [t.pushed_after for t in remote_list],
+                        "forward_end": [t.forward_end_s(1.0, transport.latency_s, cluster.forward_s)
+                                        for t in remote_list], "pushed": pushed, "pulled": pulled})
+    pusher = _OnePusher(cluster, transport, remote_list, near, pushed, pulled, largest)
+    return {key: pusher.step_s({index[task] for task in key}) for key in besides}
 
 
 def _duplex_round_s(layout: Layout, pushed: list[float], pulled: list[float], transport: Transport) -> float:
