@@ -46,7 +46,8 @@ from bench.usage import OneLineParser, parse_duration, refuse
 LEAST_REPEATS = 3
 # on hosts throttled in 10 ms periods, two 3-repetition profiles of the same nodes 13 minutes apart put 30
 # and 53 of the emulated check's 72 figures inside their intervals, two 6-repetition ones an hour apart 55
-# and 55, their new constants' medians within 5% of each other (docs/projection-checks.md, "A busy CPU's part")
+# and 55, their new constants' medians within 5% of each other (docs/projection-checks.md, "Several models on
+# budgeted hosts")
 DEFAULT_REPEATS = 6
 # each rate's buffer: a step's gradients fused, at Horovod's fusion threshold before 0.21 (64 MiB;
 # 128 since, horovod/horovod#2468); at 10 Gbit/s a message's fixed cost (tens of us) is under 0.1 %

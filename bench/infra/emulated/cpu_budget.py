@@ -3,7 +3,7 @@ Slurm starts there, and what is started on it by hand or by mpirun's agent) runs
 of its own whose CFS quota is C cores. Without one, 4 hosts on a 2-core machine share 2 cores
 and a host's rates depend on how many hosts are busy: Horovod over MPI measured 97 MB/s on 2
 hosts and 47 on 4 of one 1000 Mbit/s cluster; with half a core each, 43 and 52
-(docs/projection-checks.md, "Hosts with a CPU budget of their own").
+(docs/projection-checks.md, "How `--from` is checked against the emulated cluster").
 
 The groups are `<root>/distbench-hosts/<namespace>`, root being the cgroup v1 `cpu` hierarchy or
 the v2 unified one. The budget is read back from the kernel, like the links' caps; `cluster down`
