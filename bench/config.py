@@ -212,7 +212,6 @@ def check_numbers(config: RunConfig) -> None:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
     if not config.zipf_exponent > 0:
         raise UsageError(f"--zipf-exponent: must be > 0, got {config.zipf_exponent}")
-    check_gpu_numbers(config)
     if config.peak_tflops is not None and not config.peak_tflops > 0:
         raise UsageError(f"--peak-tflops: must be > 0, got {config.peak_tflops}")
     if config.checkpoint_every_steps < 0 or config.checkpoint_every_s < 0:
@@ -223,17 +222,6 @@ def check_numbers(config: RunConfig) -> None:
         raise UsageError(f"--checkpoint-keep: must be >= 1, got {config.checkpoint_keep}")
     if config.run_name is not None and not config.run_name.replace("-", "").replace("_", "").isalnum():
         raise UsageError(f"--run-name: use letters, digits, '-' and '_' only, got {config.run_name!r}")
-
-
-def check_gpu_numbers(config: RunConfig) -> None:
-    if config.gpus_per_host is not None and config.gpus_per_host < 0:
-        raise UsageError(f"--gpus-per-host: must be >= 0, got {config.gpus_per_host}")
-    if config.gpus_per_worker < 1:
-        raise UsageError(f"--gpus-per-worker: must be >= 1, got {config.gpus_per_worker}")
-    if config.gpus_per_ps < 0:
-        raise UsageError(f"--gpus-per-ps: must be >= 0, got {config.gpus_per_ps}")
-    if config.gpu_memory_fraction is not None and not 0 < config.gpu_memory_fraction <= 1:
-        raise UsageError(f"--gpu-memory-fraction: must be in (0, 1], got {config.gpu_memory_fraction}")
 
 
 def check_topology(config: RunConfig) -> None:

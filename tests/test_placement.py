@@ -31,7 +31,9 @@ from bench.run.placement.gpus import (
     local_rank_from,
     local_ranks,
     memory_policy,
+    offered,
     parse_visible,
+    workers_a_host_holds,
 )
 from bench.run.placement.plan import make_plan
 from bench.run.validation import validate
@@ -183,6 +185,17 @@ def test_in_a_slurm_allocation_of_two_nodes_of_4_gpus_each_node_holds_4_gpu_work
     assert placed.gpu_flags("worker", "h0") == ["--gpus=4"]
     assert "--gpus-per-task=1" in placed.srun_ranks(["x"])
     assert placed.gpu_flags("ps", "h0") == ["--gres=none"]
+
+
+def test_what_each_host_offers_and_how_many_workers_it_holds_are_decided_in_one_place(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    monkeypatch.delenv("DISTBENCH_GIVEN_CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("SLURM_STEP_GPUS", raising=False)
+    job = {"h0": ["0", "1", "2", "3"], "h1": ["0", "1"]}.get
+    assert offered(None, job)("h1") == ["0", "1"]  # the Slurm job's GPUs on each node
+    assert offered(None, None)("anywhere") == ["2", "3"]  # this host's, taken for every host
+    assert offered(1, job)("h0") == ["2"]  # --gpus-per-host takes fewer of this host's
+    assert [workers_a_host_holds(g, w) for g, w in ((4, 1), (4, 2), (3, 2), (0, 1), (4, 0))] == [4, 2, 1, 1, 1]
 
 
 def test_a_slurm_allocation_without_gpus_holds_a_worker_a_node_and_its_steps_ask_for_none():

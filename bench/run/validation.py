@@ -11,6 +11,7 @@ from bench.run.contract import IN_PROCESS, Known, Strategy, options_elsewhere, s
 from bench.run.data import npz
 from bench.run.launch.slurm import srun
 from bench.run.models import user
+from bench.run.placement import refusals
 
 TABLE_COPIES = 3  # the table, its gradient (when dense) and an optimizer slot or an input copy
 
@@ -66,6 +67,7 @@ def validate(config: RunConfig, strategy_cls: type[Strategy], known: Known) -> R
     check_hosts(config)
     check_model(config, strategy_cls, known)
     check_numbers(config)
+    refusals.check_numbers(config)
     check_workers(config, strategy_cls)
     if config.optimizer not in OPTIMIZERS:
         raise UsageError(f"--optimizer: {config.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
@@ -75,7 +77,7 @@ def validate(config: RunConfig, strategy_cls: type[Strategy], known: Known) -> R
     else:
         data.check(config.data, config.data_dir, models.reads(config.model))
     check_memory(config, strategy_cls)
-    check_gpus(config, strategy_cls)
+    refusals.check_towers(config, strategy_cls)
     check_precision(config, strategy_cls)
     check_topology(config)
     check_injection(config)
@@ -178,14 +180,6 @@ def available_memory() -> int | None:
     except OSError:
         return None
     return None
-
-
-def check_gpus(config: RunConfig, strategy_cls: type[Strategy]) -> None:
-    """A worker of several GPUs only where the strategy's worker drives them as towers."""
-    k = config.gpus_per_worker
-    if k > 1 and not strategy_cls.worker_towers:
-        raise UsageError(f"--gpus-per-worker {k}: a {config.strategy} worker drives one device; run "
-                         f"--workers {config.workers * k} (a process a GPU) instead")
 
 
 def check_workers(config: RunConfig, strategy_cls: type[Strategy]) -> None:

@@ -15,17 +15,13 @@ from bench.run.launch.host_kind import HostKind
 from bench.run.launch.mpi_environment import local_position, under_mpi, world_rank
 from bench.run.launch.slurm import srun
 from bench.run.launch.tf_config import hand_started_cluster
-from bench.run.placement.gpus import cluster_hosts, environment_slots
+from bench.run.placement.gpus import cluster_hosts, offered
 from bench.run.placement.plan import PlannedProcess, make_plan
 
 
 def slots_of(config: RunConfig, allocation: srun.Allocation | None) -> Callable[[str], list[str]]:
-    """The GPUs each host offers: --gpus-per-host where given, else the Slurm job's (`allocation`) GPUs on each of
-    its nodes, else this host's (CUDA_VISIBLE_DEVICES, or nvidia-smi's), taken to be every host's."""
-    if config.gpus_per_host is None and allocation is not None:
-        return allocation.gpus_on
-    here, _ = environment_slots(config.gpus_per_host)
-    return lambda host: list(here)
+    """The GPUs each host offers the run (bench.run.placement.gpus.offered), `allocation` the Slurm job's."""
+    return offered(config.gpus_per_host, allocation.gpus_on if allocation is not None else None)
 
 
 def of_kind(config: RunConfig, strategy: type[Strategy], kind: HostKind) -> list[PlannedProcess]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from bench.errors import UsageError
 from bench.infra.gpus import gpu_table
@@ -95,6 +95,21 @@ def host_slots(declared: int | None, found: Sequence[str], given: Sequence[str] 
         where = f"CUDA_VISIBLE_DEVICES names {len(base)}" if given is not None else f"this host has {len(base)}"
         raise PlacementError(f"--gpus-per-host {declared}: {where} GPU(s); give at most {len(base)}")
     return base[:declared]
+
+
+def offered(declared: int | None, job_gpus_on: Callable[[str], list[str]] | None) -> Callable[[str], list[str]]:
+    """The GPUs each host offers a run, for the launcher's plan: --gpus-per-host (`declared`) where given, else
+    the Slurm job's on each of its nodes (`job_gpus_on`, bench.run.launch.slurm.srun.Allocation.gpus_on), else
+    this host's (CUDA_VISIBLE_DEVICES, or nvidia-smi's), taken to be every host's."""
+    if declared is None and job_gpus_on is not None:
+        return job_gpus_on
+    here, _ = environment_slots(declared)
+    return lambda host: list(here)
+
+
+def workers_a_host_holds(gpus: int, worker_gpus: int) -> int:
+    """Worker processes one host takes: its GPUs over a worker's; one where workers take no GPU or it has none."""
+    return max(1, gpus // worker_gpus) if worker_gpus and gpus else 1
 
 
 # how many processes of its job share this process's host, as each launcher names it (LOCAL_RANK_VARIABLES' order)

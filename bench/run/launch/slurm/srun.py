@@ -27,6 +27,7 @@ from bench.errors import UsageError
 from bench.infra.tools import SERVER_PORTS
 from bench.run.launch.host_kind import HostKind
 from bench.run.launch.slurm.gloo import rendezvous as gloo_rendezvous
+from bench.run.placement.gpus import workers_a_host_holds
 
 # TF servers on shared nodes: one port per task from a random base of the servers' ports (tools.SERVER_PORTS)
 PORT_RANGE = SERVER_PORTS
@@ -84,8 +85,7 @@ class Allocation:
     def node_capacity(self, node: str, declared: int | None, worker_gpus: int) -> int:
         """Workers `node` takes: its GPUs (declared with --gpus-per-host, or the job's there) over a worker's;
         one where workers take no GPU or the node has none."""
-        gpus = declared if declared is not None else len(self.gpus_on(node))
-        return max(1, gpus // worker_gpus) if worker_gpus and gpus else 1
+        return workers_a_host_holds(declared if declared is not None else len(self.gpus_on(node)), worker_gpus)
 
     def holds(self, declared: int | None = None, worker_gpus: int = 1) -> int:
         """Worker processes the allocation holds: its tasks, or its nodes' GPUs over a worker's where more."""
