@@ -85,20 +85,31 @@ def node_processes(*names: str) -> list[str]:
 
 HOST_NAMES = [f"{NAME}-h{k}" for k in range(HOSTS)]
 
+SAME_TF_STEPS = pytest.mark.extended(
+    "a TensorFlow cluster's tasks as job steps, as ps-sync's [ps-sync --workers 2 --ps 1] here; its exchange across "
+    "hosts: test_emulated.py's every_exchange_runs_across_hosts and what_compression_and_averaging_save")
+SAME_RANKS_STEP = pytest.mark.extended(
+    "Horovod's ranks as one srun step, as allreduce's [allreduce --workers 2] here; local SGD's averaging across "
+    "hosts: test_emulated.py's what_compression_and_averaging_save[local-sgd]")
 SPREAD = [  # (flags, nodes the run takes)
     (("--strategy", "ps-sync", "--workers", "2", "--ps", "1"), 3),
-    (("--strategy", "ps-async", "--workers", "2", "--ps", "1"), 3),
-    (("--strategy", "local-sgd-ps", "--workers", "2", "--ps", "1"), 3),
+    pytest.param(("--strategy", "ps-async", "--workers", "2", "--ps", "1"), 3, marks=SAME_TF_STEPS),
+    pytest.param(("--strategy", "local-sgd-ps", "--workers", "2", "--ps", "1"), 3, marks=SAME_TF_STEPS),
     (("--strategy", "ps-coordinator", "--workers", "1", "--ps", "1"), 3),  # and its coordinator
     (("--strategy", "allreduce", "--workers", "2"), 2),
     (("--strategy", "allreduce", "--workers", "2", "--hvd-controller", "gloo"), 2),
-    (("--strategy", "local-sgd", "--workers", "2"), 2),
+    pytest.param(("--strategy", "local-sgd", "--workers", "2"), 2, marks=SAME_RANKS_STEP),
     (("--strategy", "allreduce-tf", "--workers", "2"), 2),
     (("--strategy", "single",), 1),
 ]
 
 
-@pytest.mark.parametrize("flags,nodes", SPREAD, ids=[" ".join(f[1:]) for f, _ in SPREAD])
+def spread_id(case) -> str:
+    flags = case.values[0] if hasattr(case, "values") else case[0]
+    return " ".join(flags[1:])
+
+
+@pytest.mark.parametrize("flags,nodes", SPREAD, ids=[spread_id(case) for case in SPREAD])
 def test_every_strategy_places_its_processes_on_the_allocated_nodes(slurm_env, shared, flags, nodes):
     done = salloc(slurm_env, HOSTS, *flags, *SMALL, "--steps", "30", "--output", str(shared))
     assert done.returncode == 0, done.stderr[-2000:]
