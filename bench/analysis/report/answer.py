@@ -48,7 +48,7 @@ def spread_line(runs: pd.DataFrame, table: pd.DataFrame) -> str:
     if not spread.known():
         return said + "no setting ran twice: 'ahead' means beyond one run's own interval."
     return said + (f"'ahead': a lead beyond what a rerun moves it (a run varies {100 * math.expm1(spread.sd):.1f} %, "
-                   f"{spread.settings} settings).")
+                   f"{spread.settings} setting{'s' if spread.settings != 1 else ''}).")
 
 
 def cell_lines(table: pd.DataFrame) -> list[str]:
