@@ -317,23 +317,32 @@ class _OnePusher:
     transport: Transport
     remote: list[_Timeline]  # by task
     near: dict[int, _Timeline]  # by task, where some set puts a task beside the pusher
-    pushed: list[float]  # the pusher's bytes per task
-    pulled: list[float]
-    largest: _Largest  # of the remote timelines' figures and the bytes, over the tasks not beside the pusher
+    # of the remote timelines' figures and the pusher's bytes per task ("pushed", "pulled"), over the tasks not
+    # beside the pusher
+    largest: _Largest
 
-    def link_s(self, sent: list[float], name: str, beside: set[int]) -> float:
-        """The busiest host link one way (_host_link): the pusher's host's carrying the pusher's bytes to the
-        tasks elsewhere, or a remote task's host's carrying that task's bytes; the tasks beside it leave both."""
-        total = sum(sent)
+    @functools.cached_property
+    def _net_bytes_per_s(self) -> float:
+        return self.transport.network_bytes_per_s(self.cluster.link_gbit)
+
+    @functools.cached_property
+    def _totals(self) -> dict[str, float]:
+        return {name: sum(self.largest.figures[name]) for name in ("pushed", "pulled")}
+
+    def link_s(self, name: str, beside: set[int]) -> float:
+        """The busiest host link one way (_host_link) for the bytes `name` ("pushed" or "pulled"): the pusher's
+        host's carrying the pusher's bytes to the tasks elsewhere, or a remote task's host's carrying that task's
+        bytes; the tasks beside it leave both."""
+        sent, total = self.largest.figures[name], self._totals[name]
         pusher_host = _host_link(1, 1, total, sum(sent[i] for i in beside))[0]
         a_task_host = _host_link(0, 1, total, self.largest.outside(name, beside))[1]
-        return max(pusher_host, a_task_host) / self.transport.network_bytes_per_s(self.cluster.link_gbit)
+        return max(pusher_host, a_task_host) / self._net_bytes_per_s
 
     def step_s(self, beside: set[int]) -> float:
         near = [self.near[i] for i in beside]
         latency_s, forward_s = self.transport.latency_s, self.cluster.forward_s
         last = max([self.largest.outside("last", beside), *(t.last for t in near)])
-        stretch = _stretch(last, self.link_s(self.pulled, "pulled", beside))
+        stretch = _stretch(last, self.link_s("pulled", beside))
         if stretch == 1.0:
             forward_end = max([self.largest.outside("forward_end", beside),
                                *(t.forward_end_s(1.0, latency_s, forward_s) for t in near)])
@@ -341,7 +350,7 @@ class _OnePusher:
             forward_end = max(t.forward_end_s(stretch, latency_s, forward_s)
                               for t in near + [t for i, t in enumerate(self.remote) if i not in beside])
         pushed_after = max([self.largest.outside("pushed_after", beside), *(t.pushed_after for t in near)])
-        return _step_end_s(forward_end, pushed_after, self.link_s(self.pushed, "pushed", beside), self.cluster,
+        return _step_end_s(forward_end, pushed_after, self.link_s("pushed", beside), self.cluster,
                            self.transport) + self.cluster.other_s
 
 
@@ -368,7 +377,7 @@ def _alone_steps_s(tensors: ModelTensors, layout: Layout, besides: set[tuple[int
     largest = _Largest({"last": [t.last for t in remote_list], "pushed_after": [t.pushed_after for t in remote_list],
                         "forward_end": [t.forward_end_s(1.0, transport.latency_s, cluster.forward_s)
                                         for t in remote_list], "pushed": pushed, "pulled": pulled})
-    pusher = _OnePusher(cluster, transport, remote_list, near, pushed, pulled, largest)
+    pusher = _OnePusher(cluster, transport, remote_list, near, largest)
     return {key: pusher.step_s({index[task] for task in key}) for key in besides}
 
 
