@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -105,7 +106,7 @@ def run_to_end(*args: str) -> Job:
     A run that hung (its stall or start-up limit ended it, or this session's) is made once more, and the
     session's summary says what the first one's record and logs said: one such run, ps-sync's 1-step
     embedding run over 2 ps tasks, hung once in CI at nice 19 beside the other tests, its worker 0 past
-    its step, and was not seen again in 30 runs (idle and beside a CPU hog). A run that fails otherwise,
+    its step, and was not seen again in 34 runs (idle and beside CPU hogs). A run that fails otherwise,
     or hangs twice, fails its test with the same account."""
     def job(folder: Path, run: Run) -> Path:
         first = folder / "results"
@@ -125,7 +126,7 @@ def run_to_end(*args: str) -> Job:
 
 def hung(results: Path, done: subprocess.CompletedProcess) -> bool:
     """The run was ended by a limit on its time: its own stall or start-up limit, or this session's kill."""
-    return done.returncode == -9 or "hung" in str(status_of(results))
+    return done.returncode == -signal.SIGKILL or "hung" in str(status_of(results))
 
 
 def status_of(results: Path) -> str | None:
