@@ -8,7 +8,7 @@ the projected cluster's (`Cluster.cores_per_host`, decided here)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from bench.analysis.projection.profile import PROFILED_HOST_CORES, Profile
 from bench.errors import UsageError
@@ -23,7 +23,7 @@ class CoresPerHost:
 
     def record(self) -> dict:
         """As `project --json` gives it (`host_cores`)."""
-        return {"cores": self.cores, "profile_cores": self.profile_cores, "given": self.given, "said": self.said}
+        return asdict(self)
 
 
 def decide(given: float | None, used: Profile) -> CoresPerHost:
