@@ -11,6 +11,7 @@
 #   ./run_bench.sh project [flags] throughput at cluster sizes nobody here can run
 #   ./run_bench.sh profile [flags] the transport profile of these machines (salloc -N 2: across nodes)
 #   ./run_bench.sh peak [flags]    this machine's peak FLOP/s (float32 matmuls), for each run's MFU
+#   ./run_bench.sh stress [flags]  one-step ps-sync runs again and again beside CPU hogs: does a run's end hang?
 #   ./run_bench.sh gpu-check       on a GPU host: TensorFlow sees the GPUs, Horovod has NCCL, every process its own GPU
 #   ./run_bench.sh cluster up --hosts H --link-mbit M | env | down | status | check
 #                                  hosts in network namespaces with Slurm, links capped (root)
@@ -355,7 +356,7 @@ main() {
         cluster)
             [[ "${1:-}" == up ]] && ensure_slurm
             exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
-        all|report|micro|stragglers|network|tradeoffs|overhead|project|profile|peak|gpu-check)
+        all|report|micro|stragglers|network|tradeoffs|overhead|project|profile|peak|gpu-check|stress)
             DISTBENCH_STARTED_AT="$began" exec "$VENV/bin/python" -m bench "$cmd" "$@" ;;
         *) exec "$VENV/bin/python" -m bench --strategy "$cmd" "$@" ;;
     esac

@@ -2,8 +2,12 @@
 
 import sys
 
-from bench.cli import main
-from bench.run.process.leave import leave
+from bench.run.phase import listen_for_stack_requests
+
+listen_for_stack_requests()  # first: the launcher's request for a stack (SIGUSR1) would otherwise kill this process
+
+from bench.cli import main  # noqa: E402
+from bench.run.process.leave import leave  # noqa: E402
 
 code = main()
 if "tensorflow" in sys.modules:

@@ -29,7 +29,8 @@ SUBCOMMANDS = {"report": "bench.analysis.report.cli:main", "all": "bench.drivers
                "cluster": "bench.infra.emulated.cli:main", "network": "bench.drivers.presets.network:main",
                "tradeoffs": "bench.drivers.presets.tradeoffs:main", "project": "bench.analysis.projection.cli:main",
                "overhead": "bench.drivers.overhead.run:main", "profile": "bench.drivers.profile.run:main",
-               "peak": "bench.drivers.peak:main", "gpu-check": "bench.drivers.gpu_check:main"}
+               "peak": "bench.drivers.peak:main", "gpu-check": "bench.drivers.gpu_check:main",
+               "stress": "bench.drivers.stress:main"}
 
 
 def _hosts(text: str) -> tuple[str, ...]:

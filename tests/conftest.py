@@ -161,12 +161,7 @@ def background(request):
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    """A skip is never silent: the last lines name every skipped test and why; nor is a background run that
-    hung and was made again."""
-    runs = terminalreporter.config.stash.get(BACKGROUND_RUNS, None)
-    for said in runs.hung_once if runs is not None else []:
-        terminalreporter.write_sep("!", "distbench: a background run hung and ended ok when made again", red=True)
-        terminalreporter.write_line(said)
+    """A skip is never silent: the last lines name every skipped test and why."""
     skipped = terminalreporter.stats.get("skipped", [])
     deselected = len(terminalreporter.stats.get("deselected", []))
     if deselected:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
 
 from bench.infra.tools import free_ports
@@ -96,19 +97,86 @@ def test_the_killed_worker_is_named_as_the_cause(strategy, tmp_path):
 # counted from the first step: start-up (~10 s here) has its own limit. A running ps-sync worker records a
 # step every few ms, and its rows reach steps.csv every 0.5 s (step_log.FLUSH_S): 5 s without one is a stall
 STALL_S = 5
+# a call's deadline is the stall limit + LAUNCHER_FIRST_S (3 s), then the ps tasks are probed (2 s each) and
+# the done tokens tried (2 s each): a hand-started task ends about 8 s after its stall limit
+WITHIN_S = STALL_S + 10
 
 
-def test_a_worker_that_stops_stepping_ends_the_run_as_hung(results):
-    launcher = popen_bench("--strategy", "ps-sync", "--workers", "2", "--steps", "100000", *FAST,
+def test_a_ps_that_stops_answering_ends_the_run_as_hung_with_each_process_where_it_waited(results):
+    launcher = popen_bench("--strategy", "ps-sync", "--workers", "2", "--ps", "2", "--steps", "100000", *FAST,
                            "--stall-timeout-s", str(STALL_S), "--output", str(results))
     run_dir = wait_for_training(results, launcher)
-    task_process(run_dir, "worker", 1).suspend()  # alive, but no step ever again: every R = N step waits
+    task_process(run_dir, "ps", 1).suspend()  # alive, answering nothing: every worker's step waits on it
     stopped = time.monotonic()
     assert launcher.wait(timeout=ENDING_LIMIT_S) == 1
-    assert time.monotonic() - stopped < STALL_S + 10  # the stall limit, then the ending (1-3 s here)
+    assert time.monotonic() - stopped < WITHIN_S  # the stall limit, the stacks (1.5 s), then the ending
     record = json.loads((run_dir / "run.json").read_text())
-    assert record["status"] == f"failed: no step recorded for {STALL_S} s (hung)"
+    assert record["status"].startswith(f"failed: no step recorded for {STALL_S} s (hung): worker 0 stepping (step)")
+    rows = {row["process"]: row for row in record["hang"]["processes"]}
+    assert rows["worker 0"]["alive"] and rows["worker 1"]["phase"] == "stepping"
+    assert rows["ps 1"]["phase"] == "serving" and rows["ps 1"]["call"] == "done tokens: 0 of 2"
+    # each live process wrote its stack into its log when asked (the stopped ps could not)
+    worker_log = (run_dir / rows["worker 0"]["stack_in"]).read_text()
+    assert "most recent call first" in worker_log and "run_step" in worker_log
     assert not leftover_processes(str(results))
+
+
+def hand_started(results, run_name: str, *extra: str) -> tuple[list[str], list[subprocess.Popen]]:
+    """ps 0, worker 1 and the chief of a ps-sync run started by hand on loopback (docs/several-hosts.md)."""
+    ps, w0, w1 = (f"127.0.0.1:{p}" for p in free_ports(3))
+    cluster = ["--strategy", "ps-sync", "--ps-hosts", ps, "--worker-hosts", f"{w0},{w1}", "--output", str(results),
+               *extra]
+    common = [*cluster, "--run-name", run_name]
+    tasks = [popen_bench(*common, "--job-name", "ps", "--task-index", "0"),
+             popen_bench(*common, "--job-name", "worker", "--task-index", "1"),
+             popen_bench(*common, "--job-name", "worker", "--task-index", "0")]
+    return cluster, tasks
+
+
+def wait_for_rows(run_dir: Path, chief: subprocess.Popen, rows: int = 3) -> None:
+    deadline = time.monotonic() + TRAINING_LIMIT_S
+    while complete_step_rows(run_dir) < rows:
+        assert chief.poll() is None and time.monotonic() < deadline, chief.stdout.read().decode()[-2000:]
+        time.sleep(0.1)
+
+
+def test_a_hand_started_worker_whose_ps_stops_answering_fails_naming_the_call_and_the_ps(results):
+    _, (ps, worker, chief) = hand_started(results, "stuck", "--steps", "100000", *FAST,
+                                          "--stall-timeout-s", str(STALL_S))
+    try:
+        wait_for_rows(results / "stuck", chief)
+        psutil.Process(ps.pid).suspend()  # no launcher watches a run started by hand: each task bounds its own waits
+        stopped = time.monotonic()
+        assert chief.wait(timeout=ENDING_LIMIT_S) == 1 and worker.wait(timeout=ENDING_LIMIT_S) == 1
+        assert time.monotonic() - stopped < WITHIN_S
+    finally:
+        ps.kill()
+    said = chief.stdout.read().decode()
+    record = json.loads((results / "stuck" / "run.json").read_text())
+    assert record["status"] == (f"failed: RunFailed: stepping (step) waited {STALL_S + 3} s (--stall-timeout-s + 3); "
+                                "no answer from ps 0"), said[-3000:]
+    rows = {row["process"]: row for row in record["hang"]["processes"]}
+    assert all(rows[w]["phase"] == "stepping" and rows[w]["stuck"] for w in ("worker0", "worker1"))
+    assert "Traceback" in said and "run_step" in said  # its stack, in its log (here its terminal)
+
+
+def test_a_ps_restarted_under_hand_started_workers_fails_their_step_instead_of_a_silent_retry(results):
+    """TensorFlow's MonitoredSession would re-create the session and go on from re-initialised variables."""
+    cluster, (ps, worker, chief) = hand_started(results, "restarted", "--steps", "100000", *FAST)
+    again = None
+    try:
+        wait_for_rows(results / "restarted", chief)
+        ps.kill()
+        ps.wait()
+        # the same ps on the same port, under another run name (the first one's folder holds its ps 0)
+        again = popen_bench(*cluster, "--run-name", "restarted-ps", "--job-name", "ps", "--task-index", "0")
+        assert chief.wait(timeout=ENDING_LIMIT_S) == 1 and worker.wait(timeout=ENDING_LIMIT_S) == 1
+    finally:
+        for task in (ps, again):
+            if task is not None:
+                task.kill()
+    status = json.loads((results / "restarted" / "run.json").read_text())["status"]
+    assert status.startswith("failed: UnavailableError"), status
 
 
 @pytest.mark.parametrize("strategy", ["single", "ps-sync", "allreduce", pytest.param("allreduce-tf", marks=(

@@ -1,13 +1,16 @@
 """How a multi-process run ends: which process is named as the cause when several die."""
 
+import re
 import sys
 import time
 
 import pytest
 
+from bench.run.launch.hang import hang_account
 from bench.run.launch.processes import start
 from bench.run.launch.supervisor import supervise
 from bench.run.process import harness
+from tests.conftest import ROOT
 
 
 def child(tmp_path, name, script):
@@ -188,3 +191,35 @@ def test_a_kill_the_trainer_asked_for_is_answered_once_the_task_is_gone(tmp_path
     watch = kill_watch(RunConfig(strategy="ps-coordinator", kill_ps="0@5"), folder, {"ps": [ps]})
     watch()
     assert markers.killed.exists() and ps.exited and ps.process.returncode == -9
+
+
+def listening_child(tmp_path, name: str, phase: tuple[str, str] | None):
+    """A process that answers a stack request as every `python -m bench` does, in `phase` if given."""
+    role, index = name.split()
+    record = (f"Phase.of_task(Path({str(tmp_path)!r}), {role!r}, {index})({phase[0]!r}, {phase[1]!r}); "
+              if phase else "")
+    script = ("import sys, time; from pathlib import Path; "
+              f"sys.path.insert(0, {str(ROOT)!r}); "
+              "from bench.run.phase import Phase, listen_for_stack_requests; listen_for_stack_requests(); "
+              f"{record}print('ready', flush=True); time.sleep(30)")
+    child = start(name, [sys.executable, "-c", script], tmp_path / "logs" / f"{role}{index}.log")
+    deadline = time.monotonic() + 30  # a Python start-up: well under a second here
+    while "ready" not in (child.log.read_text() if child.log.exists() else ""):
+        assert time.monotonic() < deadline and not child.exited
+        time.sleep(0.05)
+    return child
+
+
+def test_a_stalled_run_asks_each_live_process_for_its_stack_and_records_where_each_waited(tmp_path):
+    worker = listening_child(tmp_path, "worker 0", ("stepping", "step"))
+    ps = listening_child(tmp_path, "ps 0", None)
+    steps = iter([0, 1])  # one step, then never another
+    outcome = supervise([worker], [ps], False, lambda: next(steps, 1), 0.3,
+                        on_hang=hang_account(tmp_path / "logs"))
+    assert re.fullmatch(r"failed: no step recorded for 0 s \(hung\): worker 0 stepping \(step\) for \d+ s; "
+                        r"ps 0 no phase recorded", outcome.status), outcome.status
+    rows = {row["process"]: row for row in outcome.hang["processes"]}
+    assert rows["worker 0"]["alive"] and rows["worker 0"]["stack_in"] == "logs/worker0.log"
+    for child in (worker, ps):  # each wrote its stack to its log when asked, before it was ended
+        assert "most recent call first" in child.log.read_text()
+    assert all(c.exited for c in (worker, ps))

@@ -25,6 +25,7 @@ from bench.config import RunConfig
 from bench.metrics import Gradient
 from bench.options import Option
 from bench.run.data import Dataset, Split
+from bench.run.phase import Phase
 
 IN_PROCESS = "in-process"  # one process runs the whole job
 TF_CLUSTER = "tf-cluster"  # ps and worker processes of a tf.distribute.Server cluster
@@ -61,6 +62,8 @@ class WorkerContext:
     run_start: float = 0.0  # epoch seconds every process measures from
     cluster: dict[str, list[str]] | None = None  # {"ps": [...], "worker": [...]} for TF clusters
     run_dir: str | None = None  # the run folder, for files a strategy writes of its own (a timeline)
+    phase: Phase = field(default_factory=lambda: Phase(None))  # where this process is, for a hang's account
+    supervised: bool = True  # False: a task started by hand, which ends itself past its limit
 
 
 @dataclass(frozen=True)
@@ -340,8 +343,10 @@ class Worker(ABC):
         return {}
 
     @classmethod
-    def serve(cls, role: str, index: int, config: RunConfig, cluster: dict[str, list[str]]) -> None:
-        """Run a task of another role than worker (a ps) until the run is over."""
+    def serve(cls, role: str, index: int, config: RunConfig, cluster: dict[str, list[str]],
+              phase: Phase | None = None, supervised: bool = True) -> None:
+        """Run a task of another role than worker (a ps) until the run is over; `phase` records where it is;
+        not `supervised`: started by hand, no launcher ends it."""
         raise NotImplementedError(f"{config.strategy} has no {role} tasks")
 
     @abstractmethod
@@ -365,6 +370,10 @@ class Worker(ABC):
     def finished(self, result: StepResult) -> bool:
         """True once the run has done its steps (the default counts global steps)."""
         return result.global_step >= self.config.steps
+
+    def last_step_taken(self) -> None:
+        """Called once this worker's last step is done, before its final evaluation and weights: release
+        whatever other workers may still wait on (a ps-sync chief's tokens)."""
 
     @abstractmethod
     def evaluate(self, split: Split) -> tuple[float, float]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from bench.errors import RunFailed
 from bench.run import models
 from bench.run.contract import StepResult, StepTimes
 from bench.run.models.base import Model
@@ -39,11 +40,11 @@ class LocalSgdPSWorker(ParameterServerWorker):
         takes them as its copy."""
         resume = self.config.resume_from
         if resume and self.context.is_chief:
-            self.saver.restore(self.session._tf_sess(), resume)
-            self.session._tf_sess().run(self.publish)
+            self.saver.restore(self.raw, resume)
+            self.raw.run(self.publish)
         super().ready()
         if resume:
-            self.session._tf_sess().run(self.copy_global)
+            self.raw.run(self.copy_global)
 
     def _build_model(self) -> Model:
         return models.for_run(self.config)  # the global parameters, never partitioned
@@ -90,7 +91,9 @@ class LocalSgdPSWorker(ParameterServerWorker):
         return {"loss": loss, "train": train}, []
 
     def run_step(self, stamped: bool) -> dict[str, Any]:
-        return self.session.run({"loss": self.fetches["loss"], "train": self.fetches["train"]})
+        out = self.bounded.run({"loss": self.fetches["loss"], "train": self.fetches["train"]})
+        self.deadlines.stepped = True
+        return out
 
     def step(self, stamped: bool = False) -> StepResult:
         started = time.perf_counter()
@@ -112,7 +115,7 @@ class LocalSgdPSWorker(ParameterServerWorker):
         """Push this worker's change, wait until all N have pushed theirs, pull; the waits, in seconds.
         A push waits until every worker has pulled the last average: else it would change the
         global parameters under a slower worker that has not pulled them yet."""
-        raw, n = self.session._tf_sess(), self.context.num_workers
+        raw, n = self.raw, self.context.num_workers
         began = time.perf_counter()
         self._wait_for(raw, self.pulled, self._averages * n)
         raw.run(self.push)
@@ -137,12 +140,16 @@ class LocalSgdPSWorker(ParameterServerWorker):
         return out
 
     def save_checkpoint(self, directory: str, global_step: int) -> str:
-        self.session._tf_sess().run(self.set_global_step, {self.step_value: global_step})
+        self.raw.run(self.set_global_step, {self.step_value: global_step})
         return super().save_checkpoint(directory, global_step)
 
-    @staticmethod
-    def _wait_for(session, counter: tf.Tensor, wanted: int) -> None:
+    def _wait_for(self, session, counter: tf.Tensor, wanted: int) -> None:
+        """Poll `counter` on ps 0 until it reaches `wanted`, within the run's limit."""
+        limit = self.deadlines.limit_s()
+        deadline = time.monotonic() + limit
         while session.run(counter) < wanted:
+            if time.monotonic() > deadline:
+                raise RunFailed(f"step (averaging): waited {limit:.0f} s for the other workers to reach {wanted}")
             time.sleep(AVERAGE_POLL_S)
 
     def info(self) -> dict[str, Any]:

@@ -24,10 +24,14 @@ from bench.run import models
 from bench.run.contract import StepResult, Worker
 from bench.run.data import Dataset, Split
 from bench.run.models.base import Model, initial_values
+from bench.run.phase import Phase
 from bench.run.placement import visible
 from bench.run.process.checkpoints import CHECKPOINT_NAME
+from bench.run.process.leave import keep_until_exit
 from bench.run.process.training import evaluate_in_chunks, feed_for, make_optimizer
 from strategies.workers.compression import Compressor
+from strategies.workers.deadlines import BoundedSession, Deadlines, Probe, WorkerSession
+from strategies.workers.ps_done import PS_LEFT, DoneTokens, done_queue
 from strategies.workers.ps_trace import StepStatsSample
 from strategies.workers.ps_variables import handle_bytes, ps_task
 from strategies.workers.stamps import Stamps
@@ -36,15 +40,7 @@ from strategies.workers.towers import mean, tower_slice
 SESSION_POLL_S = 0.25  # instead of the 30 s default wait of a non-chief for the chief's init
 BARRIER_POLL_S = 0.01
 STOP_GRACE_S = 2
-PS_LINGER_S = 1.0  # lets the last worker close its session before the ps goes away
 STAMPS = "stamps"  # the fetch with a step's stamps, run only on the steps the harness stamps
-
-
-def done_queue(ps_index: int, num_workers: int) -> tf.queue.FIFOQueue:
-    """The queue on ps task `ps_index` into which every worker puts one token when done."""
-    with tf.device(f"/job:ps/task:{ps_index}"):
-        return tf.queue.FIFOQueue(num_workers, tf.int32, shapes=(), shared_name=f"distbench_done_{ps_index}",
-                                  name=f"done_queue_{ps_index}")
 
 
 def ready_queue(num_workers: int) -> tf.queue.FIFOQueue:
@@ -170,8 +166,9 @@ class ParameterServerWorker(Worker):
         return {"graph_mode": True}
 
     @classmethod
-    def serve(cls, role: str, index: int, config: RunConfig, cluster: dict[str, list[str]]) -> None:
-        """A ps task: serve variables until every worker has put its done token."""
+    def serve(cls, role: str, index: int, config: RunConfig, cluster: dict[str, list[str]],
+              phase: Phase | None = None, supervised: bool = True) -> None:
+        """A ps task: serve variables until every worker has put its done token (strategies.workers.ps_done)."""
         spec = tf.train.ClusterSpec(cluster)
         # ps: one server per task, its GPUs (--gpus-per-ps) under this process's memory policy
         server = tf.distribute.Server(spec, job_name=role, task_index=index,
@@ -183,9 +180,7 @@ class ParameterServerWorker(Worker):
             # with their own sessions (seen as the chief recreating its session at start-up)
             only_me = tf.compat.v1.ConfigProto(device_filters=[f"/job:{role}/task:{index}"])
             with tf.compat.v1.Session(server.target, config=only_me) as sess:
-                for _ in range(num_workers):
-                    sess.run(take)
-        time.sleep(PS_LINGER_S)
+                DoneTokens(sess, take, cluster["worker"], config, phase or Phase(None), watched=not supervised).wait()
 
     def setup(self, data: Dataset) -> None:
         ctx, config = self.context, self.config
@@ -214,7 +209,8 @@ class ParameterServerWorker(Worker):
             self.y_eval = tf.compat.v1.placeholder(tf.int32, (None,))
             self.eval_op = self.model.evaluate(self.x_eval, self.y_eval)
             self.weight_values = self.model.weight_tensors()
-        self.done_ops = [done_queue(k, ctx.num_workers).enqueue(ctx.rank) for k in range(config.ps)]
+        done = [done_queue(k, ctx.num_workers) for k in range(config.ps)]
+        self.done_ops = [queue.enqueue(ctx.rank) for queue in done]
         barrier = ready_queue(ctx.num_workers)
         self.arrive, self.arrived = barrier.enqueue(ctx.rank), barrier.size()
         self.ps_bytes, self.placement = bytes_per_ps(config.ps)
@@ -225,7 +221,16 @@ class ParameterServerWorker(Worker):
             with tf.device(self.worker_device):
                 self.saver = tf.compat.v1.train.Saver(self.checkpoint_variables(), max_to_keep=config.checkpoint_keep,
                                                       save_relative_paths=True)
+        self.recoveries: list[dict] = []
+        keep_until_exit(self)  # its sessions are never closed: a close waits on tasks that may not answer
         self.session = self._open_session(hooks)
+        # what a call past its deadline asks each ps task
+        probes = {f"ps {k}": Probe(self.server.target, f"/job:ps/task:{k}", self.worker_device,
+                                   lambda k=k: done_queue(k, ctx.num_workers).size()) for k in range(config.ps)}
+        self.deadlines = Deadlines(config, ctx.phase, probes)
+        raw = self.session._tf_sess()
+        self.bounded = BoundedSession(self.session, raw, self.deadlines)  # steps, through the hooks
+        self.raw = BoundedSession(raw, raw, self.deadlines)  # every other call
 
     def _build_model(self) -> Model:
         threshold = self.config.option("ps_partition_mb")
@@ -233,7 +238,7 @@ class ParameterServerWorker(Worker):
             return models.build_partitioned(self.config, self.config.ps, int(threshold * 2**20))
         return models.for_run(self.config)
 
-    def _open_session(self, hooks: list) -> tf.compat.v1.train.MonitoredSession:
+    def _open_session(self, hooks: list) -> WorkerSession:
         # the chief's saver, if it saves checkpoints; the model's initial values, fed when the chief initialises
         feed = initial_values()
         scaffold = tf.compat.v1.train.Scaffold(saver=self.saver, init_feed_dict=feed, local_init_feed_dict=feed)
@@ -249,13 +254,14 @@ class ParameterServerWorker(Worker):
             timeout = int(self.config.startup_timeout_s)
             creator = _FastWorkerSessionCreator(scaffold=scaffold, master=master, config=cfg,
                                                 max_wait_secs=timeout)
-        return tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks,
-                                                   stop_grace_period_secs=STOP_GRACE_S)
+        return WorkerSession(creator, hooks, recover=self.config.recover, recoveries=self.recoveries,
+                             stop_grace_period_secs=STOP_GRACE_S)
 
     def ready(self) -> None:
         """Start-up barrier: nobody trains until every worker has a session. A worker restarted
         into the running job (--recover) has passed it already, in its earlier life."""
-        raw = self.session._tf_sess()
+        raw = self.raw
+        self.context.phase("starting", "start-up barrier on ps 0")
         if self.config.rejoin:
             self.on_ready(raw)
             return
@@ -277,8 +283,11 @@ class ParameterServerWorker(Worker):
         fetches = self.fetches if stamped else self.unstamped_fetches
         sample = getattr(self, "_trace", None)
         if sample is not None and sample.wanted():
-            return sample.run(self.session, fetches)
-        return self.session.run(fetches)
+            out = sample.run(self.bounded, fetches)
+        else:
+            out = self.bounded.run(fetches)
+        self.deadlines.stepped = True
+        return out
 
     def trace_exchange(self, steps: range | None) -> None:
         if steps is not None:
@@ -342,36 +351,41 @@ class ParameterServerWorker(Worker):
         return result.extra["global_step_after"] >= self.config.steps
 
     def evaluate(self, split: Split) -> tuple[float, float]:
-        raw = self.session._tf_sess()
+        raw = self.raw
         return evaluate_in_chunks(lambda x, y: raw.run(self.eval_op, {self.x_eval: x, self.y_eval: y}), split)
 
     def weights(self) -> list[np.ndarray]:
-        return self.session._tf_sess().run(self.weight_values)
+        return self.raw.run(self.weight_values)
 
     def checkpoint_variables(self) -> dict[str, tf.Variable] | None:
         """What a checkpoint holds, by name; None: every global variable (weights, slots, global step)."""
         return None
 
     def save_checkpoint(self, directory: str, global_step: int) -> str:
-        return self.saver.save(self.session._tf_sess(), os.path.join(directory, CHECKPOINT_NAME),
+        return self.saver.save(self.raw, os.path.join(directory, CHECKPOINT_NAME),
                                global_step=global_step, write_meta_graph=False)
 
     def info(self) -> dict[str, Any]:
         return {"cluster": self.context.cluster, "ps_placement": self.config.option("ps_placement"),
                 "bytes_per_ps": self.ps_bytes, "variable_ps_task": self.placement,
-                "towers": tower_devices(self.worker_device, self.towers) if self.towers > 1 else [self.worker_device]}
-
-    def before_teardown(self, session: tf.compat.v1.Session) -> None:
-        """Hook for subclasses: release anything other workers may wait on."""
+                "towers": tower_devices(self.worker_device, self.towers) if self.towers > 1 else [self.worker_device],
+                **({"session_recoveries": self.recoveries} if self.recoveries else {})}
 
     def teardown(self) -> None:
-        session = getattr(self, "session", None)
-        if session is None:
+        if getattr(self, "session", None) is None:
             return
-        raw = session._tf_sess()
-        self.before_teardown(raw)
-        for op in self.done_ops:
-            raw.run(op)
+        for k, op in enumerate(self.done_ops):
+            if f"ps {k}" in self.deadlines.silent:
+                continue  # it answered nothing after this worker's call timed out
+            self.context.phase("done tokens", f"done token to ps {k}")
+            try:
+                self.raw.run(op)
+            except PS_LEFT:
+                pass  # the ps task took every token and left before its answer to ours came back
+            except RunFailed:
+                if not self.deadlines.missed:
+                    raise
+                # this worker failed already, on a call past its deadline: that failure is the one to report
         # The session is left open on purpose: a ps-sync chief's queue runner stays blocked
         # in take_grad for a step that will never come, and closing would wait for it. The
         # worker process ends right after this (os._exit), which releases everything.

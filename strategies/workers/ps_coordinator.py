@@ -23,6 +23,7 @@ from bench.config import RunConfig
 from bench.run import models
 from bench.run.contract import RanOn, StepResult, StepTimes, Worker
 from bench.run.data import Dataset, Split
+from bench.run.phase import Phase
 from bench.run.placement import visible
 from bench.run.process import stamping
 from bench.run.process.inputs import feed_seed, index_plan
@@ -55,9 +56,12 @@ def worker_plans(config: RunConfig, train: Split, workers: int, batch: int) -> n
 
 class PSCoordinatorWorker(Worker):
     @classmethod
-    def serve(cls, role: str, index: int, config: RunConfig, cluster: dict[str, list[str]]) -> None:
+    def serve(cls, role: str, index: int, config: RunConfig, cluster: dict[str, list[str]],
+              phase: Phase | None = None, supervised: bool = True) -> None:
         """A ps or a worker task: a server, until the launcher ends it when the coordinator is done."""
         fail_fast()
+        if phase:
+            phase("serving", "server.join (ended by the launcher)")
         # the server creates its GPU devices from its own config: this process's memory policy goes in it
         tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=role, task_index=index, protocol="grpc",
                              config=visible.session_gpu_options(tf.compat.v1.ConfigProto()), start=True).join()

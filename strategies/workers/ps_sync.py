@@ -217,9 +217,9 @@ class PSSyncWorker(ParameterServerWorker):
                           arrival=int(out["ticket"]) if "ticket" in out else None,
                           extra={"global_step_after": int(out["after"])}, times=times)
 
-    def before_teardown(self, session) -> None:
+    def last_step_taken(self) -> None:
         if self.context.is_chief:
-            session.run(self.release)
+            self.raw.run(self.release)
 
     def info(self) -> dict:
         return {**super().info(), "replicas_to_aggregate": replicas(self.config),

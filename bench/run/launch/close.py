@@ -24,6 +24,8 @@ def close_watched_run(folder: RunFolder, config: RunConfig, strategy: type[Strat
         folder.update_run(environment=chief["environment"])  # before the summary's MFU reads its peak
     if outcome is not None:
         extra["ended_after_failure_s"] = outcome.ended_after_failure_s
+        if outcome.hang is not None:
+            extra["hang"] = outcome.hang
         if outcome.failed_at_epoch_s is not None:
             extra["failed_at_s"] = outcome.failed_at_epoch_s - run_start
     close_run(folder, config, status, startup_s=chief.get("startup_s"), runtime=chief.get("runtime"),

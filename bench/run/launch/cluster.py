@@ -19,6 +19,7 @@ from bench.run.contract import GO_ON, RESTART_JOB, Strategy
 from bench.run.faults.kill_watch import kill_watch
 from bench.run.launch import gpu_plan
 from bench.run.launch.close import close_watched_run
+from bench.run.launch.hang import account, hang_account
 from bench.run.launch.processes import Child, start
 from bench.run.launch.recovery import WORKER_RESTARTED, recoveries_left, recovering, recovery, rejoin_config
 from bench.run.launch.run_hosts import RunHosts
@@ -81,7 +82,8 @@ def run_local(config: RunConfig, strategy: type[Strategy]) -> tuple[int, RunFold
         helpers = [c for group in children.values() for c in group]
         outcome = supervise(workers, helpers, worker_loss == GO_ON, steps_written(folder),
                             config.stall_timeout_s, restarts=restarts, watch=kill_watch(config, folder, children),
-                            startup_timeout_s=config.startup_timeout_s, serving_workers=children.get("worker"))
+                            startup_timeout_s=config.startup_timeout_s, serving_workers=children.get("worker"),
+                            on_hang=hang_account(folder.path / "logs"))
     replicas = strategy.runs_as.gradients_per_step(config)
     records = mark_aggregated(folder.path / STEPS_FILE, replicas, config.steps) if replicas else {}
     if rejoined:  # before the run is closed: its summary reads them
@@ -133,9 +135,11 @@ def run_task(config: RunConfig, strategy: type[Strategy]) -> int:
         folder = open_run(config, strategy, run_start, folder=folder)
         folder.update_run(cluster=cluster)
     code = worker_process.run_role(config, strategy, folder, config.job_name, config.task_index, cluster, run_start,
-                                   exit_process=False)
+                                   exit_process=False, supervised=bool(joined))
     if is_chief:
         report = folder.task_reports().get(0, {})
         status = "ok" if code == 0 else f"failed: {report.get('error', 'chief failed')}"
-        close_watched_run(folder, config, strategy, status, run_start)
+        # where every task that shares this folder was, from the phase files beside the logs
+        where = {} if code == 0 else {"hang": account([], folder.path / "logs")}
+        close_watched_run(folder, config, strategy, status, run_start, **where)
     leave(code)  # a TF server cannot be shut down; leaving the interpreter normally may hang on it

@@ -17,6 +17,7 @@ from bench.config import RunConfig
 from bench.run.contract import GLOO_CONTROLLER, Strategy, WorkerContext
 from bench.run.launch import gpu_plan
 from bench.run.launch.close import close_watched_run
+from bench.run.launch.hang import hang_account
 from bench.run.launch.mpi_environment import under_mpi, world_rank
 from bench.run.launch.mpi_init_race import relaunching
 from bench.run.launch.processes import start
@@ -25,6 +26,7 @@ from bench.run.launch.recovery import recovering
 from bench.run.launch.run_hosts import RunHosts
 from bench.run.launch.slurm.gloo import adopt_slot
 from bench.run.launch.supervisor import Outcome, steps_written, supervise
+from bench.run.phase import Phase
 from bench.run.process.lifecycle import close_run, join_environment, joined_run, start_run
 from bench.run.process.records import RunFolder
 
@@ -58,7 +60,7 @@ def start_ranks(config: RunConfig, strategy_cls: type[Strategy]) -> tuple[int, R
                           hold_stdin=kind.holds_stdin)
             hosts.started(folder, 1)
             return supervise([child], [], False, steps_written(folder), config.stall_timeout_s,
-                             startup_timeout_s=config.startup_timeout_s)
+                             startup_timeout_s=config.startup_timeout_s, on_hang=hang_account(log.parent))
 
         def record(relaunched: list[dict]) -> None:
             kind.end_started()  # the crashed launch's (a Slurm step), before its relaunch takes the nodes
@@ -105,7 +107,8 @@ def run_rank(config: RunConfig, strategy: type[Strategy]) -> int:
     else:
         folder, run_start = joined
     context = WorkerContext(rank=hvd.rank(), num_workers=hvd.size(), is_chief=hvd.rank() == 0,
-                            run_start=run_start, run_dir=str(folder.path))
+                            run_start=run_start, run_dir=str(folder.path),
+                            phase=Phase.of_task(folder.path, "rank", hvd.rank()))
     report = train(config, strategy, context, folder, runtime, show_progress=hvd.rank() == 0)
     folder.write_task_report(hvd.rank(), report)
     if "error" in report:  # the other ranks learn of it through mpirun, which ends them

@@ -12,6 +12,7 @@ import time
 from bench.config import RunConfig
 from bench.run.contract import Strategy
 from bench.run.launch.close import close_watched_run
+from bench.run.launch.hang import hang_account
 from bench.run.launch.processes import start
 from bench.run.launch.run_hosts import RunHosts
 from bench.run.launch.supervisor import steps_written, supervise
@@ -33,7 +34,7 @@ def run_on_first_host(config: RunConfig, strategy: type[Strategy]) -> int:
                       hold_stdin=hosts.kind.holds_stdin)
         hosts.started(folder, 1)
         outcome = supervise([child], [], False, steps_written(folder), config.stall_timeout_s,
-                            startup_timeout_s=config.startup_timeout_s)
+                            startup_timeout_s=config.startup_timeout_s, on_hang=hang_account(folder.path / "logs"))
     closed = folder.read_run().get("status")
     if closed not in (None, "running"):
         return exit_status(closed)

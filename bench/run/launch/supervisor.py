@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.config import RunConfig
+from bench.run.launch.hang import stuck_line
 from bench.run.launch.interrupts import Interrupted, interruptible
 from bench.run.launch.processes import Child, end_all
 from bench.run.process.records import STEPS_FILE, RunFolder
@@ -38,6 +39,7 @@ class Outcome:
     ended_after_failure_s: float | None = None
     consequences: list[str] = field(default_factory=list)  # other failures the cause brought about
     failed_at_epoch_s: float | None = None  # when the failure was seen
+    hang: dict | None = None  # a hung run's account (bench.run.launch.hang), taken before anything was ended
 
 
 class ExitLog:
@@ -83,11 +85,13 @@ def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
               progress: Callable[[], int], stall_timeout_s: float, restarts: Restarts | None = None,
               watch: Callable[[], None] | None = None,
               startup_timeout_s: float = RunConfig.startup_timeout_s,
-              serving_workers: list[Child] | None = None) -> Outcome:
+              serving_workers: list[Child] | None = None,
+              on_hang: Callable[[list[Child]], dict] | None = None) -> Outcome:
     """`workers` train, `workers[0]` is the chief; `helpers` (ps tasks) serve and are ended after the
     workers. `serving_workers`: worker tasks among the helpers that run the steps a trainer schedules
     (ps-coordinator's), by rank: the loss rule and the restarts apply to each of them, not to
-    `workers[1:]`. `watch` is called on every poll (an injected fault watches the run's progress)."""
+    `workers[1:]`. `watch` is called on every poll (an injected fault watches the run's progress). `on_hang`
+    gives a stalled run's account while its processes still live (bench.run.launch.hang.hang_account)."""
     losable = LosableWorkers(workers, helpers, serving_workers)
     everyone = workers + helpers
     exits = ExitLog(everyone)
@@ -116,11 +120,11 @@ def supervise(workers: list[Child], helpers: list[Child], tolerate_loss: bool,
                 if current != last_progress:
                     last_progress, last_change, stepping = current, time.monotonic(), True
                 elif stepping and time.monotonic() - last_change > stall_timeout_s:
-                    return _fail(f"no step recorded for {stall_timeout_s:.0f} s (hung)", everyone, lost)
+                    return _fail(f"no step recorded for {stall_timeout_s:.0f} s (hung)", everyone, lost, on_hang)
                 elif not stepping and time.monotonic() - last_change > startup_timeout_s:
                     return _fail(f"no step recorded within {startup_timeout_s:.0f} s of the start (hung at start-up, "
                                  "or a large graph still building on a busy machine: raise --startup-timeout-s)",
-                                 everyone, lost)
+                                 everyone, lost, on_hang)
                 time.sleep(POLL_S)
         except Interrupted as exc:
             end_all(everyone)
@@ -198,8 +202,14 @@ def _fail_with_cause(first_seen: str, exits: ExitLog, workers: list[Child], lost
                    consequences=[c.describe_exit() for c in consequences], failed_at_epoch_s=seen_at)
 
 
-def _fail(reason: str, everyone: list[Child], lost: list[str]) -> Outcome:
+def _fail(reason: str, everyone: list[Child], lost: list[str],
+          on_hang: Callable[[list[Child]], dict] | None = None) -> Outcome:
+    """A run that stopped making progress: its account first (stacks asked for, phases read), then every
+    process ended."""
     started, seen_at = time.monotonic(), time.time()
+    hang = on_hang(everyone) if on_hang else None
+    if hang:
+        reason = f"{reason}: {stuck_line(hang)}"
     end_all(everyone)
     return Outcome(f"failed: {reason}", lost, ended_after_failure_s=time.monotonic() - started,
-                   failed_at_epoch_s=seen_at)
+                   failed_at_epoch_s=seen_at, hang=hang)

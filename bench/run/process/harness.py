@@ -19,6 +19,7 @@ from bench.run import models
 from bench.run.contract import StepResult, Strategy, Worker, WorkerContext, local_steps_at, worker_class
 from bench.run.faults.injection import FaultInjection
 from bench.run.models import tensors
+from bench.run.phase import OWN_LIMIT_EXTRA_S, end_after
 from bench.run.process.checkpoints import Checkpoints
 from bench.run.process.device_wait import device_wait
 from bench.run.process.events import RunEvents
@@ -57,6 +58,7 @@ class Evaluator:
 
     def run(self, worker: Worker, split, global_step: int) -> float:
         started = time.perf_counter()
+        worker.context.phase("evaluating", f"evaluation at global step {global_step}")
         loss, accuracy = worker.evaluate(split)
         self.writer.write(run_id=self.folder.run_id, global_step=global_step, wall_s=self.clock(),
                           split="val", loss=loss, accuracy=accuracy,
@@ -118,6 +120,9 @@ class StepLoop:
         self.traces = strategy_cls.traces_exchange
         self.warmup_steps = config.warmup_steps
         self.wait = device_wait()
+        # a task started by hand has no launcher to notice that it stopped: it ends itself past its limit
+        self.own_limit_s = None if context.supervised else config.stall_timeout_s + OWN_LIMIT_EXTRA_S
+        self.phase = context.phase
 
     def flush(self, now: float) -> None:
         written = self.log.flush(now)
@@ -130,6 +135,7 @@ class StepLoop:
         """Step until the worker says the run is done: its last result and local step count."""
         clock, faults = self.clock, self.faults
         traced = traced_steps(self.warmup_steps, local_step) if self.traces else range(0)
+        self.phase("stepping", "step")
         while True:
             if faults:
                 faults.die_if_due(local_step, lambda: self.flush(clock()))
@@ -143,6 +149,7 @@ class StepLoop:
             if faults:
                 t_end, slept = faults.slow_down(local_step, t_start, t_end, clock)
             self.log.add(local_step, t_start, t_end, result, slept)
+            end_after(self.own_limit_s)
             local_step += 1
             if faults and faults.holds_at(result):
                 self.flush(t_end)
@@ -152,10 +159,13 @@ class StepLoop:
             if self.evaluator and self.evaluator.due(result.global_step):
                 accuracy = self.evaluator.run(worker, self.val, result.global_step)
                 self.progress.message(f"step {result.global_step}: validation accuracy {accuracy:.4f}")
+                self.phase("stepping", "step")
             if worker.finished(result):
                 return result, local_step
             if self.checkpoints and self.checkpoints.due(result.global_step, t_end):
+                self.phase("saving", f"checkpoint at global step {result.global_step}")
                 self.checkpoints.save(worker, result.global_step)
+                self.phase("stepping", "step")
 
     def finish(self, worker: Worker, last: StepResult) -> None:
         """The records of the last steps, the final evaluation and checkpoint."""
@@ -163,6 +173,7 @@ class StepLoop:
         if self.evaluator and self.evaluator.last_step != last.global_step:
             self.evaluator.run(worker, self.val, last.global_step)
         if self.checkpoints:
+            self.phase("saving", f"checkpoint at global step {last.global_step}")
             self.checkpoints.save(worker, last.global_step)
 
     def close(self) -> None:
@@ -178,6 +189,7 @@ class StepLoop:
 
 
 def save_weights(worker: Worker, folder: RunFolder, context: WorkerContext) -> None:
+    context.phase("saving", "final weights")
     weights = worker.weights()
     np.savez(folder.path / f"weights-worker{context.rank}.npz", *weights)
     if context.is_chief:
@@ -192,6 +204,8 @@ def run_worker(config: RunConfig, strategy_cls: type[Strategy], context: WorkerC
     data = load_data(config, strategy_cls.worker_batch(config), context.rank, first_batch=local_step)
     loop = StepLoop(config, strategy_cls, context, folder, data, show_progress)
     began = loop.clock()
+    context.phase("starting")
+    end_after(None if context.supervised else config.startup_timeout_s + OWN_LIMIT_EXTRA_S)
     try:
         worker.setup(data)
         if context.is_chief:
@@ -199,11 +213,13 @@ def run_worker(config: RunConfig, strategy_cls: type[Strategy], context: WorkerC
         worker.ready()
         startup_s = loop.clock() - began
         last, local_step = loop.run(worker, local_step)
+        worker.last_step_taken()
         loop.finish(worker, last)
         if config.save_weights:
             save_weights(worker, folder, context)
         info = worker.info()
     finally:
         loop.close()
+        context.phase("teardown")
         worker.teardown()
     return WorkerOutcome(startup_s, local_step, info)

@@ -31,6 +31,16 @@ def finalize_mpi() -> None:
         mpi.Finalize()
 
 
+# Objects kept until the process leaves: a TensorFlow session closes itself when collected, and its close
+# waits, with no deadline, on every task it reached (seen: a worker whose ps was stopped hung in Session.__del__)
+_KEPT: list[object] = []
+
+
+def keep_until_exit(thing: object) -> None:
+    """Keep `thing` alive until `leave` ends the process (the sessions of a worker of a TensorFlow cluster)."""
+    _KEPT.append(thing)
+
+
 def leave(code: int) -> NoReturn:
     """Flush the output, remove AutoGraph's files, and end the process at once with `code`."""
     sys.stdout.flush()
