@@ -118,7 +118,7 @@ class RunFolder:
         """Worker (or rank) `index`'s own report: how it started, its steps, its error. One file per
         worker, the same on every launch path; the launcher reads them back with task_reports()."""
         (self.path / "workers").mkdir(exist_ok=True)
-        (self.path / "workers" / f"worker{index}.json").write_text(json.dumps(report, default=str))
+        write_atomically(self.path / "workers" / f"worker{index}.json", json.dumps(report, default=str))
 
     def task_reports(self) -> dict[int, dict[str, Any]]:
         """{worker index: its report} of the workers that wrote one."""
@@ -132,7 +132,7 @@ class RunFolder:
     def write_devices(self, role: str, index: int, record: dict[str, Any]) -> None:
         """The devices task `role` `index` used (bench.run.placement.visible), one file per task of any role."""
         (self.path / DEVICES_FOLDER).mkdir(exist_ok=True)
-        (self.path / DEVICES_FOLDER / f"{role}{index}.json").write_text(json.dumps(record, default=str))
+        write_atomically(self.path / DEVICES_FOLDER / f"{role}{index}.json", json.dumps(record, default=str))
 
     def device_reports(self) -> dict[str, dict[str, Any]]:
         """{"worker 0": its devices, "ps 0": ...} of the tasks that wrote them, workers first."""
@@ -157,10 +157,16 @@ class RunFolder:
         """Merge `fields` into run.json, replacing the file atomically."""
         record = self.read_run()
         record.update(fields)
-        tmp = self.path / f".{RUN_FILE}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
-        os.replace(tmp, self.path / RUN_FILE)
+        write_atomically(self.path / RUN_FILE, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
         return record
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace `path` by `text` at once: a task of the same run may read it meanwhile (a chief started by hand
+    reads every task's report while the others still write theirs; seen: an empty report failed its close)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def last_global_step(run_dir: Path) -> int:
