@@ -12,7 +12,7 @@ import pytest
 
 from tests.background import run_to_end
 
-HUNG = "failed: no step recorded for 1200 s (hung): worker 1 stepping (step) for 1201 s"
+HUNG = "failed: no step recorded for 900 s (hung): worker 1 stepping (step) for 901 s"
 
 
 class Scripted:
