@@ -17,8 +17,10 @@ STACK_WAIT_S = 1.5  # faulthandler writes at once; this covers a starved process
 
 
 def ask_for_stacks(children: list[Child]) -> None:
+    """SIGUSR1 to each live child: a `python -m bench` here, or a launcher that passes it on to its tasks
+    (mpirun and srun do). Not a task on another host reached over ssh: the signal would end its ssh client."""
     for child in children:
-        if not child.exited:
+        if not child.exited and not child.guarded:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child.process.pid, STACK_SIGNAL)
 
