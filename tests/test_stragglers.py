@@ -11,7 +11,11 @@ from bench.drivers.presets.stragglers import plan, planned
 from tests.processes import PRESET_LIMIT_S, bench, leftover_processes
 
 pytestmark = pytest.mark.slow
-WORKERS, STEPS = 2, 60
+# 120 global steps: with a backup worker the other makes them all alone in about 1 s, and the 3x straggler
+# must record steps past its first two, which are slow (TensorFlow's first calls, tripled): beside the
+# suite, a busy process and a Horovod build, 60 steps left it 2 (its first took 0.79 s), beside one busy
+# process 3 and 11
+WORKERS, STEPS = 2, 120
 VARIANTS = ("ps-sync R=N", "ps-sync R=N-1")  # ps-async: its killed worker in tests/test_ps.py
 
 
