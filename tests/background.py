@@ -18,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
+from bench.run.launch.hang import rows_said
 from tests.processes import start_bench
 
 NICE = ("nice", "-n", "19")
@@ -120,9 +121,7 @@ def account(results: Path, done: subprocess.CompletedProcess) -> str:
     records = list(results.glob("*/run.json"))
     record = json.loads(records[0].read_text()) if len(records) == 1 else {}
     lines = [f"exit status {done.returncode}; run.json status: {record.get('status')}"]
-    for row in (record.get("hang") or {}).get("processes", []):
-        lines.append(f"  {row['process']}: alive {row['alive']}, {row['phase']} ({row['call']}), stack in "
-                     f"{row['stack_in']}")
+    lines += rows_said(record)
     for run_dir in (r.parent for r in records):
         steps = (run_dir / "steps.csv").read_text().count("\n") - 1 if (run_dir / "steps.csv").exists() else None
         written = sorted(str(p.relative_to(run_dir)) for p in [*run_dir.glob("workers/*.json"),

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench.run.launch.hang import rows_said
 from bench.usage import OneLineParser, refuse
 
 # the run of tests/test_embedding_exchange.py's "table-split-over-two-ps" case
@@ -61,11 +62,7 @@ def account(folder: Path, stderr: str) -> str:
     if len(records) != 1:
         return f"no run.json; the launcher said: {stderr.strip()[-500:]}"
     record = json.loads(records[0].read_text())
-    lines = [f"status: {record.get('status')}"]
-    for row in (record.get("hang") or {}).get("processes", []):
-        lines.append(f"  {row['process']}: alive {row['alive']}, {row['phase']} ({row['call']}), "
-                     f"stack in {records[0].parent / row['stack_in']}")
-    return "\n".join(lines)
+    return "\n".join([f"status: {record.get('status')}", *rows_said(record, records[0].parent)])
 
 
 def main(argv: Sequence[str]) -> int:

@@ -65,6 +65,14 @@ def stuck_line(record: dict[str, Any]) -> str:
     return "; ".join(parts) or "no process alive"
 
 
+def rows_said(record: dict[str, Any], run_dir: Path | None = None) -> list[str]:
+    """A hang record's processes, a line each, as a reader of a failed run wants them (its stack's log under
+    `run_dir` when given)."""
+    return [f"  {row['process']}: alive {row['alive']}, {row['phase']} ({row['call']}), stack in "
+            f"{run_dir / row['stack_in'] if run_dir else row['stack_in']}"
+            for row in (record.get("hang") or {}).get("processes", [])]
+
+
 def hang_account(logs: Path):
     """What the supervisor calls on a stall: ask, wait, read."""
     def taken(children: list[Child]) -> dict[str, Any]:

@@ -149,7 +149,8 @@ class StepLoop:
             if faults:
                 t_end, slept = faults.slow_down(local_step, t_start, t_end, clock)
             self.log.add(local_step, t_start, t_end, result, slept)
-            end_after(self.own_limit_s)
+            if self.own_limit_s is not None:  # a task started by hand: its own clock starts again
+                end_after(self.own_limit_s)
             local_step += 1
             if faults and faults.holds_at(result):
                 self.flush(t_end)
