@@ -153,17 +153,22 @@ def test_a_reduction_beside_a_busy_cpu_moves_at_its_share_of_the_rate_until_the_
         == schemes.predict(RING, WIRE, ring, gpus, setup)[1]
 
 
-def test_a_cpu_devices_hops_cost_the_latency_measured_beside_a_computing_thread():
-    ring = model_of((1000, 1.0))
+def test_a_cpu_devices_hops_cost_what_a_busy_cpu_adds_only_while_its_compute_runs():
     cpus = Cluster(workers=4, devices_per_host=1, link_gbit=10, device_examples_per_s=640, batch_size=64,
-                   intra_host_bytes_per_s=4e9, on_host=True)
+                   intra_host_bytes_per_s=4e9, on_host=True)  # compute 0.1 s
     setup = schemes.PsSetup(1, False, ROUND_ROBIN)
-    busy = dataclasses.replace(WIRE, latency_computing_s=0.003)
-    idle_step = schemes.predict(RING, WIRE, ring, cpus, setup)[1].step_s
-    # 2(n-1) hops of the one buffer, each 3 ms where 50 us
-    assert schemes.predict(RING, busy, ring, cpus, setup)[1].step_s == pytest.approx(idle_step + 6 * (0.003 - 50e-6))
+    busy = dataclasses.replace(WIRE, latency_busy_cpu_s=0.003)
+    # a gradient ready halfway through the backward pass is reduced while the compute runs: 2(n-1) hops of
+    # its buffer, each the wire's 50 us and 3 ms more, never less than the wire's
+    during = model_of((1000, 0.5))
+    idle_ring = allreduce.communication_s(during, cpus, WIRE, hierarchical=False)
+    busy_ring = allreduce.communication_s(during, cpus, busy, hierarchical=False)
+    assert busy_ring[1] - idle_ring[1] == pytest.approx(6 * 0.003)
+    # one ready as the pass ends meets a CPU the compute has left: the wire's latency alone
+    after = model_of((1000, 1.0))
+    assert schemes.predict(RING, busy, after, cpus, setup)[1] == schemes.predict(RING, WIRE, after, cpus, setup)[1]
     gpus = dataclasses.replace(cpus, on_host=False)  # a GPU's compute leaves its host's CPU
-    assert schemes.predict(RING, busy, ring, gpus, setup)[1] == schemes.predict(RING, WIRE, ring, gpus, setup)[1]
+    assert schemes.predict(RING, busy, during, gpus, setup)[1] == schemes.predict(RING, WIRE, during, gpus, setup)[1]
 
 
 def test_a_ring_that_starts_after_the_backward_pass_exposes_its_whole_collective():
@@ -440,9 +445,8 @@ def test_the_cli_gives_a_row_per_scheme_and_transport_with_every_term(tmp_path):
                     "step_s_low", "step_s_high", "compute_s", "exposed_communication_s", "waiting_s"):
             assert key in row
         assert row["throughput_low"] <= row["throughput_examples_per_s"] <= row["throughput_high"]
-        # symmetric on the log scale, at the stated level, the model error from the development table
-        assert row["throughput_examples_per_s"] == pytest.approx(math.sqrt(row["throughput_low"]
-                                                                           * row["throughput_high"]))
+        # at the stated level, the model error from the development table
+        assert row["throughput_high"] > row["throughput_low"]
         assert row["level"] == 0.9 and row["model_error_low"] < 1 < row["model_error_high"]
         assert row["step_s_low"] <= row["step_s_high"]
         assert row["step_s"] == pytest.approx(row["compute_s"] + row["exposed_communication_s"] + row["waiting_s"])

@@ -61,25 +61,42 @@ def projection_rows(ring: tuple[float, float, float], ps: tuple[float, float, fl
             row("ps, synchronous", "grpc", ps, "grpc.cores_gain (extrapolated)", 0.6)]
 
 
-def test_the_projected_answer_names_a_family_only_where_the_two_intervals_do_not_overlap():
-    apart = families.projected(projection_rows((3000, 2500, 3600), (1000, 800, 1200))).iloc[0]
+def test_an_older_projections_answer_names_a_family_only_where_the_two_intervals_do_not_overlap():
+    apart = families.projected(None, projection_rows((3000, 2500, 3600), (1000, 800, 1200))).iloc[0]
     assert apart["verdict"] == families.ALLREDUCE_AHEAD and apart["ratio"] == pytest.approx(3.0)
     assert (apart["low"], apart["high"]) == (pytest.approx(2500 / 1200), pytest.approx(3600 / 800))
     assert apart["allreduce"] == "allreduce (ring) over mpi" and apart["parameter_servers"].endswith("4 ps")
     assert apart["widest_term"] == "grpc.cores_gain (extrapolated)" and math.isnan(apart["needs"])
-    overlap = families.projected(projection_rows((1100, 800, 1500), (1000, 700, 1400))).iloc[0]
+    overlap = families.projected(None, projection_rows((1100, 800, 1500), (1000, 700, 1400))).iloc[0]
     assert overlap["verdict"] == families.TIE and overlap["low"] < 1 < overlap["high"]
-    ps_ahead = families.projected(projection_rows((500, 400, 600), (1000, 900, 1100))).iloc[0]
+    ps_ahead = families.projected(None, projection_rows((500, 400, 600), (1000, 900, 1100))).iloc[0]
     assert ps_ahead["verdict"] == families.PS_AHEAD
-    lines = answer.projected_lines(families.projected(projection_rows((1100, 800, 1500), (1000, 700, 1400))),
+    lines = answer.projected_lines(families.projected(None, projection_rows((1100, 800, 1500), (1000, 700, 1400))),
                                    {"name": "loopback-2026"})
-    assert "profile loopback-2026" in lines[0] and "overlap 1.1x [0.571-2.14]" in lines[2]
-    assert lines[2].endswith("grpc.cores_gain") and all(len(line) <= answer.ANSWER_WIDTH for line in lines)
+    assert "profile loopback-2026" in lines[0] and lines[2].endswith("overlap 1.1x [0.571-2.14]")
+    assert all(len(line) <= answer.ANSWER_WIDTH for line in lines)
+
+
+def cell(low: float, high: float, **more) -> dict:
+    return {"model": "mlp", "workers": 128, "link_gbit": 10.0, "allreduce": "allreduce (ring) over mpi",
+            "parameter_servers": "ps, synchronous over grpc, 32 ps", "ratio": (low * high) ** 0.5, "low": low,
+            "high": high, "level": 0.9, "turns_on": "", "break_even": math.nan, "ahead_below": "",
+            "widest_term": "latency_s", **more}
+
+
+def test_a_projected_cell_that_holds_1_says_the_constant_it_turns_on_and_its_break_even():
+    cells = [cell(1.5, 3.0), cell(0.5, 2.0, turns_on="latency_s", break_even=31e-6, ahead_below="allreduce",
+                                  workers=16)]
+    table = families.projected(cells)
+    assert list(table["verdict"]) == [families.ALLREDUCE_AHEAD, families.TIE]
+    lines = answer.projected_lines(table, {"name": "measured", "constants": [{"name": "latency_s", "unit": "s"}]})
+    assert lines[2].split()[2:] == ["ar", "while", "latency_s", "<", "31", "us", "allreduce", "2.12x", "[1.5-3]"]
+    assert all(len(line) <= answer.ANSWER_WIDTH for line in lines)
 
 
 def test_families_csv_holds_both_sources_one_row_a_cell(tmp_path):
     runs = matrix()
-    found = families.both(runs, projection_rows((3000, 2500, 3600), (1000, 800, 1200)))
+    found = families.both(runs, {"projection": projection_rows((3000, 2500, 3600), (1000, 800, 1200))})
     families.write(found, tmp_path)
     table = pd.read_csv(tmp_path / families.FAMILIES_FILE)
     assert list(table.columns) == families.COLUMNS

@@ -91,10 +91,8 @@ def test_beyond_the_measured_cores_the_interval_takes_the_gains_whole_range_and_
     within, beyond = _interval(used, 2.0), _interval(used, 16.0)
     # 16 streams on 16 cores: three doublings of the task's rate, less what else binds the step
     assert within.point * 1.3 < beyond.point <= within.point * 1.3 ** 3 * 1.0001
-    named = {p.name for p in beyond.parts}
-    assert f"{CORES_GAIN} (extrapolated 8x beyond the cores measured)" in named
-    assert beyond.high / beyond.low > within.high / within.low * 1.5
-    assert max(beyond.parts, key=lambda p: p.u).name.startswith(CORES_GAIN)
+    assert beyond.high / beyond.low > within.high / within.low * 1.4
+    assert beyond.spread.widest == CORES_GAIN
     # an unmeasured gain is the whole range already, whatever the cores: not renamed
     unmeasured = {p.name: p.u for p in _interval(_with_host(2.0), 16.0).parts}
     assert CORES_GAIN in unmeasured and unmeasured[CORES_GAIN] > 0
@@ -107,7 +105,7 @@ def test_the_cores_a_projection_says_it_assumed_are_those_its_figures_use():
     assumed = cores.decide(None, used)
     assert (assumed.cores, assumed.given) == (2.0, False)
     # the figures of hosts of the profile's own cores are those of the rate as measured
-    assert _interval(used, assumed.cores) == _interval(used, None)
+    assert _interval(used, assumed.cores).bounds == _interval(used, None).bounds
     given = cores.decide(16.0, used)
     assert (given.cores, given.profile_cores, given.given) == (16.0, 2.0, True)
     assert _interval(used, given.cores).point > _interval(used, assumed.cores).point

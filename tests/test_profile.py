@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -119,15 +120,58 @@ def test_a_ps_tasks_rate_that_rises_with_its_workers_is_kept_as_a_curve():
                                                                     / math.log(2)))
 
 
-def test_the_latency_is_raw_mpis_1_kib_allreduce_per_ring_step(tmp_path):
-    # one repetition's medians at 100 Mbit/s (2026-11-28): the token bucket passes 1 KiB at once, 4 KiB
-    # and up cross at the link's rate. A line fitted through them had a negative intercept (latency 0)
-    medians = {1024: 11.77e-6, 4096: 345.5e-6, 65536: 5.506e-3, 4194304: 0.3716}
-    benchmarks = [{"stats": {"median": s}, "extra_info": {
-        "transport": "mpi4py", "kind": "allreduce", "processes": 2, "bytes": b,
-        "algbw_bytes_per_s": b / s, "busbw_bytes_per_s": b / s}} for b, s in medians.items()]
-    (tmp_path / "mpi4py-np2.json").write_text(json.dumps({"benchmarks": benchmarks}))
-    assert fold.allreduce_figures(tmp_path, (4194304,))["latency_s"] == pytest.approx(11.77e-6 / 2)
+def message_json(folder, idle, busy):
+    """What collective_test.test_message_as_a_step_pays_it records: rank 0's rounds (the others record none)."""
+    (folder / "mpi4py-np2.json").write_text(json.dumps({"benchmarks": [{"stats": {"median": 1.0}, "extra_info": {
+        "transport": "mpi4py", "kind": "message as a step pays it", "processes": 2, "bytes": 1024,
+        "message_idle_rounds_s": idle, "message_busy_rounds_s": busy}}]}))
+    (folder / ".mpi4py-np2-rank1.json").write_text(json.dumps({"benchmarks": [{"stats": {"median": 1.0},
+                                                                               "extra_info": {}}]}))
+
+
+def test_a_messages_cost_is_the_wires_and_what_a_busy_cpu_adds_every_round_kept_and_pooled(tmp_path):
+    message_json(tmp_path, [50e-6, 60e-6, 70e-6], [1e-3, 2e-3, 60e-6])
+    figures = fold.allreduce_figures(tmp_path, (4194304,))
+    assert figures["latency_s"] == [50e-6, 60e-6, 70e-6]
+    assert figures[fold.BUSY_CPU] == pytest.approx([940e-6, 1940e-6, 0.0])  # less the idle mean, 60 us
+    other = {"latency_s": [40e-6, 40e-6, 40e-6], fold.BUSY_CPU: [0.0, 0.0, 0.0]}
+    data = fold.fold([figures, other], "two test nodes", "tensorflow x", "./run_bench.sh profile", 2**22)
+    wire, busy = data["constants"]["latency_s"], data["constants"][fold.BUSY_CPU]
+    assert wire["rounds"] == [[50e-6, 60e-6, 70e-6], [40e-6, 40e-6, 40e-6]]
+    assert wire["value"] == pytest.approx(50e-6) and wire["low"] <= 50e-6 <= wire["high"]
+    assert busy["value"] == pytest.approx(2880e-6 / 6) and "6 rounds in 2 repetitions" in busy["source"]
+    transport = profile.parse(data, "test").transports()["mpi"]
+    assert (transport.latency_s, transport.busy_latency_s()) == (pytest.approx(50e-6), pytest.approx(530e-6))
+
+
+def test_one_stalled_round_moves_the_mean_by_its_weight_and_widens_the_interval_no_more():
+    rng = np.random.default_rng(7)
+    rounds = list(rng.lognormal(math.log(50e-6), 0.2, 360))
+    stall = 300 * 50e-6
+    # six repetitions of 60 rounds, as a profile keeps them
+    calm, stalled = (profile.Constant("latency_s", statistics.fmean(r), 0, 1, "s", "x", "x", "x",
+                                      rounds=tuple(tuple(r[i:i + 60]) for i in range(0, 360, 60)))
+                     for r in (rounds, [*rounds[:-1], stall]))
+    weight = stall / len(rounds)  # what the one stalled round adds to the pooled mean
+    assert stalled.value - calm.value == pytest.approx(weight - rounds[-1] / len(rounds))
+    width = [float(np.ptp(c.quantile(np.array([0.05, 0.95])))) for c in (calm, stalled)]
+    # at the 5 % and 95 % quantiles a resample holds the stalled round's repetition at most twice, and in it the
+    # round at most twice: its weight, 4 times at most
+    assert width[1] - width[0] <= 4 * weight
+
+
+def test_an_older_profiles_latency_while_computing_loads_as_what_a_busy_cpu_adds():
+    data = json.loads((profile.SHIPPED / "loopback-2026.json").read_text())
+    data["constants"].pop(profile.LATENCY_BUSY_CPU, None)
+    data["constants"]["latency_s"] = {**data["constants"]["latency_s"], "value": 50e-6}
+    data["constants"][profile.OLD_BUSY] = {"value": 8.1e-7, "low": 7e-11, "high": 0.39, "unit": "s",
+                                           "samples": [8.1e-7, 2.5e-4, 7.9e-7], "measures": "x", "software": "x",
+                                           "source": "measured: test"}
+    old = profile.parse(data, "old")
+    busy = old.constants[profile.LATENCY_BUSY_CPU]
+    assert profile.OLD_BUSY not in old.constants and busy.value == 0.0  # 0.8 us is less than the wire's 50
+    assert busy.rounds == ((0.0,), (pytest.approx(2.0e-4),), (0.0,))
+    assert old.transports()["mpi"].busy_latency_s() == pytest.approx(50e-6)
 
 
 def test_a_ranks_cpu_while_its_allreduce_flies_is_the_rate_buffers_share(tmp_path):
@@ -170,23 +214,6 @@ def test_the_compute_stretch_and_the_rate_share_computing_are_the_means_over_the
     assert stretch["value"] == pytest.approx(1.8) and stretch["samples"] == pytest.approx([1.8, 2.2, 1.8])
     assert stretch["low"] < 1.8 and stretch["high"] > 2.2
     assert "while Horovod's loop runs over MPI" in stretch["measures"] and stretch["source"].startswith("measured: ")
-
-
-def test_the_latency_while_computing_is_the_ranks_mean_and_kept_though_the_default_profile_lacks_it(tmp_path):
-    for rank, latency in enumerate((0.002, 0.004)):
-        name = "mpi4py-np2.json" if rank == 0 else f".mpi4py-np2-rank{rank}.json"
-        (tmp_path / name).write_text(json.dumps({"benchmarks": [{"stats": {"median": 0.001}, "extra_info": {
-            "transport": "mpi4py", "kind": "latency while computing", "processes": 2, "bytes": 1024,
-            "latency_computing_s": latency}}]}))
-    figures = fold.compute_figures(tmp_path)
-    assert figures == {"latency_computing_s": pytest.approx(0.003)}
-    data = fold.fold([figures, {"latency_computing_s": 0.001}, figures], "two test nodes", "tensorflow x",
-                     "./run_bench.sh profile", 2**22)
-    busy = data["constants"]["latency_computing_s"]
-    assert (busy["value"], busy["unit"]) == (pytest.approx(0.003), "s")
-    assert busy["samples"] == pytest.approx([0.003, 0.001, 0.003]) and busy["low"] < 0.001 < 0.003 < busy["high"]
-    assert "while every rank computes" in busy["measures"]
-    assert profile.parse(data, "test").transports()["mpi"].latency_computing_s == pytest.approx(0.003)
 
 
 def test_a_profile_repeats_each_measurement_six_times_unless_told():

@@ -206,7 +206,7 @@ def test_an_emulated_run_is_predicted_no_faster_than_its_strategy_went_on_these_
     assert fast["terms_examples_per_s"] > 420.0
     # bound there: the loopback run's rate, its 95 % interval the figure's own spread (and the model's error)
     assert fast["predicted_examples_per_s"] == pytest.approx(400.0) and fast["inside"]
-    assert fast["u_log"] == pytest.approx(math.log(420.0 / 400.0) / 1.96)
+    assert fast["u_log"] == pytest.approx(math.log(420.0 / 400.0) / 1.96, rel=0.1)  # over 32 draws
     assert fast["predicted_low"] <= 380.0 and fast["predicted_high"] >= 420.0
     assert fast["cpu_ceiling_from"] == "1 one-machine run(s) of ps-sync at 4 workers"
     slow = rows[("ps-sync R=N", 100.0)]  # its terms (2.6 s a step at 100 Mbit/s) are far below the ceiling

@@ -24,11 +24,14 @@
   The step ends when both the backward pass and the last reduction are done, and the host's
   own per-step work (Cluster.other_s) after them. On CPU devices a reduction in flight while
   the backward pass runs moves at the share of its rate the profile measured beside a busy
-  CPU (Transport.rate_share_computing), at its whole rate once the pass is done.
+  CPU (Transport.rate_share_computing), at its whole rate once the pass is done; and a buffer
+  started while the pass runs pays, per message, what a busy CPU adds to the wire's latency
+  (Transport.busy_latency_s), one started after it the wire's alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from bench.analysis.projection.cluster import Cluster, StepTerms
@@ -94,6 +97,11 @@ def communication_s(tensors: ModelTensors, cluster: Cluster, transport: Transpor
     """(when the last reduction of a step ends, the step starting at 0; how long reductions were in flight)."""
     cycle_s = transport.cycle_s
     share = transport.rate_share_computing if cluster.on_host else 1.0  # a GPU's kernels leave the host's CPU
+    busy = dataclasses.replace(transport, latency_s=transport.busy_latency_s()) if cluster.on_host else transport
+
+    def carrier(start_s: float) -> Transport:  # a message meets a busy CPU while the compute runs
+        return busy if start_s < cluster.compute_s else transport
+
     pending = [(cluster.forward_s + t.ready * cluster.backward_s, t) for t in tensors.in_ready_order()]
     busy_until, busy_s, i = 0.0, 0.0, 0
     while i < len(pending):
@@ -106,9 +114,9 @@ def communication_s(tensors: ModelTensors, cluster: Cluster, transport: Transpor
             i += 1
         started = busy_until = tick
         for size in fused_buffers([t.nbytes for t in ready if not t.sparse], transport.fusion_bytes):
-            busy_until = finished_s(busy_until, buffer_s(size, cluster, transport, hierarchical), cluster.compute_s,
-                                    share)
-        gathers_s = sum(allgather_s(t.slices_bytes, cluster, transport) for t in ready if t.sparse)
+            busy_until = finished_s(busy_until, buffer_s(size, cluster, carrier(busy_until), hierarchical),
+                                    cluster.compute_s, share)
+        gathers_s = sum(allgather_s(t.slices_bytes, cluster, carrier(busy_until)) for t in ready if t.sparse)
         busy_until = finished_s(busy_until, gathers_s, cluster.compute_s, share)
         busy_s += busy_until - started
     return busy_until, busy_s

@@ -88,7 +88,7 @@ def main(argv: Sequence[str]) -> int:
         per_host = cores.decide(args.host_cores, used)
         cal = calibrate(source, runs, args.model, args.compute_ms, used, why)
         checked, left_out = validation(cal, runs, args.level) if args.compute_ms is None else (pd.DataFrame(), [])
-        table = projection(cal, args.workers, args.link_gbit, args.ps, args.level, validated_error(checked),
+        table, cells = projection(cal, args.workers, args.link_gbit, args.ps, args.level, validated_error(checked),
                            cores_per_host=per_host.cores)
     except UsageError as exc:
         return refuse(exc)
@@ -96,7 +96,7 @@ def main(argv: Sequence[str]) -> int:
     result = {"calibration": {"models": cal.describe().to_dict("records")},
               "profile": {**used.summary(), "why": why}, "host_cores": per_host.record(),
               "constants": cluster_cli.constants(used),
-              "projection": cluster_cli.records(table), "winners": best.to_dict("records"),
+              "projection": cluster_cli.records(table), "families": cells, "winners": best.to_dict("records"),
               "crossover": crossing.to_dict("records"),
               "validation": cluster_cli.records(checked), "validation_summary": error_summary(checked, left_out),
               "published": cluster_cli.published_result(used, args.level)}

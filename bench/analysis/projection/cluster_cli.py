@@ -64,11 +64,24 @@ def add_profile_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default=None,
                    help="transport profile: a file (./run_bench.sh profile writes results/profile.json) or a shipped "
                         f"name ({', '.join(profile.shipped())}); default: {profile.DEFAULT}")
+    p.add_argument("--latency-us", type=float, default=None,
+                   help="your network's one-way latency between two hosts in us (ping's round trip / 2): the "
+                        "profile's latency_s, exact; what a busy CPU adds stays the profile's")
 
 
 def chosen_profile(args: argparse.Namespace, results: Path | None = None) -> tuple[profile.Profile, str]:
     """The profile of --profile; else the one ./run_bench.sh profile wrote into `results` (--from's
-    folder); else the default one; and why it is the one used."""
+    folder); else the default one; and why it is the one used. --latency-us replaces its wire's latency."""
+    used, why = _profile_of(args, results)
+    if args.latency_us is None:
+        return used, why
+    if not args.latency_us > 0:
+        raise UsageError(f"--latency-us: must be > 0, got {args.latency_us:g}")
+    return (used.stated("latency_s", args.latency_us * 1e-6, f"stated: --latency-us {args.latency_us:g}"),
+            f"{why}; latency_s {args.latency_us:g} us as --latency-us stated")
+
+
+def _profile_of(args: argparse.Namespace, results: Path | None) -> tuple[profile.Profile, str]:
     if args.profile:
         return profile.load(args.profile), f"--profile {args.profile}"
     if results is not None and (results / profile.PROFILE_FILE).is_file():

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from bench.analysis.projection import costs, intervals, levels, schemes, table
+from bench.analysis.projection import costs, draws, family_cells, intervals, levels, schemes, table
 from bench.analysis.projection.calibrate import (
     Calibration,
     ModelCalibration,
@@ -25,7 +25,7 @@ from bench.analysis.projection.calibrate import (
     shared_cpu_stretch,
     waiting_cpu_ceiling,
 )
-from bench.analysis.projection.cluster import Cluster
+from bench.analysis.projection.cluster import Cluster, StepTerms
 from bench.analysis.projection.parameter_servers import PLACEMENTS, ROUND_ROBIN
 from bench.analysis.projection.profile import Profile
 from bench.analysis.projection.schemes import ASYNCHRONOUS, PsSetup
@@ -76,22 +76,26 @@ def compute_term(model: ModelCalibration) -> levels.Term:
 
 def projection(cal: Calibration, workers: Sequence[int], links_gbit: Sequence[float],
                ps: Sequence[int] | None, level: float = levels.DEFAULT_LEVEL,
-               model_error: schemes.ModelErrors | None = None, cores_per_host: float | None = None) -> pd.DataFrame:
-    """Every scheme and transport per model, workers and link; the ps schemes per ps count, on hosts of their own."""
-    rows = []
+               model_error: schemes.ModelErrors | None = None, cores_per_host: float | None = None
+               ) -> tuple[pd.DataFrame, list[dict]]:
+    """Every scheme and transport per model, workers and link, the ps schemes per ps count, on hosts of their
+    own; and the family answer of each cell (bench.analysis.projection.family_cells)."""
+    found: list[table.Figure] = []
     for model in cal.models.values():
         shaped = model_tensors(model)
         for n in workers:
             for gbit in links_gbit:
                 for i, (k, rule) in enumerate(ps_counts(n, ps)):
-                    found = table.rows(model.model, shaped, cluster_of(model, n, gbit, cal.profile,
-                                                                          cores_per_host=cores_per_host),
+                    here = table.figures(model.model, shaped, cluster_of(model, n, gbit, cal.profile,
+                                                                         cores_per_host=cores_per_host),
                                          PsSetup(k, False, ROUND_ROBIN), cal.profile,
                                          compute=compute_term(model), other_of=model.other_for, level=level,
                                          model_error=model_error)
-                    rows += [{**row, "ps_rule": rule if row["transport"] == GRPC else ""} for row in found
-                             if i == 0 or row["transport"] == GRPC]  # the rings once, the ps schemes per count
-    return pd.DataFrame(rows)
+                    for f in here:
+                        if i == 0 or f.row["transport"] == GRPC:  # the rings once, the ps schemes per count
+                            f.row["ps_rule"] = rule if f.row["transport"] == GRPC else ""
+                            found.append(f)
+    return pd.DataFrame([f.row for f in found]), family_cells.cells(found, cal.profile, level)
 
 
 def winners(table: pd.DataFrame) -> pd.DataFrame:
@@ -200,7 +204,8 @@ def bounded(found: intervals.Interval, ceiling: tuple[float, float, str] | None)
         return found
     low, high, what = ceiling
     rate = (low + high) / 2
-    return dataclasses.replace(found, point=rate, parts=(levels.Term(what, math.log(high / rate) / 1.96),))
+    spread = draws.of_term(math.log(high / rate) / 1.96, levels.INFINITE, draws.uniforms(what))
+    return dataclasses.replace(found, point=rate, drawn=rate * spread, inputs=(what,))
 
 
 def figure_of(run: pd.Series) -> str:
@@ -322,15 +327,19 @@ def emulated_interval(profile: Profile, run: pd.Series, scheme: str, model: Mode
         return intervals.interval(scheme, run["wire"], shaped, cluster.compute_scaled(stretch), ps, profile,
                                 compute=compute, ceiling=bound, overlapped=overlapped, level=level)
 
+    def terms_at(stretch: float) -> StepTerms:  # the point alone: what the stretch settles on
+        return intervals.evaluator(scheme, run["wire"], shaped, cluster.compute_scaled(stretch), ps,
+                                   overlapped=overlapped)(profile)[2]
+
     stretch = all_at_once
-    found = at(stretch)
+    terms = terms_at(stretch)
     if scheme in (schemes.PS_SYNC, *ASYNCHRONOUS):
         for _ in range(100):
-            settled = concurrent_stretch(all_at_once, workers, found.terms.compute_s / found.terms.step_s)
+            settled = concurrent_stretch(all_at_once, workers, terms.compute_s / terms.step_s)
             if abs(settled - stretch) < 1e-4:
                 break
             stretch = (stretch + settled) / 2  # damped: the share falls as the stretch rises
-            found = at(stretch)
+            terms = terms_at(stretch)
     compute = compute_term(model)
     return stretch, at(stretch, compute), at(stretch, compute, cpu.waiting)
 

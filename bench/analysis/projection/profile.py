@@ -19,12 +19,15 @@ prediction interval. Horovod's fusion threshold and cycle must be exact,
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.analysis.projection import levels
+import numpy as np
+
+from bench.analysis.projection import draws, levels
 from bench.analysis.projection.transports import Transport
 from bench.errors import UsageError
 from bench.run.contract import GLOO_CONTROLLER as GLOO
@@ -40,6 +43,9 @@ SHARED = ("latency_s", "link_share", "intra_host_bytes_per_s", "horovod.fusion_b
 HOST_COPIES = {NCCL: False, MPI: True, GLOO: True, GRPC: True}
 FIELDS = ("value", "low", "high", "unit", "measures", "software", "source")
 PROFILED_HOST_CORES, CORES_GAIN, LEAST_CORES = "host_cores", "grpc.cores_gain", "grpc.least_cores"
+# what a busy CPU adds to a message between hosts, beyond the wire's `latency_s`; a profile before 2026-12-07
+# measured instead a message's whole cost beside a computing thread, timed after a barrier, as OLD_BUSY
+LATENCY_BUSY_CPU, OLD_BUSY = "latency_busy_cpu_s", "latency_computing_s"
 # a ps task's gain per doubling of the cores its streams use, where its profile did not measure it: anything
 # from none (its work serialised in one place) to linear (each stream's handler on a core of its own)
 UNMEASURED_CORES_GAIN = {
@@ -69,6 +75,26 @@ class Constant:
     curves_at: float = 0.0
     samples: tuple[float, ...] = ()  # the repetitions it was measured in, where it was measured
     candidates: tuple[tuple[float, str], ...] = ()  # a stand-in's candidate sources: (value, source)
+    rounds: tuple[tuple[float, ...], ...] = ()  # each repetition's every round, where kept (its value their mean)
+
+    def quantile(self, probabilities: np.ndarray) -> np.ndarray:
+        """Its values at `probabilities` of its distribution (bench.analysis.projection.draws)."""
+        if self.name in EXACT:
+            return np.full(len(probabilities), self.value)
+        if sum(map(len, self.rounds)) >= 2:
+            return np.maximum(np.quantile(_bootstrap(self.name, self.rounds), probabilities), 0.0)
+        if len(self.samples) >= 2 and min(self.samples) > 0:
+            logs = np.log(self.samples)
+            scale = float(np.std(logs, ddof=1)) * math.sqrt(1 + 1 / len(logs))
+            return np.exp(logs.mean() + scale * draws.student_t(probabilities, len(logs) - 1))
+        low = min([self.low, *(v for v, _ in self.candidates)])
+        high = max([self.high, *(v for v, _ in self.candidates)])
+        if low <= 0 or low == high:
+            return np.full(len(probabilities), self.value)
+        return np.exp(math.log(low) + probabilities * math.log(high / low))
+
+    def drawn(self, n: int = draws.DRAWS) -> np.ndarray:
+        return self.quantile(draws.uniforms(self.name, n))
 
     def term(self) -> levels.Term:
         """Its uncertainty as the projection carries it (bench.analysis.projection.levels)."""
@@ -78,6 +104,9 @@ class Constant:
             return levels.sample_term(self.name, self.samples)
         values = [self.low, self.high, *(v for v, _ in self.candidates)]
         return levels.range_term(self.name, min(values), max(values))
+
+    def at(self, value: float) -> Constant:
+        return draws.replaced(self, value)
 
     def scaled(self, factor: float) -> Constant:
         """The constant at `factor` times its value (a share no higher than 1)."""
@@ -119,7 +148,7 @@ class Profile:
                 name, self.get(f"{name}.flow_share"), self.get(f"{name}.process_bytes_per_s"),
                 HOST_COPIES[name], self.constants[f"{name}.flow_share"].source,
                 link_share=self.get("link_share"), message_s=self.get(f"{name}.message_s") or 0.0,
-                latency_s=self.get("latency_s"), latency_computing_s=self.get("latency_computing_s"),
+                latency_s=self.get("latency_s"), latency_busy_cpu_s=self.get(LATENCY_BUSY_CPU) or 0.0,
                 fusion_bytes=int(self.get("horovod.fusion_bytes")),
                 cycle_s=self.get("horovod.cycle_s"), function_s=self.get("coordinator_function_s"),
                 steps_per_function=int(self.get("coordinator_steps_per_function") or 1),
@@ -144,6 +173,34 @@ class Profile:
         """The profile with constant `name` at `factor` times its value."""
         return dataclasses.replace(self, constants={**self.constants, name: self.constants[name].scaled(factor)})
 
+    def stated(self, name: str, value: float, source: str) -> Profile:
+        """The profile with constant `name` exactly `value`, as the user stated it (`source`)."""
+        constant = dataclasses.replace(self.constants[name], value=value, low=value, high=value, samples=(),
+                                       rounds=(), candidates=(), source=source)
+        return dataclasses.replace(self, constants={**self.constants, name: constant})
+
+    def with_value(self, name: str, value: float) -> Profile:
+        return dataclasses.replace(self, constants={**self.constants, name: self.constants[name].at(value)})
+
+    @functools.cached_property
+    def transport_at_point(self) -> dict[str, Transport]:
+        return self.transports()
+
+    @functools.cached_property
+    def joint(self) -> list[Profile]:
+        """The profile at each of its joint draws (bench.analysis.projection.draws): every constant drawn."""
+        columns = {name: c.drawn() for name, c in self.constants.items()}
+        return [dataclasses.replace(self, constants={name: c.at(float(columns[name][i]))
+                                                     for name, c in self.constants.items()})
+                for i in range(draws.DRAWS)]
+
+    def varied(self, transport: str, skip: frozenset[str] = frozenset()) -> list[str]:
+        """The constants a figure over `transport` may depend on whose draws differ: the shared ones and the
+        transport's own, less `skip`."""
+        return [n for n, c in self.constants.items() if n not in skip and n not in EXACT
+                and (n.split(".")[0] == transport or n.split(".")[0] not in HOST_COPIES)
+                and float(np.ptp(c.drawn())) > 0]
+
     def terms(self, transport: str, skip: frozenset[str] = frozenset()) -> list[levels.Term]:
         """The constants a figure over `transport` may depend on that carry an uncertainty: the shared
         ones and the transport's own (another transport's cannot move it), less `skip`."""
@@ -158,6 +215,7 @@ class Profile:
                  **({"by_workers": [list(p) for p in c.by_workers]} if c.by_workers else {}),
                  **({"samples": list(c.samples)} if c.samples else {}),
                  **({"candidates": [list(p) for p in c.candidates]} if c.candidates else {}),
+                 **({"rounds": [list(r) for r in c.rounds]} if c.rounds else {}),
                  "u_log": c.term().u, "dof": c.term().dof}
                 for c in self.constants.values()]
 
@@ -205,7 +263,8 @@ def parse(data: dict, path: str) -> Profile:
                     raise ValueError(f"{name}: {field} must be ({x}, value) pairs, > 0, in order of {x}")
                 c = dataclasses.replace(c, **{field: points}, curves_at=c.value)
         c = dataclasses.replace(c, samples=_finite(name, fields.get("samples", [])),
-                                candidates=tuple((float(v), str(src)) for v, src in fields.get("candidates", [])))
+                                candidates=tuple((float(v), str(src)) for v, src in fields.get("candidates", [])),
+                                rounds=tuple(_finite(name, r) for r in fields.get("rounds", [])))
         if any(v <= 0 or not math.isfinite(v) for v, _ in c.candidates):
             raise ValueError(f"{name}: candidates must be [value > 0, source] pairs")
         constants[name] = c
@@ -216,7 +275,28 @@ def parse(data: dict, path: str) -> Profile:
     missing = [n for n in SHARED if n not in constants]
     if missing:
         raise ValueError(f"lacks {', '.join(missing)}")
+    if OLD_BUSY in constants and LATENCY_BUSY_CPU not in constants:
+        constants[LATENCY_BUSY_CPU] = busy_of_old(constants.pop(OLD_BUSY), constants["latency_s"].value)
     return Profile(str(data["name"]), str(data["describes"]), path, constants)
+
+
+def busy_of_old(old: Constant, wire_s: float) -> Constant:
+    """A profile before 2026-12-07 measured a message's whole cost beside a computing thread (each repetition a
+    mean of rounds after a barrier); what a busy CPU adds is that beyond the wire's latency (never below 0), its
+    repetitions taken as repetitions of one round each."""
+    extra = [max(0.0, v - wire_s) for v in old.samples or (old.value,)]
+    value = max(0.0, old.value - wire_s)
+    return dataclasses.replace(old, name=LATENCY_BUSY_CPU, value=value, low=min([value, *extra]),
+                               high=max([value, *extra]), samples=(),
+                               rounds=tuple((v,) for v in extra) if len(extra) > 1 else (),
+                               measures=f"what a busy CPU adds to a message beyond latency_s: {old.measures}",
+                               source=f"{old.source}; less latency_s ({wire_s:.3g} s), as {OLD_BUSY} of an older "
+                                      "profile")
+
+
+@functools.lru_cache(maxsize=64)
+def _bootstrap(name: str, rounds: tuple[tuple[float, ...], ...]) -> np.ndarray:
+    return draws.bootstrap_means(rounds, name)
 
 
 def _finite(name: str, values: list) -> tuple[float, ...]:

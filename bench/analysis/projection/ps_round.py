@@ -45,7 +45,7 @@ def served(profile: Profile, worker_hosts: tuple[int, ...], task_hosts: tuple[in
     if model is not None:
         found = found.with_model(model)
     moved = 2 * (nbytes // tasks) * tasks  # bytes a worker's step moves: its push and its pull
-    u, dof = levels.combined(found.parts)
+    u, dof = found.u, levels.INFINITE
     return {"bytes_per_s": found.point * moved, "low": found.low * moved, "high": found.high * moved,
             "level": level, "u_log": u, "u_dof": dof, "step_s": found.step_s,
             "model_error_u_log": model.u if model else 0.0, "model_error_dof": model.dof if model else levels.INFINITE}

@@ -5,7 +5,6 @@ bench.analysis.projection.table."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from bench.analysis.projection import allreduce, levels, parameter_servers
@@ -61,10 +60,7 @@ def predict(scheme: str, chosen: Transport, tensors: ModelTensors, cluster: Clus
             ps: PsSetup, overlapped: bool = True) -> tuple[float, StepTerms]:
     """(examples/s of the whole cluster, one step's terms) of one scheme over one transport.
     `overlapped`: a ring's reductions may start during the backward pass (Horovod's), else
-    only once it ends (bench.run.contract.Strategy.exchange_overlaps_backward). On CPU devices, whose
-    CPUs a step keeps busy, a message's fixed cost is the one measured beside a computing thread."""
-    if cluster.on_host and chosen.latency_computing_s is not None:
-        chosen = dataclasses.replace(chosen, latency_s=chosen.latency_computing_s)
+    only once it ends (bench.run.contract.Strategy.exchange_overlaps_backward)."""
     if scheme in (RING, HIERARCHICAL, RING_DENSE):
         if not overlapped:
             tensors = tensors.ready_at_end()

@@ -40,8 +40,9 @@ class Transport:
     `compute_stretch`: how much longer a CPU device's compute takes beside the transport's own
     threads (Horovod's loop, which over MPI polls while it waits for the other ranks);
     `rate_share_computing`: the share of its rate a reduction (or a ps task) keeps while a CPU
-    device computes beside it (its threads and the compute share the host's CPU); `latency_computing_s`: one
-    message's fixed cost between hosts whose CPUs are busy computing (None: not measured)."""
+    device computes beside it (its threads and the compute share the host's CPU); `latency_busy_cpu_s`: what a
+    busy CPU adds to a message's fixed cost between hosts whose CPUs compute, beyond the wire's `latency_s`
+    (0: not measured; `busy_latency_s`)."""
 
     name: str
     flow_share: float
@@ -59,10 +60,14 @@ class Transport:
     rate_by_workers: tuple[tuple[float, float], ...] = ()
     compute_stretch: float = 1.0
     rate_share_computing: float = 1.0
-    latency_computing_s: float | None = None
+    latency_busy_cpu_s: float = 0.0
     cores_measured: float | None = None
     cores_gain: float = 1.0
     least_cores_measured: float | None = None  # the fewest cores its rate was measured with (the gain's range)
+
+    def busy_latency_s(self) -> float:
+        """A message's fixed cost between hosts whose CPUs compute: the wire's, and what a busy CPU adds to it."""
+        return self.latency_s + max(0.0, self.latency_busy_cpu_s)
 
     def message_rate(self, nbytes: float, concurrent: int | None = None, computing: bool = False,
                      cores_per_host: float | None = None) -> float | None:

@@ -162,29 +162,49 @@ def measured_lines(table: pd.DataFrame, room: int = ANSWER_LINES) -> list[str]:
     return lines
 
 
-def _projected_cell(row: pd.Series | None) -> str:
+def quantity(value: float, unit: str) -> str:
+    """A constant's value as a reader reads it: seconds in us or ms, rates in MB/s or GB/s."""
+    if unit == "s":
+        return f"{value * 1e6:.3g} us" if value < 1e-3 else f"{value * 1e3:.3g} ms"
+    if unit == "B/s":
+        return f"{value / 1e9:.3g} GB/s" if value >= 1e9 else f"{value / 1e6:.3g} MB/s"
+    return f"{value:.3g} {unit}".strip()
+
+
+def _projected_cell(row: pd.Series | None, units: dict[str, str]) -> str:
+    """Which family is ahead, the ratio and its interval; where the interval holds 1, which family is ahead
+    below the break-even of the constant the answer turns on."""
     if row is None:
         return "–"
+    turns_on = row.get("turns_on") if isinstance(row.get("turns_on"), str) else ""
+    if row["verdict"] == families.TIE and turns_on:
+        if pd.notna(row.get("break_even")):
+            who = "ar" if row["ahead_below"] == families.ALLREDUCE_AHEAD else "ps"
+            return f"{who} while {turns_on} < {quantity(float(row['break_even']), units.get(turns_on, ''))}"
+        return f"overlap, turns on {turns_on}"
     word = {families.ALLREDUCE_AHEAD: "allreduce", families.PS_AHEAD: "ps", families.TIE: "overlap"}[row["verdict"]]
     return f"{word} {row['ratio']:.3g}x [{row['low']:.3g}-{row['high']:.3g}]"
 
 
+CELL = 36  # a projected cell's column
+
+
 def projected_lines(table: pd.DataFrame, profile: dict) -> list[str]:
     """The projected family answer: per model and link, at each worker count, which family is ahead, the ratio
-    and its interval, or "overlap" where the two families' intervals overlap; and the constant that widens the
-    largest cluster's intervals most."""
+    and its interval; where the two families' interval holds 1, the constant the answer turns on and its
+    break-even (families.csv holds every cell's)."""
     if table.empty:
         return []
     counts = sorted(table["workers"].unique())
+    units = {c["name"]: c.get("unit", "") for c in profile.get("constants", [])}
     level = f"{100 * DEFAULT_LEVEL:g} %"  # the level python -m bench project gives by default, as the comparison asks
     lines = [f"Projected to hosts like this one, a CPU worker each (profile {profile.get('name', '?')}); "
              f"ratio [{level} bounds]:",
-             f"{'model':<10}{'Gbit/s':>6}  " + "".join(f"{f'{n} workers':<28}" for n in counts) + "widest"]
+             (f"{'model':<10}{'Gbit/s':>6}  " + "".join(f"{f'{n} workers':<{CELL}}" for n in counts)).rstrip()]
     for (model, link), group in table.groupby(["model", "link_gbit"], sort=False):
         at = {int(r["workers"]): r for _, r in group.iterrows()}
-        widest = _short(str(at[max(at)]["widest_term"] or "")).strip("–") if max(at) in at else ""
-        lines.append(f"{model:<10}{link:>6g}  " + "".join(f"{_projected_cell(at.get(n)):<28}" for n in counts)
-                     + widest)
+        lines.append(f"{model:<10}{link:>6g}  " + "".join(f"{_projected_cell(at.get(n), units):<{CELL}}"
+                                                          for n in counts).rstrip())
     return lines
 
 

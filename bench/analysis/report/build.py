@@ -9,7 +9,7 @@ import pandas as pd
 
 from bench.analysis.report import aggregate, answer, families, verdict
 from bench.analysis.report.html import note, page
-from bench.analysis.report.projection import calibrated_rows
+from bench.analysis.report.projection import calibrated
 from bench.analysis.runs import collect
 from bench.analysis.runs.columns import NETWORK_COLUMNS, SUMMARY_COLUMNS
 
@@ -41,10 +41,11 @@ def write_report(paths: Sequence[Path], out_dir: Path, baseline: Sequence[Path] 
     table.to_csv(out_dir / "summary.csv", index=False)
     verdicts = verdict.answer(runs) if not runs.empty else pd.DataFrame(columns=verdict.ANSWER_COLUMNS)
     answer.write(verdicts, out_dir)
-    projected, profile = calibrated_rows(paths)
+    projected = calibrated(paths)
     found = families.both(runs, projected) if not runs.empty else pd.DataFrame(columns=families.COLUMNS)
     families.write(found, out_dir)
-    said = answer.lines(runs, verdicts, found, profile, notes) if len(verdicts) or len(found) else []
+    said = answer.lines(runs, verdicts, found, projected.get("profile") or {}, notes) \
+        if len(verdicts) or len(found) else []
     (out_dir / ANSWER_TEXT).write_text("\n".join(said) + "\n" if said else "")
     html_path = out_dir / "report.html"
     html_path.write_text(render(runs, paths, remark, earlier, verdicts, found))

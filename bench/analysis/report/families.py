@@ -19,7 +19,8 @@ MEASURED, PROJECTED = "measured", "projected"
 ALLREDUCE_AHEAD, PS_AHEAD, TIE = "allreduce", "parameter servers", "tie"
 # families.csv's columns: the issue's, then what else a reader of one row needs
 COLUMNS = ["source", "model", "workers", "link_gbit", "parameter_servers", "allreduce", "ratio", "low", "high",
-           "verdict", "in_graph", "parameter_averaging", "needs", "rounds", "widest_term"]
+           "verdict", "in_graph", "parameter_averaging", "needs", "rounds", "widest_term", "turns_on", "break_even",
+           "ahead_below"]
 FAMILY_COLUMNS = {IN_GRAPH: "in_graph", PARAMETER_SERVER: "parameter_servers", ALLREDUCE: "allreduce",
                   PARAMETER_AVERAGING: "parameter_averaging"}
 
@@ -54,7 +55,8 @@ def measured(runs: pd.DataFrame) -> pd.DataFrame:
                         for f, column in FAMILY_COLUMNS.items()},
                      "ratio": ratio, "low": ratio / needs, "high": ratio * needs,
                      "verdict": verdict_of(ratio / needs, ratio * needs), "needs": needs,
-                     "rounds": min(int(ps["repeats"]), int(ring["repeats"])), "widest_term": ""})
+                     "rounds": min(int(ps["repeats"]), int(ring["repeats"])), "widest_term": "", "turns_on": "",
+                     "break_even": math.nan, "ahead_below": ""})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -63,12 +65,25 @@ def _scheme_name(row: pd.Series) -> str:
     return f"{row['scheme']} over {row['transport']}{ps}"
 
 
-def projected(rows: list[dict]) -> pd.DataFrame:
-    """Per model, workers and link of a projection (projection.json's rows): the fastest parameter-server scheme
-    and the fastest allreduce one (by their points), and allreduce's over the parameter servers' with the bounds
-    their prediction intervals give (each end against the other's: no winner where the two intervals overlap),
-    and the constant that widens the pair's intervals most."""
-    table = pd.DataFrame(rows)
+def projected(cells: list[dict] | None, rows: list[dict] = ()) -> pd.DataFrame:
+    """Per model, workers and link of a projection: its family cells (projection.json's `families`,
+    bench.analysis.projection.family_cells: the ratio's interval over joint draws, and where it holds 1 the
+    constant it turns on and its break-even); a projection written before them, from its rows: each end of
+    one form's interval against the other's."""
+    if cells:
+        table = pd.DataFrame(cells)
+        table["verdict"] = [verdict_of(lo, hi) for lo, hi in zip(table["low"], table["high"], strict=True)]
+        return pd.DataFrame({"source": PROJECTED, **{c: table[c] for c in COLUMNS if c in table},
+                             "in_graph": "", "parameter_averaging": "", "needs": math.nan, "rounds": math.nan},
+                            columns=COLUMNS)
+    return from_rows(rows)
+
+
+def from_rows(rows: list[dict]) -> pd.DataFrame:
+    """Per model, workers and link of an older projection's rows: the fastest parameter-server scheme and the
+    fastest allreduce one (by their points), and allreduce's over the parameter servers' with the bounds
+    their prediction intervals give (each end against the other's)."""
+    table = pd.DataFrame(list(rows))
     if table.empty or "scheme" not in table:
         return pd.DataFrame(columns=COLUMNS)
     table["form"] = table["scheme"].map(form_of)
@@ -85,12 +100,15 @@ def projected(rows: list[dict]) -> pd.DataFrame:
                     "parameter_averaging": "",
                     "ratio": ring["throughput_examples_per_s"] / ps["throughput_examples_per_s"], "low": low,
                     "high": high, "verdict": verdict_of(low, high), "needs": math.nan, "rounds": math.nan,
-                    "widest_term": widest if isinstance(widest, str) else ""})
+                    "widest_term": widest if isinstance(widest, str) else "", "turns_on": "",
+                    "break_even": math.nan, "ahead_below": ""})
     return pd.DataFrame(out, columns=COLUMNS)
 
 
-def both(runs: pd.DataFrame, projection_rows: list[dict]) -> pd.DataFrame:
-    parts = [frame for frame in (measured(runs), projected(projection_rows)) if len(frame)]
+def both(runs: pd.DataFrame, projection: dict) -> pd.DataFrame:
+    """The measured cells and those of `projection` (a projection.json's content, {} where none)."""
+    cells = projected(projection.get("families"), projection.get("projection", []))
+    parts = [frame for frame in (measured(runs), cells) if len(frame)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
 
 

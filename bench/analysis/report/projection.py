@@ -24,10 +24,9 @@ def projections(paths: Sequence[Path]) -> list[dict]:
     return [json.loads(p.read_text()) for p in found]
 
 
-def calibrated_rows(paths: Sequence[Path]) -> tuple[list[dict], dict]:
-    """The rows and profile of the first projection under `paths` calibrated from runs (empty where none)."""
-    found = next((result for result in projections(paths) if "calibration" in result), None)
-    return (found["projection"], found.get("profile") or {}) if found else ([], {})
+def calibrated(paths: Sequence[Path]) -> dict:
+    """The first projection under `paths` calibrated from runs (projection.json's content; {} where none)."""
+    return next((result for result in projections(paths) if "calibration" in result), {})
 
 
 def projection_sections(paths: Sequence[Path]) -> list[str]:

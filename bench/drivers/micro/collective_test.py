@@ -7,14 +7,14 @@ alone; every rank runs the same fixed rounds, so no rank waits for another's cal
 from __future__ import annotations
 
 import functools
-import threading
 import time
 
 import numpy as np
 import pytest
 
-from bench.drivers.micro import settings
-from bench.metrics import ALLREDUCE_OP, algbw, busbw, messages
+from bench.drivers.micro import message_ring, settings
+from bench.drivers.micro.message_ring import Computing
+from bench.metrics import ALLREDUCE_OP, algbw, busbw
 
 
 class MPI4Py:
@@ -72,9 +72,6 @@ class Horovod:
         return lambda: work().numpy()
 
 
-# raw MPI's latency while every rank computes: a 1 KiB allreduce (its bytes take 0.08 us at 100 Gbit/s), timed
-# this many times, beside a thread of numpy matmuls (which release the GIL) as busy as a training step's compute
-BUSY_LATENCY_BYTES, BUSY_LATENCY_ROUNDS = 1024, 60
 # the compute timed beside Horovod's loop: 48 matmuls of settings.COMPUTE_SIDE (its comment says why)
 COMPUTE_SIDE, COMPUTE_MATMULS = settings.COMPUTE_SIDE, 48
 
@@ -153,42 +150,22 @@ def median_s(call, rounds: int, before=None) -> float:
     return float(np.median(times))
 
 
-class Computing:
-    """A thread that keeps computing until the block ends: a CPU worker's compute beside the exchange."""
-
-    def __init__(self, work) -> None:
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, args=(work,), daemon=True)
-
-    def _loop(self, work) -> None:
-        while not self.stop.is_set():
-            work()
-
-    def __enter__(self) -> Computing:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
-
-
 @pytest.mark.skipif(not settings.compute_rounds(), reason="the profile's measurement (DISTBENCH_MICRO_COMPUTE_ROUNDS)")
-def test_latency_while_every_rank_computes(benchmark, transport):
-    """Raw MPI's small allreduce while a thread of every rank computes: one message's fixed cost
-    between hosts whose CPUs are busy, as a training step's are (a host whose CPU budget the compute
-    has spent answers only in its next period). The mean per ring step: a step's messages add up."""
+def test_message_as_a_step_pays_it(benchmark, transport):
+    """A 1 KiB message between ranks that compute between messages (bench.drivers.micro.message_ring): its
+    time per hop in every round, idle (the wire's latency) and then while every rank computes on each of its
+    host's cores (what a busy CPU adds). Every round is kept (rank 0's record): a profile pools them over its
+    repetitions."""
     name, impl = transport
-    if not isinstance(impl, MPI4Py):
-        pytest.skip("raw MPI only")
-    call = impl.prepare(BUSY_LATENCY_BYTES)
-    with Computing(settings.numpy_compute()):
-        benchmark.group = "latency while computing"
-        benchmark.pedantic(call, setup=impl.barrier, rounds=BUSY_LATENCY_ROUNDS, iterations=1, warmup_rounds=1)
-    hops = messages(ALLREDUCE_OP, impl.size)
-    benchmark.extra_info.update(transport=settings.label_of(name), kind="latency while computing",
-                                processes=impl.size, bytes=BUSY_LATENCY_BYTES,
-                                latency_computing_s=benchmark.stats.stats.mean / hops)
+    if not isinstance(impl, MPI4Py) or impl.size < 2:
+        pytest.skip("raw MPI's ranks, 2 or more")
+    found = message_ring.measure(impl.comm)
+    benchmark.group = "message as a step pays it"
+    benchmark.extra_info.update(transport=settings.label_of(name), kind="message as a step pays it",
+                                processes=impl.size, bytes=message_ring.MESSAGE_BYTES)
+    if impl.comm.Get_rank() == 0:
+        benchmark.extra_info.update(message_idle_rounds_s=found["idle"], message_busy_rounds_s=found["busy"])
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
 
 
 @pytest.mark.skipif(not settings.compute_rounds(), reason="the profile's measurement (DISTBENCH_MICRO_COMPUTE_ROUNDS)")

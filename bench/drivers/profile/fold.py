@@ -10,18 +10,21 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from bench.analysis.projection import levels, profile
+from bench.analysis.projection.draws import bootstrap_means
 from bench.analysis.projection.profile import CORES_GAIN, LEAST_CORES, PROFILED_HOST_CORES
-from bench.analysis.runs.micro_summary import one_tensor, summarize
+from bench.analysis.runs.micro_summary import summarize
 from bench.drivers.profile.ps_rate import HOST_FILE, LAYOUT, MANY, MANY_TENSORS, ONE_TENSOR, workers_of
-from bench.metrics import messages
 
 RATE, SHARE_COMPUTING = "grpc.process_bytes_per_s", "grpc.rate_share_computing"
+BUSY_CPU = profile.LATENCY_BUSY_CPU
+# what collective_test.test_message_as_a_step_pays_it keeps of each round, per hop
+IDLE_ROUNDS, BUSY_ROUNDS = "message_idle_rounds_s", "message_busy_rounds_s"
 AT = "@"  # a figure's name at one buffer size: "mpi.process_bytes_per_s@1048576"
 WITH = "*"  # a figure's name with some workers at once: "grpc.process_bytes_per_s*4"
-# the buffer of raw MPI's allreduce whose time per ring step is the latency: its bytes take 0.08 us at 100
-# Gbit/s. A fit's intercept over 1 KiB to the rate buffer was 0 in 3 of 3 repetitions at 100 Mbit/s, and in 2
-# of 3 of CI's across 1000 Mbit/s emulated hosts (2026-11-28): large buffers cost more per byte than small ones
+# the buffer of raw MPI's small allreduce the summary's fit starts from: its bytes take 0.08 us at 100 Gbit/s
 LATENCY_BYTES = 1024
 HOROVOD_WIRES = {"horovod-mpi": "mpi", "horovod-gloo": "gloo"}
 
@@ -36,7 +39,7 @@ COMPUTING_MEANS = ("Horovod's allreduce of {size} over {wire} alone, its median 
 
 
 # the unit of each constant the profile measures (those of `means`)
-UNITS = {"latency_s": "s", "latency_computing_s": "s", "mpi.process_bytes_per_s": "B/s",
+UNITS = {"latency_s": "s", BUSY_CPU: "s", "mpi.process_bytes_per_s": "B/s",
          "gloo.process_bytes_per_s": "B/s", "grpc.process_bytes_per_s": "B/s", SHARE_COMPUTING: "of its rate",
          "mpi.wait_cpu_share": "cores",
          "gloo.wait_cpu_share": "cores", "grpc.message_s": "s", "mpi.compute_stretch": "x",
@@ -54,11 +57,12 @@ def means(rate_bytes: int) -> dict[str, str]:
     curve = (f"; by_bytes, where present: the same at the buffers of a sweep from 1 MiB up to {size} in steps of "
              "sqrt(2) whose repetitions it tells apart from the rate buffer's")
     return {
-        "latency_computing_s": f"one message's fixed cost while every rank computes (a thread of numpy matmuls): "
-                               f"MPI's own allreduce (mpi4py) of {LATENCY_BYTES // 1024} KiB, its mean time per ring "
-                               "step, the ranks' mean",
-        "latency_s": f"one message's fixed cost: MPI's own allreduce (mpi4py) of {LATENCY_BYTES // 1024} KiB, its "
-                     "median time per ring step (2(n-1) of them), the bytes' time included",
+        "latency_s": "one message's fixed cost between idle ranks: a 1 KiB token passed around the ranks' ring "
+                     "(raw MPI, mpi4py), the first rank computing a random gap between rounds, its time per hop in "
+                     "every round, the rounds of every repetition pooled; the value their mean",
+        BUSY_CPU: "what a busy CPU adds to one message: the same token's time per hop while a thread of every rank "
+                  "computes (numpy matmuls), less the same repetition's idle mean, every round kept and pooled; "
+                  "the value their mean (at least 0)",
         "mpi.process_bytes_per_s": f"Horovod allreduce bus bandwidth over MPI at {size}{curve}",
         "gloo.process_bytes_per_s": f"Horovod allreduce bus bandwidth over Gloo at {size}{curve}",
         "mpi.wait_cpu_share": f"the cores a Horovod rank's process keeps busy (CPU time over wall time, every "
@@ -87,10 +91,9 @@ def means(rate_bytes: int) -> dict[str, str]:
 
 def allreduce_figures(folder: Path, rate_sizes: Sequence[int]) -> dict[str, float]:
     """Rate (bus bandwidth at the largest of `rate_sizes`) of each Horovod transport measured in `folder`, and at
-    each of them (`name@bytes`); raw MPI's per-hop latency (Horovod's own small buffers hold its cycle and
-    negotiation, which the projection models apart)."""
+    each of them (`name@bytes`), with what compute_figures and message_rounds find there."""
     table = summarize(folder)
-    out = compute_figures(folder)
+    out = {**compute_figures(folder), **message_rounds(folder)}
     if table.empty:
         return out
     for transport, name in HOROVOD_WIRES.items():
@@ -103,18 +106,25 @@ def allreduce_figures(folder: Path, rate_sizes: Sequence[int]) -> dict[str, floa
         shares = table[(table["transport"] == transport) & (table["bytes"] == rate_sizes[-1])]["cpu_share"].dropna()
         if len(shares):
             out[f"{name}.wait_cpu_share"] = float(shares.median())
-    small = one_tensor(table)
-    small = small[(small["transport"] == "mpi4py") & (small["bytes"] == LATENCY_BYTES)]
-    if len(small):
-        row = small.iloc[0]
-        out["latency_s"] = float(row["median_s"]) / messages(row["kind"], int(row["processes"]))
     return out
+
+
+def message_rounds(folder: Path) -> dict[str, list[float]]:
+    """Every round of the token's time per hop (the first rank's record): idle as `latency_s`, and beside a
+    computing thread as `latency_busy_cpu_s`, each round less the idle rounds' mean."""
+    for path in sorted(folder.glob("*.json")):
+        for bench in json.loads(path.read_text()).get("benchmarks", []):
+            info = bench.get("extra_info", {})
+            if info.get(IDLE_ROUNDS):
+                idle = statistics.fmean(info[IDLE_ROUNDS])
+                return {"latency_s": list(info[IDLE_ROUNDS]), BUSY_CPU: [b - idle for b in info[BUSY_ROUNDS]]}
+    return {}
 
 
 def compute_figures(folder: Path) -> dict[str, float]:
     """What every rank measured beside a computing thread (bench/drivers/micro/collective_test.py), each
     the mean over the ranks (every rank's JSON, rank 0's and the hidden others'): `<wire>.compute_stretch`
-    and `<wire>.rate_share_computing` of each Horovod transport, and raw MPI's `latency_computing_s`."""
+    and `<wire>.rate_share_computing` of each Horovod transport."""
     found: dict[str, list[float]] = {}
     for path in sorted(folder.glob("*.json")):
         for bench in json.loads(path.read_text()).get("benchmarks", []):
@@ -123,8 +133,6 @@ def compute_figures(folder: Path) -> dict[str, float]:
             for figure in ("compute_stretch", "rate_share_computing"):
                 if wire and figure in info:
                     found.setdefault(f"{wire}.{figure}", []).append(float(info[figure]))
-            if "latency_computing_s" in info:
-                found.setdefault("latency_computing_s", []).append(float(info["latency_computing_s"]))
     return {name: statistics.fmean(values) for name, values in found.items()}
 
 
@@ -217,6 +225,20 @@ def shown_range(values: list[float], value: float) -> tuple[float, float]:
     return min(low, value), max(high, value)
 
 
+def pooled(name: str, repetitions: list[list[float]], means: str, software: str, command: str) -> dict:
+    """A constant measured in rounds (a message's time per hop): every round of every repetition kept, the
+    value their pooled mean (at least 0), its shown range where that mean falls at the projection's default
+    level (a two-stage bootstrap over the repetitions and their rounds, bench.analysis.projection.draws)."""
+    found = [v for repetition in repetitions for v in repetition]
+    value = max(0.0, statistics.fmean(found))
+    tail = (1 - levels.DEFAULT_LEVEL) / 2
+    low, high = (max(0.0, float(v)) for v in np.quantile(bootstrap_means(repetitions, name), (tail, 1 - tail)))
+    return {"value": value, "low": min(low, value), "high": max(high, value), "rounds": repetitions,
+            "unit": UNITS[name], "measures": means, "software": software,
+            "source": f"measured: {command}, {len(found)} rounds in {len(repetitions)} repetitions, interleaved "
+                      f"(the repetitions' means {', '.join(f'{statistics.fmean(r):.3g}' for r in repetitions)})"}
+
+
 def fold(rounds: list[dict[str, float]], describes: str, software: str, command: str, rate_bytes: int) -> dict:
     """The profile (profile.json's content) of the repetitions' figures."""
     base = profile.load(profile.DEFAULT)
@@ -225,7 +247,9 @@ def fold(rounds: list[dict[str, float]], describes: str, software: str, command:
     for name in [*base.constants, *(n for n in meaning if n not in base.constants)]:
         known = base.constants.get(name)
         values = [r[name] for r in rounds if name in r]
-        if values:
+        if values and isinstance(values[0], list):
+            constants[name] = pooled(name, values, meaning[name], software, command)
+        elif values:
             value = statistics.median(values)
             low, high = shown_range(values, value)
             constants[name] = {"value": value, "low": low, "high": high, "samples": values,

@@ -3,8 +3,9 @@ transport profile of the machines it runs on, for `python -m bench project --pro
 
 Inside a Slurm allocation of 2 or more nodes (`salloc -N 2 ./run_bench.sh profile`) it measures
 across the nodes over their network, each process a job step on its node; elsewhere on this
-machine over loopback. Each repetition measures, in turn: MPI's own allreduce (mpi4py: its
-per-hop latency, from 1 KiB, idle and while a thread of every rank computes), Horovod's
+machine over loopback. Each repetition measures, in turn: raw MPI (mpi4py: a 1 KiB token passed
+around the ranks with compute between rounds, every round's time per hop, idle and while a thread of
+every rank computes: the wire's latency and what a busy CPU adds), Horovod's
 allreduce over MPI and over Gloo (G ranks per node; bus bandwidth at B, 64 MiB by default,
 and at each buffer of a sweep from 1 MiB up to B in steps of sqrt(2); the rate buffer's
 allreduce while every rank computes; a CPU rank's compute beside Horovod's loop against the
@@ -14,7 +15,8 @@ and in 64 tensors, a ps task's cost per message; then the rate with every worker
 computing process beside the ps task on its node: the share of its rate it keeps; and, where the
 ps task's host has 2 cores or more, the rate with every worker with the task held to 1 of them:
 its gain per doubling of cores, beside the host's cores and CPU). Each
-constant's value is the median of the repetitions, which it keeps for its prediction interval.
+constant's value is the median of the repetitions, which it keeps for its prediction interval; a
+message's costs keep every round, pooled over the repetitions, their mean the value.
 
 Sized by time (--budget, default 5 minutes): without --bytes, a probe first (Horovod's allreduce at
 1 MiB) finds the link's rate, and the rate buffer is what one allreduce moves in about a quarter of
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -250,7 +253,8 @@ def main(argv: Sequence[str]) -> int:
                      "repetitions": len(rounds), "took_s": round(time.monotonic() - began, 1)}
     for path in (out / PROFILE_FILE, Path(args.output) / PROFILE_FILE):
         path.write_text(json.dumps(data, indent=1))
-    table = pd.DataFrame(rounds)
+    table = pd.DataFrame([{k: statistics.fmean(v) if isinstance(v, list) else v for k, v in r.items()}
+                          for r in rounds])  # a constant kept round by round: its repetition's mean
     print(table[[c for c in table if fold.AT not in c and fold.WITH not in c]].to_string(index=False), file=sys.stderr)
     print(f"profile: {(Path(args.output) / PROFILE_FILE).resolve()} ({len(rounds)} repetitions in "
           f"{(time.monotonic() - began) / 60:.1f} min)")

@@ -29,6 +29,9 @@ RATES_BY_SIZE = ("horovod-mpi", "horovod-gloo")  # their rate at every size of t
 ROUNDS = 5
 # on one machine MPI would move its bytes through shared memory: TCP, as between hosts
 LOOPBACK_TCP = {"OMPI_MCA_btl": "tcp,self"}
+# raw MPI's message beside a busy CPU: numpy's BLAS one thread each, so a rank keeps as many cores busy as its
+# computing threads (collective_test.cores_of_this_rank), not every core of the machine per rank
+ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 ENDING_S = 10  # a measurement past its limit: SIGTERM, then SIGKILL after this
 PLACEMENT_FILE = "placement.json"  # a gRPC measurement's tasks' nodes, per role
 
@@ -81,7 +84,7 @@ class Where:
         env = {**os.environ, "DISTBENCH_MICRO_MODE": "fast", "DISTBENCH_MICRO_SIZES": sizes,
                "DISTBENCH_MICRO_ROUNDS": str(ROUNDS), "DISTBENCH_MICRO_COMPUTE_ROUNDS": str(ROUNDS),
                "DISTBENCH_MICRO_TRANSPORT": transport,
-               **horovod_environment(transport)}
+               **horovod_environment(transport), **(ONE_BLAS_THREAD if transport == "mpi4py" else {})}
         if self.placement_of is None:
             ranks = max(2, self.ranks_per_node)
             return _run(collective_argv(transport, ranks, out), {**env, **LOOPBACK_TCP}, out, timeout_s)
