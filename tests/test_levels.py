@@ -68,7 +68,8 @@ def test_the_level_is_the_users_and_narrows_or_widens_every_interval(tmp_path):
     for w, n in zip(wide["projection"], narrow["projection"], strict=True):
         assert (w["level"], n["level"]) == (0.95, 0.5)
         assert w["throughput_examples_per_s"] == pytest.approx(n["throughput_examples_per_s"])
-        assert w["throughput_low"] < n["throughput_low"] and n["throughput_high"] < w["throughput_high"]
+        # the upper bound no higher than linear scaling of one device: where that binds, both stop there
+        assert w["throughput_low"] < n["throughput_low"] and n["throughput_high"] <= w["throughput_high"] <= 16 * 134.4
     assert wide["published"]["summary"]["level"] == 0.95
     refused = bench(*argv, "--level", "1.5")
     assert refused.returncode == 2 and "--level" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1

@@ -4,6 +4,8 @@ its workers (the most tasks the projection meets) and a quarter as many on hosts
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bench.analysis.projection import cli, cluster_cli
@@ -23,3 +25,18 @@ def test_a_large_cluster_projects_every_scheme(benchmark, workers):
     assert (table["throughput_low"] <= table["throughput_examples_per_s"]).all()
     assert (table["throughput_examples_per_s"] <= table["throughput_high"]).all()
     assert (table["throughput_examples_per_s"] <= workers * 200 * 1.0001).all()
+
+
+@pytest.mark.parametrize("workers", [None, "4096"], ids=["default-grid", "4096"])
+def test_a_projection_from_runs_answers_its_default_grid_and_4096_workers(benchmark, tmp_path, workers):
+    """`project --from` a folder of the default comparison's models (their 1-worker runs), each figure and each
+    family cell from 32 joint draws, the break-even of every cell that holds 1 looked for."""
+    from bench.cli import main
+    from tests.test_project_cli import run_folder
+
+    for model, step_s in (("cnn", 0.012), ("mlp", 0.00025)):
+        run_folder(tmp_path, f"single-{model}", "single", 1, 64 / step_s, model=model, p50=step_s, steps=True)
+    argv = ["project", "--from", str(tmp_path), "--json", *(["--workers", workers] if workers else [])]
+    assert benchmark.pedantic(main, args=(argv,), rounds=1, iterations=1) == 0
+    result = json.loads((tmp_path / "projection.json").read_text())
+    assert result["families"] and all(c["low"] <= c["ratio"] <= c["high"] for c in result["families"])

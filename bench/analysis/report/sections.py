@@ -6,6 +6,7 @@ import html as html_lib
 
 import pandas as pd
 
+from bench.analysis.projection.levels import DEFAULT_LEVEL
 from bench.analysis.report import aggregate, answer, families, plots, verdict
 from bench.analysis.report.html import figure, folded, note, section, table
 from bench.analysis.runs.columns import RUN_COLUMNS
@@ -99,11 +100,16 @@ def family_answer(found: pd.DataFrame) -> str:
                        "over and times the ratio a verdict needs (the rerun rule of the next table); a family is "
                        "ahead only where both are on its side of 1, else tie.")]
     if len(there):
-        parts += [table(there, [*columns, ("widest_term", "widens it most", "text")], "families-projected"),
+        parts += [table(there, [*columns, ("widest_term", "widens it most", "text"),
+                                ("turns_on", "turns on", "text"), ("break_even", "break-even", "sci"),
+                                ("ahead_below", "ahead below it", "text")], "families-projected"),
                   note("Projected by python -m bench project from these runs to a cluster of hosts like this one, "
                        "each worker a CPU device of its own: the fastest ps scheme against the fastest allreduce "
-                       "scheme; low and high put each end of one's 90 % interval against the other's, so a family is "
-                       "ahead only where the two intervals do not overlap (the Projection section below).")]
+                       f"scheme by their points; low and high: the {100 * DEFAULT_LEVEL:g} % interval of their ratio "
+                       "over the same joint draws of the profile's constants, so a constant both read moves both. "
+                       "Where it holds 1, the constant the ratio moves with most and the value at which the two "
+                       "meet (its break-even, the other constants at their values): which family is ahead below it "
+                       "(docs/projection.md, \"Where the answer turns\"; the Projection section below).")]
     return section("families", "The answer: parameter servers or allreduce?", *parts,
                    note(f"The same rows are {families.FAMILIES_FILE} beside this report."))
 

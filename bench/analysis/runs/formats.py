@@ -15,6 +15,7 @@ FORMATS = {
     "ms": lambda v: f"{1000 * v:.2f}",
     "s": lambda v: f"{v:.1f}",
     "acc": lambda v: f"{v:.4f}",
+    "sci": lambda v: f"{v:.3g}",
     "bytes": lambda v: f"{v / 2**20:.2f} MiB" if v >= 2**20 else f"{v / 1024:.1f} KiB",
 }
 
