@@ -128,10 +128,11 @@ def exact_profile(path: Path) -> None:
     """The default profile with every range closed and no latency nor Horovod cycle: figures by hand."""
     data = json.loads((profile.SHIPPED / f"{profile.DEFAULT}.json").read_text())
     for name, constant in data["constants"].items():
-        if name in ("latency_s", "latency_computing_s", "horovod.cycle_s"):
+        if name in ("latency_s", "latency_busy_cpu_s", "horovod.cycle_s"):
             constant["value"] = 0.0
         constant["low"] = constant["high"] = constant["value"]
         constant.pop("samples", None)
+        constant.pop("rounds", None)
     data["name"] = "exact"
     path.write_text(json.dumps(data))
 

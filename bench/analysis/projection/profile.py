@@ -5,15 +5,16 @@ measures, the software it was measured with, and its source (the command and dat
 measured it, or a citation). The suite ships documented profiles in
 `bench/analysis/projection/profiles/` (`--profile NAME`); `--profile FILE` reads any other.
 
-A constant may keep its repetitions (`samples`, what `./run_bench.sh profile` measured) and,
-where it is a stand-in, its candidate sources (`candidates`: [[value, source], ...]). Its
-uncertainty (`Constant.term`, bench.analysis.projection.levels) is then one new draw's
-spread from its samples, else a uniform spread over its range widened to every candidate;
-a projected figure's interval moves each constant by its own uncertainty, one at a time,
-and combines what each move did to the figure (bench.analysis.projection.intervals.interval).
-`low` and `high` are shown to the reader: for measured constants, the samples' 90 %
-prediction interval. Horovod's fusion threshold and cycle must be exact,
-`low == value == high`: their effect is not monotone.
+A constant may keep its repetitions (`samples`, what `./run_bench.sh profile` measured), every
+round of each repetition (`rounds`: a message's cost) and, where it is a stand-in, its candidate
+sources (`candidates`: [[value, source], ...]). Its distribution (`Constant.quantile`,
+bench.analysis.projection.draws) is then the bootstrap distribution of its rounds' mean, one new
+repetition's spread from its samples, else uniform over its range widened to every candidate; a
+projected figure's interval is the model at joint draws of every constant
+(bench.analysis.projection.intervals.interval). `low` and `high` are shown to the reader: for
+measured constants, where the samples' next repetition or the rounds' mean falls at the default
+level. Horovod's fusion threshold and cycle must be exact, `low == value == high`: their effect
+is not monotone.
 """
 
 from __future__ import annotations
@@ -200,13 +201,6 @@ class Profile:
         return [n for n, c in self.constants.items() if n not in skip and n not in EXACT
                 and (n.split(".")[0] == transport or n.split(".")[0] not in HOST_COPIES)
                 and float(np.ptp(c.drawn())) > 0]
-
-    def terms(self, transport: str, skip: frozenset[str] = frozenset()) -> list[levels.Term]:
-        """The constants a figure over `transport` may depend on that carry an uncertainty: the shared
-        ones and the transport's own (another transport's cannot move it), less `skip`."""
-        own = [n for n in self.constants if n not in skip
-               and (n.split(".")[0] == transport or n.split(".")[0] not in HOST_COPIES)]
-        return [t for t in (self.constants[n].term() for n in own) if t.u > 0]
 
     def records(self) -> list[dict]:
         """The constants as rows, for --json and the report."""
