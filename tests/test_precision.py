@@ -26,7 +26,7 @@ def batch(n: int = 32):
                                                                                   dtype=tf.int32)
 
 
-def model_in(dtype: tf.DType, scale: float | DynamicLossScale = 1.0, xla: bool = False):
+def model_in(dtype: tf.DType, scale: DynamicLossScale | None = None, xla: bool = False):
     model = models.build("cnn", 0)
     model.compute_dtype, model.loss_scale, model.jit_compile = dtype, scale, xla
     return model

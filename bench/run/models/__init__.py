@@ -160,6 +160,6 @@ def in_precision(model: Model, config: RunConfig) -> Model:
     from bench.run.models.precision import compute_dtype, scales_loss
 
     model.compute_dtype = tf.as_dtype(compute_dtype(config.precision))
-    model.loss_scale = DynamicLossScale() if scales_loss(config.precision) else 1.0
+    model.loss_scale = DynamicLossScale() if scales_loss(config.precision) else None
     model.jit_compile = config.xla
     return model

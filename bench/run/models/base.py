@@ -9,11 +9,14 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops.variables import PartitionedVariable  # what get_variable returns when split
+
+if TYPE_CHECKING:
+    from bench.run.models.loss_scale import DynamicLossScale
 
 NUM_CLASSES = 10
 
@@ -46,7 +49,7 @@ class Model(tf.Module):
     # its variables as attributes declares `mixed_precision` in DECLARES), the loss scale, and whether its
     # gradients are compiled by XLA (--xla)
     compute_dtype: tf.DType = tf.float32
-    loss_scale: float = 1.0
+    loss_scale: DynamicLossScale | None = None  # float16's; None: the loss as it is
     jit_compile: bool = False
 
     def __init__(self, seed: int = 0, partition: tuple[int, int] | None = None, **sizes: int) -> None:
@@ -180,26 +183,12 @@ class Model(tf.Module):
 
     def scaled(self, loss: tf.Tensor) -> tf.Tensor:
         """The loss the backward pass starts from: times the loss scale (float16), else itself."""
-        if not isinstance(self.loss_scale, float):  # dynamic (bench.run.models.loss_scale)
-            return self.loss_scale.scaled(loss)
-        return loss * self.loss_scale if self.loss_scale != 1.0 else loss
+        return loss if self.loss_scale is None else self.loss_scale.scaled(loss)
 
     def unscaled(self, grads: Sequence[Any]) -> list[Any]:
-        """Gradients of `scaled(loss)` divided by the loss scale (a table's IndexedSlices alike); a dynamic scale
-        zeroes a step's gradients where any is not finite."""
-        if not isinstance(self.loss_scale, float):
-            return self.loss_scale.unscaled(grads)
-        if self.loss_scale == 1.0:
-            return list(grads)
-
-        def one(g: Any) -> Any:
-            if g is None:
-                return None
-            if isinstance(g, tf.IndexedSlices):
-                return tf.IndexedSlices(g.values / self.loss_scale, g.indices, g.dense_shape)
-            return g / self.loss_scale
-
-        return [one(g) for g in grads]
+        """Gradients of `scaled(loss)` divided by the loss scale (a table's IndexedSlices alike); the dynamic scale
+        zeroes a step's gradients where any is not finite (bench.run.models.loss_scale)."""
+        return list(grads) if self.loss_scale is None else self.loss_scale.unscaled(grads)
 
     def evaluate(self, x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """(summed loss, number correct) over a batch, in inference mode."""
