@@ -21,7 +21,6 @@ together, and a ratio's interval is taken draw by draw. Reruns give the same fig
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import zlib
 from collections.abc import Sequence
@@ -102,10 +101,3 @@ def spread(values: np.ndarray, inputs: Sequence[str]) -> Spread:
             r = float(np.dot(ranks, centred) / math.sqrt(np.dot(ranks, ranks) * np.dot(centred, centred)))
             shares.append((name, r * r))
     return Spread(float(logs.mean()), sd, tuple(sorted(shares, key=lambda s: -s[1])))
-
-
-def replaced(constant, value: float):
-    """A profile constant at `value` (a share no higher than 1), its curves scaled with it."""
-    if constant.name.endswith("_share"):
-        value = min(value, 1.0)
-    return dataclasses.replace(constant, value=value)

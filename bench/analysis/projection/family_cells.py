@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from bench.analysis.projection import draws, levels
-from bench.analysis.projection.intervals import JOINT
+from bench.analysis.projection.intervals import around
 from bench.analysis.projection.profile import Profile
 from bench.analysis.projection.schemes import ALLREDUCE_FORM, PS_FORM, form_of
 from bench.analysis.projection.table import Figure
@@ -47,10 +47,8 @@ def cell(key: tuple, figures: Sequence[Figure], profile: Profile, level: float) 
     ratios = ring.found.drawn / ps.found.drawn
     spread = draws.spread(ratios, (*ring.found.inputs, *ps.found.inputs))
     models = [m for m in (ring.found.model, ps.found.model) if m is not None]
-    h = levels.half_width([levels.Term(JOINT, spread.log_sd), *models], level)
     point = ring.found.point / ps.found.point
-    centre = math.exp(spread.log_mean)
-    low, high = min(centre * math.exp(-h), point), max(centre * math.exp(h), point)
+    low, high = around(spread, point, models, level)
     out = {**dict(zip(KEY, key, strict=True)), "allreduce": name_of(ring.row), "parameter_servers": name_of(ps.row),
            "ratio": point, "low": low, "high": high, "level": level, "turns_on": "", "break_even": math.nan,
            "ahead_below": "", "widest_term": spread.widest or ""}

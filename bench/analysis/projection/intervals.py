@@ -55,13 +55,7 @@ class Interval:
 
     @functools.cached_property
     def bounds(self) -> tuple[float, float]:
-        """The draws' spread and the model's error at the level around the draws' centre (their log mean),
-        holding the point, no higher than `most`."""
-        terms = [levels.Term(JOINT, self.u), *([self.model] if self.model else [])]
-        h = levels.half_width(terms, self.level)
-        centre = math.exp(self.spread.log_mean)
-        high = min(max(centre * math.exp(h), self.point), self.most)
-        return min(centre * math.exp(-h), self.point, high), high
+        return around(self.spread, self.point, [self.model] if self.model else [], self.level, self.most)
 
     @property
     def low(self) -> float:
@@ -77,6 +71,16 @@ class Interval:
 
     def with_model(self, model: levels.Term) -> Interval:
         return dataclasses.replace(self, model=model)
+
+
+def around(spread: draws.Spread, point: float, models: list[levels.Term], level: float,
+           most: float = math.inf) -> tuple[float, float]:
+    """(low, high) of a figure drawn with `spread`: the draws' spread and the models' errors at the level around
+    the draws' centre (their log mean), holding the point, no higher than `most`."""
+    h = levels.half_width([levels.Term(JOINT, spread.log_sd), *models], level)
+    centre = math.exp(spread.log_mean)
+    high = min(max(centre * math.exp(h), point), most)
+    return min(centre * math.exp(-h), point, high), high
 
 
 # (a profile's point, the step's terms there) -> the examples/s the cluster cannot pass there, or None

@@ -107,14 +107,11 @@ class Constant:
         return levels.range_term(self.name, min(values), max(values))
 
     def at(self, value: float) -> Constant:
-        return draws.replaced(self, value)
+        """The constant at `value` (a share no higher than 1), its curves scaled with it."""
+        return dataclasses.replace(self, value=min(value, 1.0) if self.name.endswith("_share") else value)
 
     def scaled(self, factor: float) -> Constant:
-        """The constant at `factor` times its value (a share no higher than 1)."""
-        value = self.value * factor
-        if self.name.endswith("_share"):
-            value = min(value, 1.0)
-        return dataclasses.replace(self, value=value)
+        return self.at(self.value * factor)
 
     def curve(self, points: tuple[tuple[float, float], ...] | None = None) -> tuple[tuple[float, float], ...]:
         """`points` (by_bytes by default) at the constant's value."""
@@ -198,9 +195,13 @@ class Profile:
     def varied(self, transport: str, skip: frozenset[str] = frozenset()) -> list[str]:
         """The constants a figure over `transport` may depend on whose draws differ: the shared ones and the
         transport's own, less `skip`."""
-        return [n for n, c in self.constants.items() if n not in skip and n not in EXACT
-                and (n.split(".")[0] == transport or n.split(".")[0] not in HOST_COPIES)
-                and float(np.ptp(c.drawn())) > 0]
+        return [n for n in self._varying if n not in skip
+                and (n.split(".")[0] == transport or n.split(".")[0] not in HOST_COPIES)]
+
+    @functools.cached_property
+    def _varying(self) -> tuple[str, ...]:
+        """The constants whose draws differ (each drawn once per profile)."""
+        return tuple(n for n, c in self.constants.items() if n not in EXACT and float(np.ptp(c.drawn())) > 0)
 
     def records(self) -> list[dict]:
         """The constants as rows, for --json and the report."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.analysis.projection.family_cells import name_of
 from bench.analysis.projection.schemes import ALLREDUCE_FORM, PS_FORM, form_of
 from bench.analysis.report import verdict
 from bench.run.contract import ALLREDUCE, IN_GRAPH, PARAMETER_AVERAGING, PARAMETER_SERVER
@@ -60,11 +61,6 @@ def measured(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _scheme_name(row: pd.Series) -> str:
-    ps = f", {int(row['ps'])} ps" if row.get("ps") else ""
-    return f"{row['scheme']} over {row['transport']}{ps}"
-
-
 def projected(cells: list[dict] | None, rows: list[dict] = ()) -> pd.DataFrame:
     """Per model, workers and link of a projection: its family cells (projection.json's `families`,
     bench.analysis.projection.family_cells: the ratio's interval over joint draws, and where it holds 1 the
@@ -96,7 +92,7 @@ def from_rows(rows: list[dict]) -> pd.DataFrame:
         low, high = ring["throughput_low"] / ps["throughput_high"], ring["throughput_high"] / ps["throughput_low"]
         widest = max((ps, ring), key=lambda r: r.get("widest_term_u_log") or 0.0).get("widest_term")
         out.append({"source": PROJECTED, "model": model, "workers": int(workers), "link_gbit": float(link),
-                    "parameter_servers": _scheme_name(ps), "allreduce": _scheme_name(ring), "in_graph": "",
+                    "parameter_servers": name_of(ps), "allreduce": name_of(ring), "in_graph": "",
                     "parameter_averaging": "",
                     "ratio": ring["throughput_examples_per_s"] / ps["throughput_examples_per_s"], "low": low,
                     "high": high, "verdict": verdict_of(low, high), "needs": math.nan, "rounds": math.nan,
