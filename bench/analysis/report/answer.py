@@ -186,7 +186,7 @@ def _projected_cell(row: pd.Series | None, units: dict[str, str]) -> str:
     return f"{word} {row['ratio']:.3g}x [{row['low']:.3g}-{row['high']:.3g}]"
 
 
-CELL = 36  # a projected cell's column
+CELL = 36  # a projected cell's column, and a space after it whatever its text's length
 
 
 def projected_lines(table: pd.DataFrame, profile: dict) -> list[str]:
@@ -200,10 +200,10 @@ def projected_lines(table: pd.DataFrame, profile: dict) -> list[str]:
     level = f"{100 * DEFAULT_LEVEL:g} %"  # the level python -m bench project gives by default, as the comparison asks
     lines = [f"Projected to hosts like this one, a CPU worker each (profile {profile.get('name', '?')}); "
              f"ratio [{level} bounds]:",
-             (f"{'model':<10}{'Gbit/s':>6}  " + "".join(f"{f'{n} workers':<{CELL}}" for n in counts)).rstrip()]
+             (f"{'model':<10}{'Gbit/s':>6}  " + "".join(f"{f'{n} workers':<{CELL}} " for n in counts)).rstrip()]
     for (model, link), group in table.groupby(["model", "link_gbit"], sort=False):
         at = {int(r["workers"]): r for _, r in group.iterrows()}
-        lines.append(f"{model:<10}{link:>6g}  " + "".join(f"{_projected_cell(at.get(n), units):<{CELL}}"
+        lines.append(f"{model:<10}{link:>6g}  " + "".join(f"{_projected_cell(at.get(n), units):<{CELL}} "
                                                           for n in counts).rstrip())
     return lines
 
