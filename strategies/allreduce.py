@@ -19,7 +19,7 @@ from bench.metrics import (
     topk_allgather_bytes,
 )
 from bench.options import Option, flag_bool
-from bench.run.contract import ALLREDUCE, SparseExchange
+from bench.run.contract import ALLREDUCE, ALWAYS, SparseExchange
 from strategies._compression import FP16, NONE, TOPK, parse
 from strategies._compression import option as compression_option
 from strategies._horovod import HOROVOD_OPTIONS, TIMELINE_FILE, TIMELINE_SOURCE, HorovodRanks, HorovodStrategy
@@ -43,6 +43,7 @@ class AllreduceRanks(HorovodRanks):
 
 class Allreduce(HorovodStrategy):
     name = "allreduce"
+    in_convergence_answer = ALWAYS
     description = "Horovod ring allreduce (hvd.allreduce of each gradient), one process per rank"
     family = ALLREDUCE
     checkpoints = True

@@ -10,7 +10,7 @@ from __future__ import annotations
 from bench.config import SLOTS_PER_VARIABLE, RunConfig
 from bench.metrics import Gradient, averaging_bytes, compressed_fraction
 from bench.options import Option, flag_bool, non_negative, positive
-from bench.run.contract import PARAMETER_AVERAGING, SparseExchange
+from bench.run.contract import FAMILY_FASTEST, PARAMETER_AVERAGING, SparseExchange
 from strategies._compression import FP16, NONE, labelled, parse
 from strategies._compression import option as compression_option
 from strategies._horovod import HOROVOD_OPTIONS, HorovodStrategy
@@ -41,6 +41,7 @@ def step_kind(config: RunConfig, step: int) -> str:
 
 class LocalSgd(HorovodStrategy):
     name = "local-sgd"
+    in_convergence_answer = FAMILY_FASTEST
     description = "parameter averaging: H local steps per rank, then the weights averaged (Horovod allreduce)"
     family = PARAMETER_AVERAGING
     worker = "strategies.workers.local_sgd:LocalSgdWorker"

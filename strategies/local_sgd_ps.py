@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bench.config import RunConfig
 from bench.metrics import Gradient, ps_server_bytes, ps_worker_bytes
-from bench.run.contract import PARAMETER_AVERAGING, SparseExchange
+from bench.run.contract import FAMILY_FASTEST, PARAMETER_AVERAGING, SparseExchange
 from strategies._compression import NONE
 from strategies._compression import option as compression_option
 from strategies._ps import PS_PLACEMENT, ParameterServerStrategy
@@ -17,6 +17,7 @@ from strategies.local_sgd import SYNC_PERIOD
 
 class LocalSgdPS(ParameterServerStrategy):
     name = "local-sgd-ps"
+    in_convergence_answer = FAMILY_FASTEST
     description = "parameter averaging over parameter servers: H local steps, then model deltas pushed and averaged"
     family = PARAMETER_AVERAGING
     worker = "strategies.workers.local_sgd_ps:LocalSgdPSWorker"

@@ -7,12 +7,13 @@ and applied once.
 """
 
 from bench.config import RunConfig
-from bench.run.contract import SparseExchange
+from bench.run.contract import ALWAYS, SparseExchange
 from strategies._towers import TowerStrategy
 
 
 class MultiTower(TowerStrategy):
     name = "multi-tower"
+    in_convergence_answer = ALWAYS
     description = "in-graph replication by hand: N towers, gradients averaged on one parameter device"
     worker = "strategies.workers.multi_tower:MultiTowerWorker"
     # an XLA-compiled tower reads only what is on its own device: "Trying to access resource hid_w/0 located in

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.config import RunConfig
-from bench.run.contract import GO_ON, TfCluster
+from bench.run.contract import ALWAYS, GO_ON, TfCluster
 from strategies._ps import ParameterServerStrategy
 
 
@@ -17,6 +17,7 @@ class PSAsyncCluster(TfCluster):
 
 class PSAsync(ParameterServerStrategy):
     name = "ps-async"
+    in_convergence_answer = ALWAYS
     description = "parameter servers, asynchronous updates (between-graph replication)"
     worker = "strategies.workers.ps_async:PSAsyncWorker"
     runs_as = PSAsyncCluster

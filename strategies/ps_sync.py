@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bench.config import RunConfig
 from bench.options import Option, positive
-from bench.run.contract import GO_ON, REJOIN, TfCluster
+from bench.run.contract import ALWAYS, GO_ON, REJOIN, TfCluster
 from strategies._compression import labelled
 from strategies._ps import PS_OPTIONS, ParameterServerStrategy
 
@@ -39,6 +39,7 @@ class PSSyncCluster(TfCluster):
 
 class PSSync(ParameterServerStrategy):
     name = "ps-sync"
+    in_convergence_answer = ALWAYS
     description = "parameter servers, synchronous updates with SyncReplicasOptimizer"
     worker = "strategies.workers.ps_sync:PSSyncWorker"
     options = (*PS_OPTIONS, REPLICAS_TO_AGGREGATE)

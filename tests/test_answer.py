@@ -51,7 +51,7 @@ def cell(lead: float, spread_share: float, rounds: int = 1) -> pd.Series:
     for model in ("mlp", "embedding"):  # settings run three times: the pooled spread
         rows += [run("single", 100.0 * f, workers=1, model=model, baseline=True)
                  for f in (1 - spread_share, 1.0, 1 + spread_share)]
-    table = verdict.answer(frame(rows))
+    table = verdict.answer(verdict.Verdicts.of(frame(rows)))
     return table[(table["model"] == "cnn") & (table["workers"] == 4)].iloc[0]
 
 
@@ -66,7 +66,8 @@ def test_a_lead_within_what_a_rerun_moves_it_is_a_tie_and_a_clear_lead_is_ahead(
 
 
 def test_without_a_rerun_the_runs_own_windows_set_the_bar():
-    table = verdict.answer(frame([run("multi-tower", 1030.0, window=0.02), run("mirrored", 1000.0, window=0.02)]))
+    table = verdict.answer(verdict.Verdicts.of(frame([run("multi-tower", 1030.0, window=0.02),
+                                                      run("mirrored", 1000.0, window=0.02)])))
     row = table.iloc[0]
     assert not verdict.rerun_spread(frame([run("a", 1.0)])).known()
     assert row["threshold"] == pytest.approx(math.exp(math.hypot(0.02, 0.02)))
@@ -74,11 +75,11 @@ def test_without_a_rerun_the_runs_own_windows_set_the_bar():
 
 
 def test_answer_csv_has_its_header_and_a_link_column_only_where_links_vary(tmp_path):
-    table = verdict.answer(frame([run("a", 2.0), run("b", 1.0)]))
+    table = verdict.answer(verdict.Verdicts.of(frame([run("a", 2.0), run("b", 1.0)])))
     answer.write(table, tmp_path)
     assert (tmp_path / "answer.csv").read_text().splitlines()[0] == "model,workers,fastest,runner_up,lead,verdict"
-    linked = verdict.answer(frame([run("a", 2.0, link=100.0), run("b", 1.0, link=100.0),
-                                   run("a", 1.0, link=1000.0), run("b", 3.0, link=1000.0)]))
+    linked = verdict.answer(verdict.Verdicts.of(frame([run("a", 2.0, link=100.0), run("b", 1.0, link=100.0),
+                                   run("a", 1.0, link=1000.0), run("b", 3.0, link=1000.0)])))
     answer.write(linked, tmp_path)
     rows = pd.read_csv(tmp_path / "answer.csv")
     assert list(rows.columns) == ["model", "workers", "fastest", "runner_up", "lead", "verdict", "link"]
@@ -104,9 +105,9 @@ def matrix(links: tuple[float, ...] = (math.nan,),
     return frame(rows)
 
 
-def test_the_terminals_answer_fits_25_lines_of_100_columns_and_names_what_it_must():
+def test_the_terminals_answer_fits_its_lines_of_100_columns_and_names_what_it_must():
     runs = matrix()
-    lines = answer.lines(runs, verdict.answer(runs))
+    lines = answer.lines(verdict.Verdicts.of(runs), verdict.answer(verdict.Verdicts.of(runs)))
     assert len(lines) <= answer.ANSWER_LINES - 1 and all(len(line) <= answer.ANSWER_WIDTH for line in lines)
     text = "\n".join(lines)
     assert "Xeon" in text and "One machine: the ranking is this machine's, not a cluster's." in text
@@ -118,14 +119,14 @@ def test_the_terminals_answer_fits_25_lines_of_100_columns_and_names_what_it_mus
     # many cells (every link of an emulated preset): the largest worker count per model and link, and where the
     # rest are
     many = matrix(links=(100.0, 1000.0, 10000.0))
-    lines = answer.lines(many, verdict.answer(many))
+    lines = answer.lines(verdict.Verdicts.of(many), verdict.answer(verdict.Verdicts.of(many)))
     assert len(lines) <= answer.ANSWER_LINES - 1 and all(len(line) <= answer.ANSWER_WIDTH for line in lines)
     assert "Emulated hosts" in lines[1] and any("families.csv" in line for line in lines)
     assert [line.split()[:3] for line in lines if line.startswith("mlp")] == [["mlp", "4", "0.1"], ["mlp", "4", "1"],
                                                                                ["mlp", "4", "10"]]
     # no cell with both families: every cell's fastest strategy, as before
     towers = frame([r for r in matrix().to_dict("records") if r["family"] != "parameter-server"])
-    lines = answer.lines(towers, verdict.answer(towers))
+    lines = answer.lines(verdict.Verdicts.of(towers), verdict.answer(verdict.Verdicts.of(towers)))
     cells = [line.split() for line in lines if len(line.split()) > 2 and line.split()[1].isdigit()]
     assert len(cells) == 9 and ["mlp", "4", "multi-tower"] == cells[-1][:3]
     assert "Why the slowest family loses" in "\n".join(lines) and "cnn x4, allreduce (allreduce): compute" in lines[-3]
@@ -133,7 +134,7 @@ def test_the_terminals_answer_fits_25_lines_of_100_columns_and_names_what_it_mus
 
 def test_the_why_section_says_at_most_three_sentences_per_model():
     runs = matrix()
-    said = why.summaries(runs)
+    said = why.summaries(verdict.Verdicts.of(runs))
     assert len(said) == 3
     for _, sentences, _ in said:
         assert 1 <= len(sentences) <= 3
@@ -165,7 +166,7 @@ def test_rounds_beyond_the_first_go_to_the_family_cell_closest_to_its_bar():
     for row in rows:  # cnn x4: allreduce 1.05 times ps-sync, a verdict near its bar; the others twice
         if (row["model"], row["workers"], row["strategy"]) == ("cnn", 4, "allreduce"):
             row["throughput_examples_per_s"] = 1050.0
-    found = measured(frame(rows))
+    found = measured(verdict.Verdicts.of(frame(rows)))
     order = closest_first(found)
     assert (order.iloc[0]["model"], order.iloc[0]["workers"]) == ("cnn", 4) and len(order) == len(found)
     assert closest_first(found.assign(rounds=MOST_ROUNDS)).empty  # a cell has MOST_ROUNDS at most
@@ -202,11 +203,11 @@ def test_the_tradeoffs_answer_is_the_first_to_the_target_on_each_link(tmp_path):
     rows += [converged("ps-async", "parameter-server", 100.0, s) for s in (7.5, 8.0, 8.5)]
     rows += [converged("allreduce", "allreduce", 1000.0, s) for s in (2.0, 2.5, 3.0)]
     rows += [converged("ps-async", "parameter-server", 1000.0, s) for s in (2.2, 2.8, 3.2)]
-    table = verdict.answer(pd.DataFrame(rows))
+    table = verdict.answer(verdict.Verdicts.of(pd.DataFrame(rows)))
     assert table.set_index("link")[["fastest", "verdict"]].to_dict("index") == {
         100.0: {"fastest": "allreduce", "verdict": "ahead"}, 1000.0: {"fastest": "allreduce", "verdict": "tie"}}
     assert table.set_index("link").loc[100.0, "lead"] == pytest.approx(8.0 / 3.8)
-    lines = answer.lines(pd.DataFrame(rows), table)
+    lines = answer.lines(verdict.Verdicts.of(pd.DataFrame(rows)), table)
     assert "over 3 seeds" in lines[2] and len(lines) <= answer.ANSWER_LINES - 1
 
 
@@ -237,7 +238,7 @@ def test_a_gpu_allreduce_without_nccl_is_marked_as_going_through_host_memory():
     assert not on_cpu["gpu_tensors_via_host"] and not device_columns(None)["gpu_tensors_via_host"]
     runs = matrix(models=("mlp",)).assign(gpu_tensors_via_host=False)
     runs.loc[runs["strategy"] == "allreduce", "gpu_tensors_via_host"] = True
-    page = headline(runs, verdict.answer(runs))
+    page = headline(verdict.Verdicts.of(runs), verdict.answer(verdict.Verdicts.of(runs)))
     assert "Marked: 2 run(s) computed on GPUs with a Horovod built without NCCL" in page
 
 
@@ -250,5 +251,26 @@ def test_a_run_given_gpus_that_computed_on_the_cpu_as_asked_is_marked():
     assert asked["cpu_on_gpu_host"] and not device_columns({"worker 0": {"gpus": []}})["cpu_on_gpu_host"]
     runs = matrix(models=("mlp",)).assign(cpu_on_gpu_host=False)
     runs.loc[runs["strategy"] == "single", "cpu_on_gpu_host"] = True
+    folded = verdict.Verdicts.of(runs)
     assert "Marked: 3 run(s) were given GPUs and computed on the CPU, as --on-cpu asked" in headline(
-        runs, verdict.answer(runs))
+        folded, verdict.answer(folded))
+
+
+def test_a_strategy_slow_on_the_table_is_told_apart_from_one_slow_everywhere():
+    from bench.analysis.report import sparse
+
+    def at(strategy: str, rate: float, model: str, how: str = "allgather") -> dict:
+        touched = 900.0 if model == "embedding" else math.nan
+        return {**run(strategy, rate, 2, model, "allreduce"), "rows_touched_per_step": touched,
+                "sparse_exchange": how if model == "embedding" else None}
+
+    rows = [at("allreduce", 69_400, "embedding"), at("allreduce-tf", 20_800, "embedding", "all-gather"),
+            at("allreduce", 194_000, "mlp"), at("allreduce-tf", 58_700, "mlp")]
+    said = sparse.sentences(frame(rows))
+    assert len(said) == 1 and said[0].startswith("embedding x2: allreduce-tf 0.30x allreduce's")
+    assert "on mlp 0.30x: as far behind without a table" in said[0]
+    # fast on the dense model, slow only with the table: the table's path is named
+    rows[3] = at("allreduce-tf", 180_000, "mlp")
+    assert "further behind only with the table" in sparse.sentences(frame(rows))[0]
+    rows[1] = at("allreduce-tf", 60_000, "embedding")  # within reach: nothing to say
+    assert sparse.sentences(frame(rows)) == []

@@ -2,8 +2,11 @@
 simulated machine whose steps and start-ups the probe got wrong, on a clock the test moves."""
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from bench.drivers.presets.budget import (
@@ -15,9 +18,9 @@ from bench.drivers.presets.budget import (
     parse_budget,
     parse_ci_width,
 )
-from bench.drivers.presets.budgeted import with_steps
+from bench.drivers.presets.runner import Turn, with_steps
 from bench.errors import UsageError
-from bench.run.contract import ALLREDUCE, IN_GRAPH, PARAMETER_SERVER
+from bench.run.contract import ALLREDUCE, ALWAYS, FAMILY_FASTEST, IN_GRAPH, PARAMETER_AVERAGING, PARAMETER_SERVER
 
 NO_TENSORFLOW = True
 
@@ -125,17 +128,39 @@ def family_first_cells() -> list[Cell]:
     return first + [c for c, inside in zip(plan, in_cell) if not inside]
 
 
-def run_within(total_s: float, plan: list[Cell], machine: Machine):
+def row_of(cell: Cell, summary: dict, path: str) -> dict:
+    """A run's row as collect.load reads it, enough for the family verdicts (tests.test_answer.run)."""
+    from tests.test_answer import run
+
+    rate = summary["throughput_examples_per_s"]
+    row = run(cell.strategy, rate, cell.workers, cell.model, cell.family or "in-graph", baseline=cell.baseline,
+              window=summary["throughput_ci95_examples_per_s"] / rate)
+    return {**row, "purpose": cell.purpose, "path": path, "superseded": None}
+
+
+def run_within(total_s: float, plan: list[Cell], machine: Machine, more_rounds: bool = False,
+               fails: Callable[[Turn], bool] = lambda turn: False, where: Path | None = None,
+               no_figure: Callable[[Cell], bool] = lambda cell: False):
+    """The queue run against the simulated machine: each run it yields made (ended ok unless `fails` says), and
+    what it returned learned; with `where`, each run has a folder there (a run.json of its own)."""
     from bench.drivers.presets.budgeted import BudgetedRuns
 
     budget = Budget(total_s, 0.05, PROBED, started=0.0, clock=lambda: machine.now)
-    runs, ran = BudgetedRuns(plan, budget), []
-    for i, cell in enumerate(plan):
-        argv = runs.argv(i, ["--steps", "100", "--warmup-steps", "10"])
-        if argv is not None:
-            wall, summary = machine.run(cell, int(argv[1]), int(argv[3]))
-            runs.learn(i, wall, summary)
-            ran.append(cell)
+    runs, ran = BudgetedRuns(plan, budget, more_rounds=more_rounds), []
+    while (turn := runs.take()) is not None:
+        cell = plan[turn.index]
+        wall, summary = machine.run(cell, *turn.steps)
+        ok = not fails(turn)
+        folder = (where or Path("unwritten")) / f"run-{len(ran)}"
+        if where is not None:
+            folder.mkdir()
+            (folder / "run.json").write_text("{}")
+        row = row_of(cell, summary, str(folder))
+        if no_figure(cell):  # ended ok with too few steps for a figure: collect.load's row has None for it
+            row.update(throughput_examples_per_s=None, throughput_ci95_examples_per_s=None)
+        runs.learn(turn, wall, summary if ok else {}, ok, pd.DataFrame([row]) if ok
+                   else pd.DataFrame([{"path": str(folder), "ok": False}]), {folder} if where else set())
+        ran.append(cell)
     return runs, ran
 
 
@@ -168,8 +193,9 @@ def test_sized_steps_replace_the_fixed_ones():
     _, sized = simulate(600, slow_machine(), PROBED)
     sizing = sized[0][1]
     argv = ["--strategy", "single", "--steps", "500", "--warmup-steps", "10", "--batch-size", "64"]
-    assert with_steps(argv, sizing) == ["--strategy", "single", "--steps", str(sizing.steps), "--warmup-steps",
-                                        str(sizing.warmup_steps), "--batch-size", "64"]
+    assert with_steps(argv, (sizing.steps, sizing.warmup_steps)) == [
+        "--strategy", "single", "--steps", str(sizing.steps), "--warmup-steps", str(sizing.warmup_steps),
+        "--batch-size", "64"]
 
 
 def test_two_answers_agree_differ_by_a_tie_or_reverse():
@@ -205,10 +231,11 @@ def test_a_budgeted_comparison_sizes_every_run_and_says_so_in_its_records_and_re
         sizing = r["sizing"]
         assert sizing["rule"] in ("budget", "ci-width", "least steps") and sizing["budget_s"] == 30
         assert r["config"]["steps"] == sizing["steps"] and r["summary"]["warmup_steps"] == sizing["warmup_steps"]
-    # the convergence runs keep their steps where they ran, and are named where the budget left them out
+    # the answer's convergence runs (of these, ps-sync's: single is not in it) keep their steps where they ran,
+    # and are named where the budget left them out
     ran = {r["config"]["strategy"] for r in records if r["purpose"] == "convergence"}
-    assert all(r["config"]["steps"] == 300 for r in records if r["purpose"] == "convergence")
-    assert all(f"left out convergence: {s}" in done.stderr for s in {"single", "ps-sync"} - ran)
+    assert ran <= {"ps-sync"} and all(r["config"]["steps"] == 300 for r in records if r["purpose"] == "convergence")
+    assert ran or "left out convergence: ps-sync" in done.stderr
     table = pd.read_csv(tmp_path / "summary.csv")
     assert set(table.loc[table["purpose"] == "throughput", "sizing_rule"]) <= {"budget", "ci-width", "least steps"}
     assert (table["budget_s"].dropna() == 30).all() and table["ci95_share"].notna().any()
@@ -237,3 +264,96 @@ def test_the_probe_runs_in_the_comparisons_folder_with_its_runs_flags(tmp_path, 
     [(out, argv)] = seen
     assert out.parent == tmp_path / "results" and argv[-1] == "--on-cpu" and probed.step_s == {"mlp": 0.01}
     assert not out.exists()  # gone before the comparison's report reads its folder
+
+
+def answer_first_cells() -> list[Cell]:
+    """family_first_cells() as a budgeted comparison now orders them: the family cells, then the answer's
+    convergence runs at the cells' workers (two seeds, and of averaging's two strategies the faster's only), then
+    the rest."""
+    plan = family_first_cells()
+    first = [c for c in plan if c.first]
+    first += [Cell(s, "mlp", 4, "throughput", 100, False, family=PARAMETER_AVERAGING, first=True)
+              for s in ("local-sgd", "local-sgd-ps")]
+    converging = [Cell(s, "mlp", 4, "convergence", 1000, False, family=f, answer=a)
+                  for _ in range(2)
+                  for s, f, a in (("allreduce", ALLREDUCE, ALWAYS), ("ps-sync", PARAMETER_SERVER, ALWAYS),
+                                  ("local-sgd", PARAMETER_AVERAGING, FAMILY_FASTEST),
+                                  ("local-sgd-ps", PARAMETER_AVERAGING, FAMILY_FASTEST))]
+    return first + converging + [c for c in plan if not c.first and c.purpose == "throughput"]
+
+
+def test_the_answers_convergence_runs_are_kept_before_the_throughput_runs_outside_the_family_cells(capsys):
+    runs, ran = run_within(360, answer_first_cells(), slow_machine_with_averaging())
+    converging = [c.strategy for c in ran if c.purpose == "convergence"]
+    # two seeds each of the card's, and of averaging only its faster one (local-sgd, 1.0 against 2.5)
+    assert sorted(converging) == ["allreduce", "allreduce", "local-sgd", "local-sgd", "ps-sync", "ps-sync"]
+    assert not runs.left_out_convergence and runs.skipped  # the rest narrowed to make room
+    for model in ("mlp", "cnn", "embedding"):  # every family cell still has both families
+        mine = {c.strategy for c in ran if c.model == model and c.first}
+        assert "allreduce" in mine and mine & {"ps-sync", "ps-async"}, (model, mine)
+    assert "local-sgd-ps left to local-sgd" in capsys.readouterr().err
+    # too short for every family cell and the convergence runs: the family cells stay, convergence runs go
+    runs, ran = run_within(150, answer_first_cells(), slow_machine_with_averaging())
+    assert {c.model for c in ran if c.first} == {"mlp", "cnn", "embedding"} and runs.left_out_convergence
+
+
+def slow_machine_with_averaging() -> Machine:
+    return Machine({"mlp": 0.004, "cnn": 0.1, "embedding": 0.02},
+                   {"allreduce": 1.2, "ps-sync": 3.0, "ps-async": 2.0, "local-sgd": 1.0, "local-sgd-ps": 2.5})
+
+
+def small_plan() -> list[Cell]:
+    return [Cell("single", "mlp", 1, "throughput", 100, True, False, IN_GRAPH, True),
+            Cell("allreduce", "mlp", 4, "throughput", 100, False, True, ALLREDUCE, True),
+            Cell("ps-sync", "mlp", 4, "throughput", 100, False, True, PARAMETER_SERVER, True),
+            Cell("ps-sync", "mlp", 2, "throughput", 100, False, True, PARAMETER_SERVER)]
+
+
+def test_a_figure_too_wide_is_measured_again_next_and_superseded_only_by_a_replacement_that_ended_ok(tmp_path):
+    import json
+
+    from bench.drivers.presets.budgeted import AGAIN, SUPERSEDED
+
+    def fails(turn: Turn) -> bool:
+        return turn.why == AGAIN and small_plan()[turn.index].strategy == "allreduce"
+
+    # intervals so wide that every run but the last, for which no time is left, is measured again
+    runs, ran = run_within(600, small_plan(), slow_machine(spread=100.0), fails=fails, where=tmp_path)
+    assert [(c.strategy, c.workers) for c in ran] == [("single", 1), ("single", 1), ("allreduce", 4), ("allreduce", 4),
+                                                      ("ps-sync", 4), ("ps-sync", 4), ("ps-sync", 2)]
+    record = {f.name: json.loads((f / "run.json").read_text()) for f in tmp_path.iterdir()}
+    assert record["run-2"] == {}  # allreduce's replacement (run-3) failed: its first figure stands
+    assert record["run-4"] == {"superseded": SUPERSEDED} and record["run-0"] == {"superseded": SUPERSEDED}
+    standing = runs.runs[runs.runs["superseded"].isna() & runs.runs["ok"].astype(bool)]
+    assert sorted(standing["path"].map(lambda p: Path(p).name)) == ["run-1", "run-2", "run-5", "run-6"]
+    assert runs.standing[1] == {tmp_path / "run-2"} and runs.measured_again == {0, 1, 2}
+
+
+def test_after_the_plan_the_family_cell_closest_to_its_bar_gets_rounds_in_turn_reversed(capsys):
+    from bench.drivers.presets.budgeted import ROUND
+
+    machine = Machine({"mlp": 0.004}, {"allreduce": 1.05, "ps-sync": 1.0}, spread=0.2)  # a close verdict
+    runs, ran = run_within(300, small_plan(), machine, more_rounds=True)
+    rounds = [(c.strategy, c.workers) for c in ran[len(small_plan()):]]
+    assert rounds[:4] == [("allreduce", 4), ("ps-sync", 4), ("ps-sync", 4), ("allreduce", 4)]  # A B, then B A
+    assert runs.round_cells[:2] == ["mlp x4", "mlp x4"] and "another round of mlp x4" in capsys.readouterr().err
+    assert len(runs.round_cells) <= 4  # MOST_ROUNDS a cell: the first and four more
+    # each at the steps of its first
+    first = {i: runs.sizings[i].steps for i in (1, 2)}
+    assert all(runs.sizings[i].steps == first[i] for i in (1, 2))
+    assert ROUND == "(another round)" and runs.budget.left_s() >= REPORT_S - 1
+
+
+def test_runs_that_ran_are_never_listed_as_left_out_after_rounds():
+    machine = Machine({"mlp": 0.004, "cnn": 0.1, "embedding": 0.02}, {"allreduce": 1.05, "ps-sync": 1.0,
+                                                                      "ps-async": 2.0}, spread=0.2)
+    # the baseline run twice (as every comparison does), and a run that ended ok without a figure: the verdicts of
+    # the rounds are folded from rows of every type
+    plan = [*family_first_cells(), Cell("single", "mlp", 1, "throughput", 100, True, False, IN_GRAPH)]
+    runs, ran = run_within(250, plan, machine, more_rounds=True,
+                           no_figure=lambda cell: (cell.strategy, cell.model) == ("ps-sync", "cnn"))
+    assert runs.skipped and runs.round_cells  # narrowed, then rounds
+    made = {(c.strategy, c.model, c.workers, c.purpose) for c in ran}
+    listed = {tuple(line.split(": ", 1)[1].replace(" x", " ").split()) for line in runs.left_out()
+              if line.startswith("throughput")}
+    assert not {(s, m, int(w), "throughput") for s, m, w in listed} & made

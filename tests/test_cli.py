@@ -140,3 +140,22 @@ def test_the_default_comparison_runs_the_baseline_three_times_per_model_spread_a
         assert len(positions) == matrix.BASELINE_REPEATS == 3, model
         assert min(b - a for a, b in zip(positions, positions[1:])) >= 2, positions  # other runs between
     assert all(len(p) == 4 for p in baseline_positions(4).values())  # --repeats 4: no extra runs
+
+
+def test_a_budgeted_comparison_runs_the_answers_convergence_after_the_family_cells_seed_after_seed():
+    from bench.drivers.presets import matrix
+
+    args, _ = matrix.parser().parse_known_args(["--budget", "default"])
+    matrix.validate(args)
+    runs = matrix.plan(args.strategies, ["mlp", "cnn"], args.workers, None, 2500, 1, args.convergence_workers,
+                       one_process_runs=False, family_first=True, seeds=matrix.convergence_seeds(args))
+    cells = sum(run.first for run in runs)
+    assert all(run.first for run in runs[:cells])
+    converging = runs[cells:cells + 12]
+    assert all(run.purpose == "convergence" for run in converging)
+    assert all(run.purpose == "throughput" and not run.first for run in runs[cells + 12:])
+    # the card's four and both averaging strategies (the budget keeps the faster), at the family cells' workers
+    assert {run.strategy for run in converging} == {"multi-tower", "ps-async", "ps-sync", "allreduce", "local-sgd",
+                                                    "local-sgd-ps"}
+    assert {run.workers for run in converging} == {4} and [run.seed for run in converging] == [0] * 6 + [1] * 6
+    assert {run.strategy for run in runs[:cells] if run.model == "mlp"} >= {"local-sgd", "local-sgd-ps"}

@@ -112,6 +112,31 @@ def test_the_table_gradient_is_sparse_over_the_batch_rows():
     assert all(isinstance(g, tf.Tensor) for g in grads[1:])
 
 
+def test_a_mirrored_replica_reads_only_the_rows_its_batch_touches():
+    """tf.gather on a mirrored variable reads the whole table every step (TF 2.21: its sparse_read is the base
+    Variable's, which raises, and tf.gather falls back to a dense read; mirrored ran embedding 5.8x slower than
+    single at one replica for it, docs/embedding.md). The replica's step must read rows, not the table."""
+    strategy = tf.distribute.MirroredStrategy(devices=["/cpu:0"])
+    with strategy.scope():
+        model = models.build("embedding", 0, rows=5000, width=8)
+    x = tf.constant([[3, 7, 3], [7, 9, 400]], dtype=tf.int32)
+
+    @tf.function
+    def step():
+        def replica():
+            with tf.GradientTape() as tape:
+                loss = model.loss(x, tf.constant([0, 1]))
+            return tape.gradient(loss, model.trainables)[0]
+        return strategy.run(replica)
+
+    graph = step.get_concrete_function().graph
+    whole = [op.name for op in graph.get_operations() if op.type == "ReadVariableOp"
+             and op.outputs[0].shape.as_list() == [5000, 8]]
+    assert not whole, f"the whole table is read: {whole}"
+    assert any(op.type == "ResourceGather" for op in graph.get_operations())
+    assert isinstance(step(), tf.IndexedSlices)
+
+
 def test_default_table_is_tens_of_mb_and_a_batch_touches_well_under_one_percent():
     config = config_for("single", model="embedding", data="synthetic-ids", batch_size=64)
     data = load_data(config, config.batch_size)

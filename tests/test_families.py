@@ -14,7 +14,7 @@ NO_TENSORFLOW = True
 
 def test_each_familys_fastest_and_the_verdict_between_ps_and_allreduce_by_the_rerun_rule():
     runs = matrix(models=("mlp",))
-    found = families.measured(runs)
+    found = families.measured(verdict.Verdicts.of(runs))
     assert list(found.columns[:10]) == ["source", "model", "workers", "link_gbit", "parameter_servers", "allreduce",
                                         "ratio", "low", "high", "verdict"]
     row = found.set_index("workers").loc[4]
@@ -24,11 +24,12 @@ def test_each_familys_fastest_and_the_verdict_between_ps_and_allreduce_by_the_re
     assert row["low"] == pytest.approx(2.0 / row["needs"]) and row["high"] == pytest.approx(2.0 * row["needs"])
     # the better of each family counts: a faster ps strategy beside a slow one moves the ratio
     faster = frame([*runs.to_dict("records"), run("ps-async", 1900.0, 4, "mlp", "parameter-server")])
-    close = families.measured(faster).set_index("workers").loc[4]
+    close = families.measured(verdict.Verdicts.of(faster)).set_index("workers").loc[4]
     assert close["parameter_servers"] == "ps-async" and close["ratio"] == pytest.approx(2000 / 1900)
     assert close["verdict"] == families.TIE  # 5 % apart: within what a rerun moves it
     # a cell where one family did not run has no family verdict
-    assert families.measured(frame([r for r in runs.to_dict("records") if r["family"] != "allreduce"])).empty
+    no_allreduce = frame([r for r in runs.to_dict("records") if r["family"] != "allreduce"])
+    assert families.measured(verdict.Verdicts.of(no_allreduce)).empty
 
 
 def test_a_figure_too_wide_is_never_ranked_called_best_or_said_to_scale():
@@ -38,11 +39,12 @@ def test_a_figure_too_wide_is_never_ranked_called_best_or_said_to_scale():
         if row["strategy"] == "allreduce" and row["workers"] == 4:
             row["throughput_examples_per_s"], row["throughput_ci95_examples_per_s"] = 9000.0, 5400.0
     wide = frame(rows)
-    assert verdict.unranked(wide) == ["mlp allreduce x4 ± 60 %"]
-    cells = verdict.answer(wide).set_index("workers")
+    assert verdict.unranked(verdict.Verdicts.of(wide)) == ["mlp allreduce x4 ± 60 %"]
+    cells = verdict.answer(verdict.Verdicts.of(wide)).set_index("workers")
     assert "allreduce" not in (cells.loc[4, "fastest"], cells.loc[4, "runner_up"])
-    assert 4 not in families.measured(wide)["workers"].tolist()  # no allreduce figure left at 4 workers
-    lines = answer.lines(wide, verdict.answer(wide))
+    # no allreduce figure left at 4 workers
+    assert 4 not in families.measured(verdict.Verdicts.of(wide))["workers"].tolist()
+    lines = answer.lines(verdict.Verdicts.of(wide), verdict.answer(verdict.Verdicts.of(wide)))
     said = "\n".join(lines)
     assert "Not ranked (95 % interval beyond ±25%): mlp allreduce x4 ± 60 %." in said
     assert not any("allreduce" in line and "from 2 to 4" in line for line in lines)
@@ -99,14 +101,15 @@ def test_a_projected_cell_that_holds_1_says_the_constant_it_turns_on_and_its_bre
 
 def test_families_csv_holds_both_sources_one_row_a_cell(tmp_path):
     runs = matrix()
-    found = families.both(runs, {"projection": projection_rows((3000, 2500, 3600), (1000, 800, 1200))})
+    folded = verdict.Verdicts.of(runs)
+    found = families.both(folded, {"projection": projection_rows((3000, 2500, 3600), (1000, 800, 1200))})
     families.write(found, tmp_path)
     table = pd.read_csv(tmp_path / families.FAMILIES_FILE)
     assert list(table.columns) == families.COLUMNS
     assert table["source"].value_counts().to_dict() == {"measured": 6, "projected": 1}
     assert table.loc[table["source"] == "measured", "link_gbit"].isna().all()
     assert set(table["verdict"]) <= {families.ALLREDUCE_AHEAD, families.PS_AHEAD, families.TIE}
-    lines = answer.lines(runs, verdict.answer(runs), found, {"name": "loopback-2026"})
+    lines = answer.lines(folded, verdict.answer(folded), found, {"name": "loopback-2026"})
     assert len(lines) <= answer.ANSWER_LINES - 1 and all(len(line) <= answer.ANSWER_WIDTH for line in lines)
     assert any(line.startswith("Projected to hosts like this one") for line in lines)
 
@@ -118,11 +121,11 @@ def test_two_family_answers_are_set_side_by_side():
     rerun = frame([{**r, "throughput_examples_per_s": r["throughput_examples_per_s"] * (0.3 if r["family"] ==
                                                                                           "allreduce" else 1.0)}
                    for r in first.to_dict("records")])
-    both = family_agreement(rerun, first).set_index("workers")
+    both = family_agreement(verdict.Verdicts.of(rerun), verdict.Verdicts.of(first)).set_index("workers")
     assert (both.loc[4, "verdict"], both.loc[4, "verdict_baseline"]) == (families.PS_AHEAD, families.ALLREDUCE_AHEAD)
     assert both.loc[4, "agreement"] == "reversed"
-    assert family_agreement(first, first)["agreement"].eq("same").all()
-    assert 'id="agreement-families"' in agreement_section(rerun, first)
+    assert family_agreement(verdict.Verdicts.of(first), verdict.Verdicts.of(first))["agreement"].eq("same").all()
+    assert 'id="agreement-families"' in agreement_section(verdict.Verdicts.of(rerun), verdict.Verdicts.of(first))
 
 
 def test_a_run_measured_again_stands_for_its_setting_and_the_first_is_kept_but_not_ranked():
@@ -131,6 +134,6 @@ def test_a_run_measured_again_stands_for_its_setting_and_the_first_is_kept_but_n
     first = {**run("allreduce", 9000.0, 4, "mlp", "allreduce", window=0.6), "superseded": "measured again"}
     again = frame([*rows, first])
     assert len(again) == len(runs) + 1  # the first run is still a row of the runs
-    cell = families.measured(again).set_index("workers").loc[4]
+    cell = families.measured(verdict.Verdicts.of(again)).set_index("workers").loc[4]
     assert cell["ratio"] == pytest.approx(2.0) and cell["rounds"] == 1  # the superseded run takes no part
-    assert verdict.unranked(again) == []
+    assert verdict.unranked(verdict.Verdicts.of(again)) == []

@@ -272,3 +272,21 @@ def test_a_run_without_its_machine_recorded_is_left_out_of_the_header():
 
     assert machines(pd.DataFrame([{"cpu_model": None, "cpu_count": None, "cpu_extensions": None}])) == ""
     assert machines(pd.DataFrame([{"cpu_model": "X", "cpu_count": None}])) == "Machine: X (extensions not recorded). "
+
+
+def test_a_report_folds_its_settings_and_rerun_spread_once(report_dir, tmp_path, monkeypatch):
+    from bench.analysis.report import verdict
+
+    calls = {"settings_of": 0, "rerun_spread": 0}
+    def counting(name: str):
+        real = getattr(verdict, name)
+
+        def counted(*args):
+            calls[name] += 1
+            return real(*args)
+        return counted
+
+    for name in calls:
+        monkeypatch.setattr(verdict, name, counting(name))
+    write_report([report_dir], tmp_path)
+    assert calls == {"settings_of": 1, "rerun_spread": 1}  # every section reads the one verdict.Verdicts

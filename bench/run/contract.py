@@ -46,6 +46,10 @@ PARAMETER_AVERAGING = "parameter-averaging"  # workers train alone; their weight
 # what of it overlaps their arrival counts as communication (docs/step-time.md): only the exposed part
 WHOLE_COMPUTE = frozenset({IN_GRAPH, ALLREDUCE, PARAMETER_AVERAGING})
 
+# whether a strategy's convergence run is in the default comparison's answer (Strategy.in_convergence_answer)
+ALWAYS = "always"
+FAMILY_FASTEST = "family-fastest"  # where it is its family's fastest on the first model's family cell
+
 # what a lost non-chief worker means to a run (TfCluster.worker_loss)
 RESTART_JOB = "restart-job"  # the run fails; --recover starts the whole job again from its latest checkpoint
 REJOIN = "rejoin"  # the run fails; --recover starts the worker again and it rejoins the running job
@@ -212,6 +216,9 @@ class Strategy:
     # a worker process drives --gpus-per-worker K devices as towers, summing their gradients before its exchange
     # (tf_cnn_benchmarks' worker of several GPUs); False: one device per worker process (K > 1 refused)
     worker_towers: ClassVar[bool] = False
+    # its convergence run in the default comparison's time-to-accuracy answer: "" (not), ALWAYS, or
+    # FAMILY_FASTEST (one of a family's, the fastest measured); the card's strategies and averaging's best
+    in_convergence_answer: ClassVar[str] = ""
 
     @classmethod
     def validate(cls, config: RunConfig) -> None:

@@ -43,9 +43,16 @@ def baseline_throughput(runs: pd.DataFrame) -> pd.Series:
     return ok.groupby(["model", "data", "batch_size"])["throughput_examples_per_s"].median()
 
 
+def windows_share(group: pd.DataFrame) -> float:
+    """A setting's runs' own 95 % intervals over their time windows as a share of its mean: a mean of n runs, each
+    known to its windows' share, is known to the root mean square share over root n (0 where none is known)."""
+    shares = group["throughput_ci95_examples_per_s"] / group["throughput_examples_per_s"]
+    return math.sqrt(float(np.nanmean(shares**2)) / len(shares)) if shares.notna().any() else 0.0
+
+
 def settings(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per setting (repeats folded): mean throughput and a 95% interval over the
-    repeats when there are several, else the single run's own interval."""
+    repeats when there are several, else the single run's own interval; and its runs' windows share."""
     ok = runs[runs["ok"]]
     rows = []
     for key, group in ok.groupby(GROUP_KEY, dropna=False):
@@ -62,6 +69,7 @@ def settings(runs: pd.DataFrame) -> pd.DataFrame:
         rows.append({**dict(zip(GROUP_KEY, key, strict=True)),
                      **{c: group[c].iloc[0] for c in DECLARED if c in group}, "repeats": len(group),
                      "throughput_examples_per_s": mean, "throughput_ci95_examples_per_s": half,
+                     "windows_share": windows_share(group),
                      "spread": spread, "log_sd": float(np.std(np.log(positive), ddof=1)) if len(positive) > 1
                      else math.nan, "scaling_efficiency": float(np.nanmean(group["scaling_efficiency"]))
                      if group["scaling_efficiency"].notna().any() else math.nan,

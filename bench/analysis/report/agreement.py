@@ -21,11 +21,11 @@ def verdict(here: str, there: str) -> str:
     return "tie in one" if TIE in (here, there) else "reversed"
 
 
-def agreement(here: pd.DataFrame, there: pd.DataFrame) -> pd.DataFrame:
+def agreement(here: verdicts.Verdicts, there: verdicts.Verdicts) -> pd.DataFrame:
     """The answer's cells of two sets of runs (with scaling efficiency added) side by side."""
     tables = []
-    for runs in (here, there):
-        table_ = verdicts.answer(runs)
+    for folded in (here, there):
+        table_ = verdicts.answer(folded)
         table_["said"] = [verdicts.said(row) for _, row in table_.iterrows()]
         tables.append(table_[[*(c for c in ("model", "workers", "link") if c in table_), "said", "lead",
                               "threshold"]])
@@ -35,11 +35,11 @@ def agreement(here: pd.DataFrame, there: pd.DataFrame) -> pd.DataFrame:
     return both
 
 
-def family_agreement(here: pd.DataFrame, there: pd.DataFrame) -> pd.DataFrame:
+def family_agreement(here: verdicts.Verdicts, there: verdicts.Verdicts) -> pd.DataFrame:
     """The measured family answers of two sets of runs side by side, cell by cell."""
     key = ["model", "workers", "link_gbit"]
     columns = [*key, "verdict", "ratio", "needs"]
-    mine, theirs = (families.measured(runs)[columns] for runs in (here, there))
+    mine, theirs = (families.measured(folded)[columns] for folded in (here, there))
     both = mine.merge(theirs, on=key, suffixes=("", "_baseline"))
     both["agreement"] = [verdict(a, b) for a, b in zip(both["verdict"], both["verdict_baseline"], strict=True)]
     return both
@@ -50,7 +50,7 @@ def counted(both: pd.DataFrame) -> str:
     return ", ".join(f"{counts.get(k, 0)} {k}" for k in ("same", "tie in one", "reversed"))
 
 
-def agreement_section(here: pd.DataFrame, there: pd.DataFrame) -> str:
+def agreement_section(here: verdicts.Verdicts, there: verdicts.Verdicts) -> str:
     both, paired = agreement(here, there), family_agreement(here, there)
     said = counted(both)
     family_parts = [

@@ -11,9 +11,10 @@ from pathlib import Path
 import pandas as pd
 
 from bench.analysis.projection.levels import DEFAULT_LEVEL
-from bench.analysis.report import families, verdict, why
+from bench.analysis.report import convergence_answer, families, verdict, why
 
-ANSWER_LINES = 25
+ANSWER_LINES = 32
+CELL_LINES = 13  # the measured cells' table at most (its head included); the time-to-accuracy block takes up to 8
 ANSWER_WIDTH = 100
 ANSWER_FILE = "answer.csv"
 
@@ -38,10 +39,10 @@ def machine(runs: pd.DataFrame) -> list[str]:
     return [f"Answer on {cpu}{cores}", whose]
 
 
-def spread_line(runs: pd.DataFrame, table: pd.DataFrame) -> str:
-    spread = verdict.rerun_spread(runs)
+def spread_line(verdicts: verdict.Verdicts, table: pd.DataFrame) -> str:
+    spread = verdicts.spread
     rounds = int(table["rounds"].min()) if len(table) and table["rounds"].notna().any() else 1
-    if verdict.measured(runs).empty:  # time to target on capped links: its seeds are its reruns
+    if verdicts.settings.empty:  # time to target on capped links: its seeds are its reruns
         return (f"Time to target accuracy over {rounds} seed{'s' if rounds > 1 else ''}; 'lead': the next one's "
                 "time over the first's; 'ahead': their 95 % intervals over seeds apart.")
     said = f"{rounds} round{'s' if rounds > 1 else ''} per setting; "
@@ -82,14 +83,13 @@ def growths(group: pd.DataFrame, spread: verdict.Spread) -> list[tuple[float, fl
     return sorted(out, reverse=True)
 
 
-def scaling(runs: pd.DataFrame) -> list[str]:
+def scaling(verdicts: verdict.Verdicts) -> list[str]:
     """Per model: the strategy whose own throughput grows most from its fewest workers to its most, where that
     growth is beyond what a rerun moves it and beyond the next strategy's by the same rule; else none is clear.
     Figures too wide to rank (verdict.WIDE_SHARE) take no part."""
-    rows = verdict.rankable(verdict.settings_of(runs))
+    rows, spread = verdicts.rankable, verdicts.spread
     if rows.empty:
         return []
-    spread = verdict.rerun_spread(runs)
     said = []
     for model, group in rows.groupby("model"):
         found = growths(group, spread)
@@ -208,23 +208,26 @@ def projected_lines(table: pd.DataFrame, profile: dict) -> list[str]:
     return lines
 
 
-def lines(runs: pd.DataFrame, table: pd.DataFrame, found: pd.DataFrame | None = None,
+def lines(verdicts: verdict.Verdicts, table: pd.DataFrame, found: pd.DataFrame | None = None,
           profile: dict | None = None, said: Sequence[str] = ()) -> list[str]:
     """The answer's lines without the report's path: the machine, the family answer measured here and projected to a
     cluster of machines like this one (`found`: families.both), what was not ranked, scaling, why the slowest family
     loses; the fastest-strategy table where no cell had both families. `said`: the preset's lines on its sizing."""
-    found = found if found is not None else families.measured(runs)
+    runs = verdicts.runs
+    found = found if found is not None else families.measured(verdicts)
     here = found[found["source"] == families.MEASURED] if len(found) else found
     there = found[found["source"] == families.PROJECTED] if len(found) else found
-    cells = measured_lines(here, room=ANSWER_LINES - 12) or fastest_lines(table, room=ANSWER_LINES - 12)
-    wide = verdict.unranked(runs)
+    cells = measured_lines(here, room=CELL_LINES) or fastest_lines(table, room=CELL_LINES)
+    wide = verdict.unranked(verdicts)
     notes = wrap(f"Not ranked (95 % interval beyond ±{verdict.WIDE_SHARE:.0%}): ", wide)[:2]
     fastest = [f"Fastest strategy per cell: {ANSWER_FILE} and the report."] if len(here) else []
-    slowest = list({model: line for model, _, line in reversed(why.summaries(runs))}.values())[::-1]
+    slowest = list({model: line for model, _, line in reversed(why.summaries(verdicts))}.values())[::-1]
     why_lines = ["Why the slowest family loses (the largest part of its step):", *[f"  {ln}" for ln in slowest]] \
         if slowest else []
-    head = [*machine(runs), spread_line(runs, table)]
-    out = [*head, *cells, *said, *projected_lines(there, profile or {}), *notes, *scaling(runs)[:2], *fastest]
+    head = [*machine(runs), spread_line(verdicts, table)]
+    converging = convergence_answer.lines(runs)
+    out = [*head, *cells, *said, *converging, *projected_lines(there, profile or {}), *notes, *scaling(verdicts)[:2],
+           *fastest]
     room = ANSWER_LINES - 1 - len(out)  # the report's line aside
     if room >= len(why_lines):
         out += why_lines

@@ -32,14 +32,13 @@ def verdict_of(low: float, high: float) -> str:
     return ALLREDUCE_AHEAD if low > 1 else PS_AHEAD if high < 1 else TIE
 
 
-def measured(runs: pd.DataFrame) -> pd.DataFrame:
+def measured(verdicts: verdict.Verdicts) -> pd.DataFrame:
     """Per model and workers (and link, on capped links): each family's fastest strategy among the figures a
     ranking may use (verdict.rankable), and allreduce's throughput over the parameter servers', its bounds the
     rerun rule's (the ratio over and times the lead a verdict needs)."""
-    table = verdict.rankable(verdict.settings_of(runs))
+    table, spread = verdicts.rankable, verdicts.spread
     if table.empty or "family" not in table:
         return pd.DataFrame(columns=COLUMNS)
-    spread = verdict.rerun_spread(runs)
     links = "link_mbit" in table and table["link_mbit"].notna().any()
     rows = []
     for key, group in table.groupby([*verdict.CELL, *(["link_mbit"] if links else [])], dropna=False):
@@ -101,10 +100,10 @@ def from_rows(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(out, columns=COLUMNS)
 
 
-def both(runs: pd.DataFrame, projection: dict) -> pd.DataFrame:
+def both(verdicts: verdict.Verdicts, projection: dict) -> pd.DataFrame:
     """The measured cells and those of `projection` (a projection.json's content, {} where none)."""
     cells = projected(projection.get("families"), projection.get("projection", []))
-    parts = [frame for frame in (measured(runs), cells) if len(frame)]
+    parts = [frame for frame in (measured(verdicts), cells) if len(frame)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
 
 

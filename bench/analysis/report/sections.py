@@ -7,7 +7,7 @@ import html as html_lib
 import pandas as pd
 
 from bench.analysis.projection.levels import DEFAULT_LEVEL
-from bench.analysis.report import aggregate, answer, families, plots, verdict
+from bench.analysis.report import aggregate, answer, convergence_answer, families, plots, verdict
 from bench.analysis.report.html import figure, folded, note, section, table
 from bench.analysis.runs.columns import RUN_COLUMNS
 from bench.metrics import significant
@@ -38,21 +38,24 @@ def micro_sections(paths) -> list[str]:
     return out
 
 
-def all_sections(runs: pd.DataFrame, verdicts: pd.DataFrame | None = None, found: pd.DataFrame | None = None
+def all_sections(verdicts: verdict.Verdicts, cells: pd.DataFrame | None = None, found: pd.DataFrame | None = None
                  ) -> list[str]:
+    """Every section of the report on `verdicts`' runs, the answer's first (`cells`: verdict.answer's table,
+    `found`: families.both's; each computed from `verdicts` where not given)."""
     from bench.analysis.report.checkpoints import checkpoints_section
     from bench.analysis.report.network import network_section
     from bench.analysis.report.recovery import recovery_section
     from bench.analysis.report.tradeoffs import tradeoffs_section
     from bench.analysis.report.why import why_section
 
+    runs = verdicts.runs
     emulated = runs["link_mbit"].notna() if "link_mbit" in runs else pd.Series(False, index=runs.index)
     converging = emulated & (runs["purpose"] == "convergence")
     plain = runs[~emulated]
     ok = plain[plain["ok"]]
     settings = aggregate.settings(plain)
     convergence = ok[ok["purpose"] == "convergence"]
-    verdicts = verdict.answer(runs) if verdicts is None else verdicts
+    cells = verdict.answer(verdicts) if cells is None else cells
     on_one_machine = [
         throughput(settings),
         efficiency(settings, plain),
@@ -63,12 +66,12 @@ def all_sections(runs: pd.DataFrame, verdicts: pd.DataFrame | None = None, found
         staleness(ok[ok["asynchronous"].fillna(False).astype(bool)]),
         *([stragglers(plain)] if (plain["scenario"] != "clean").any() else []),
     ] if len(plain) else []
-    found = families.measured(runs) if found is None else found
+    found = families.measured(verdicts) if found is None else found
     return [
-        *([family_answer(found)] if len(found) else []),
-        *([headline(runs, verdicts)] if len(verdicts) else []),
+        *([family_answer(found, runs)] if len(found) or convergence_answer.html_parts(runs) else []),
+        *([headline(verdicts, cells)] if len(cells) else []),
         *on_one_machine,
-        why_section(runs),
+        why_section(verdicts),
         *([network_section(runs[emulated & ~converging])] if (emulated & ~converging).any() else []),
         *([tradeoffs_section(runs[converging])] if converging.any() else []),
         *([recovery_section(runs)] if runs.get("recover", pd.Series(dtype=bool)).fillna(False).astype(bool).any()
@@ -81,8 +84,9 @@ def all_sections(runs: pd.DataFrame, verdicts: pd.DataFrame | None = None, found
     ]
 
 
-def family_answer(found: pd.DataFrame) -> str:
-    """Parameter servers or allreduce: the family answer measured here and projected (families.py)."""
+def family_answer(found: pd.DataFrame, runs: pd.DataFrame) -> str:
+    """Parameter servers or allreduce: the family answer measured here and projected (families.py), and on time to
+    accuracy (convergence_answer.py)."""
     columns = [("model", "model", "text"), ("workers", "workers", "int"), ("link_gbit", "link Gbit/s", "ratio"),
                ("verdict", "verdict", "text"), ("ratio", "allreduce / ps", "ratio"), ("low", "low", "ratio"),
                ("high", "high", "ratio"), ("parameter_servers", "parameter servers", "text"),
@@ -110,20 +114,22 @@ def family_answer(found: pd.DataFrame) -> str:
                        "Where it holds 1, the constant the ratio moves with most and the value at which the two "
                        "meet (its break-even, the other constants at their values): which family is ahead below it "
                        "(docs/projection.md, \"Where the answer turns\"; the Projection section below).")]
+    parts += [note(f"The same rows are {families.FAMILIES_FILE} beside this report.")] if parts else []
     return section("families", "The answer: parameter servers or allreduce?", *parts,
-                   note(f"The same rows are {families.FAMILIES_FILE} beside this report."))
+                   *convergence_answer.html_parts(runs))
 
 
-def headline(runs: pd.DataFrame, verdicts: pd.DataFrame) -> str:
+def headline(verdicts: verdict.Verdicts, cells: pd.DataFrame) -> str:
     """The answer: every cell's fastest strategy, its lead and whether a rerun would keep it (verdict.py)."""
-    links = "link" in verdicts
-    said = [*answer.machine(runs), answer.spread_line(runs, verdicts)] if len(verdicts) else []
+    runs = verdicts.runs
+    links = "link" in cells
+    said = [*answer.machine(runs), answer.spread_line(verdicts, cells)] if len(cells) else []
     via_host = int(runs["gpu_tensors_via_host"].fillna(False).astype(bool).sum()) \
         if "gpu_tensors_via_host" in runs else 0
     on_cpu = int(runs["cpu_on_gpu_host"].fillna(False).astype(bool).sum()) if "cpu_on_gpu_host" in runs else 0
-    wide = verdict.unranked(runs)
+    wide = verdict.unranked(verdicts)
     return section("headline", "Fastest strategy per model and worker count",
-                   *[note(line) for line in said], table(verdicts, [
+                   *[note(line) for line in said], table(cells, [
         ("model", "model", "text"), ("workers", "workers", "int"), *([("link", "link Mbit/s", "int")] if links else []),
         ("fastest", "fastest", "text"), ("verdict", "verdict", "text"), ("lead", "lead over runner-up", "ratio"),
         ("threshold", "lead needed to be ahead", "ratio"), ("runner_up", "runner-up", "text"),

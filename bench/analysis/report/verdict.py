@@ -100,19 +100,14 @@ def figure_share(row: pd.Series) -> float:
 
 
 def settings_of(runs: pd.DataFrame) -> pd.DataFrame:
-    """The settings a verdict reads (measured runs, repeats folded), each with `share` (figure_share) and
-    `too_wide` (share above WIDE_SHARE)."""
+    """The settings a verdict reads (measured runs, repeats folded, aggregate.settings), each with `share`
+    (figure_share) and `too_wide` (share above WIDE_SHARE)."""
     from bench.analysis.report.aggregate import settings
 
     clean = measured(runs)
     table = settings(clean) if len(clean) else pd.DataFrame()
     if table.empty:
         return table
-    # settings() folds the runs grouped by GROUP_KEY, in this order
-    table["windows_share"] = [math.sqrt(float(np.nanmean(shares ** 2)) / len(shares)) if shares.notna().any() else 0.0
-                              for _, group in clean[clean["ok"]].groupby(GROUP_KEY, dropna=False)
-                              for shares in [group["throughput_ci95_examples_per_s"]
-                                             / group["throughput_examples_per_s"]]]
     table = table.dropna(subset=["throughput_examples_per_s"]).copy()
     table["share"] = [figure_share(row) for _, row in table.iterrows()]
     table["too_wide"] = table["share"] > WIDE_SHARE
@@ -124,9 +119,27 @@ def rankable(table: pd.DataFrame) -> pd.DataFrame:
     return table[~table["too_wide"]] if len(table) else table
 
 
-def unranked(runs: pd.DataFrame) -> list[str]:
+@dataclass(frozen=True)
+class Verdicts:
+    """What every verdict of one report reads, computed once (Verdicts.of): its runs, their settings
+    (settings_of) and the rerun spread (rerun_spread)."""
+
+    runs: pd.DataFrame
+    settings: pd.DataFrame
+    spread: Spread
+
+    @classmethod
+    def of(cls, runs: pd.DataFrame) -> Verdicts:
+        return cls(runs, settings_of(runs), rerun_spread(runs))
+
+    @property
+    def rankable(self) -> pd.DataFrame:
+        return rankable(self.settings)
+
+
+def unranked(verdicts: Verdicts) -> list[str]:
     """ "mlp local-sgd (H=4) x2 ± 75 %" for each figure left out of every ranking for its interval's width."""
-    table = settings_of(runs)
+    table = verdicts.settings
     wide = table[table["too_wide"]] if len(table) else table
     return [f"{row['model']} {name_of(row)} x{int(row['workers'])} ± {100 * row['share']:.0f} %"
             for _, row in wide.iterrows()]
@@ -152,13 +165,12 @@ def threshold(best: pd.Series, runner: pd.Series, spread: Spread) -> float:
     return max(windows, math.exp(t975(min(dofs)) * math.sqrt(sum(variances))))
 
 
-def answer(runs: pd.DataFrame) -> pd.DataFrame:
+def answer(verdicts: Verdicts) -> pd.DataFrame:
     """One row per cell: the fastest strategy (its variant), the runner-up, the lead (>= 1), the threshold the
-    lead was held to, the verdict and the rounds behind it (`runs`: as collect.load reads them)."""
-    spread = rerun_spread(runs)
-    thr = rankable(settings_of(runs))
+    lead was held to, the verdict and the rounds behind it."""
+    spread, thr = verdicts.spread, verdicts.rankable
     if thr.empty:
-        return time_to_target_answer(runs)
+        return time_to_target_answer(verdicts.runs)
     links = "link_mbit" in thr and thr["link_mbit"].notna().any()
     cell = [*CELL, *(["link_mbit"] if links else [])]
     rows = []

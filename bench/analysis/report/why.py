@@ -10,7 +10,7 @@ import html as html_lib
 
 import pandas as pd
 
-from bench.analysis.report import plots, verdict
+from bench.analysis.report import plots, sparse, verdict
 from bench.analysis.report.html import figure, folded, note, section, table
 from bench.metrics import STEP_PARTS, significant
 from bench.run.process.breakdown import p50_column
@@ -129,11 +129,11 @@ def slowest_line(group: pd.DataFrame) -> str:
             f"{100 * share_of(last, last['largest']):.0f} % of a {significant(last['step_ms'])} ms step")
 
 
-def summaries(runs: pd.DataFrame) -> list[tuple[str, list[str], str]]:
+def summaries(verdicts: verdict.Verdicts) -> list[tuple[str, list[str], str]]:
     """Per model (and link, slowest first): the model, its sentences and its slowest family's line (empty without
     split records)."""
-    split = clean_split(runs)
-    table = verdict.settings_of(runs)
+    split = clean_split(verdicts.runs)
+    table = verdicts.settings
     wide = {(r["model"], r["variant"], r["workers"]) for _, r in table[table["too_wide"]].iterrows()} \
         if len(table) else set()
     split = split[[key not in wide for key in zip(split["model"], split["variant"], split["workers"])]] \
@@ -150,17 +150,21 @@ def clean_split(runs: pd.DataFrame) -> pd.DataFrame:
     return split[split["compute_p50_s"].notna()] if "compute_p50_s" in split else split.iloc[0:0]
 
 
-def why_section(runs: pd.DataFrame) -> str:
+def why_section(verdicts: verdict.Verdicts) -> str:
     """Where each strategy's step goes and what it reaches of the peak, per model and worker count."""
+    runs = verdicts.runs
     ident, title = "why", "Why it scales as it does"
     split = clean_split(runs)
     if split.empty:
         return section(ident, title, note("No throughput run recorded the split of its steps."))
     rows = shares(split)
-    said = "".join(f"<li>{html_lib.escape(' '.join(sentences))}</li>" for _, sentences, _ in summaries(runs))
+    said = "".join(f"<li>{html_lib.escape(' '.join(sentences))}</li>" for _, sentences, _ in summaries(verdicts))
+    tables = sparse.sentences(runs)
+    behind = note(f"Behind its family's fastest by more than {sparse.SLOWER:g}x on a model with a table, and the "
+                  "same two on the dense models: " + " ".join(tables)) if tables else ""
     # one worker alone has nothing to exchange or wait for: its row stays in the table
     lines = "".join(f"<li>{html_lib.escape(sentence(row))}</li>" for _, row in rows.iterrows() if row["workers"] > 1)
-    return section(ident, title, f'<ul class="answer">{said}</ul>', folded(
+    return section(ident, title, f'<ul class="answer">{said}</ul>', behind, folded(
         f"every setting's step, {len(rows)} rows", f'<ul>{lines}</ul>' + table(rows, [
             ("model", "model", "text"), ("workers", "workers", "int"), ("link_mbit", "link Mbit/s", "int"),
             ("variant", "strategy", "text"), ("step_ms", "step ms", "ratio"),

@@ -112,6 +112,7 @@ class Cell:
     processes: bool = True  # a worker per process (else the strategy's workers are towers of one process)
     family: str = ""  # the strategy's family (bench.run.contract)
     first: bool = False  # in its model's family cell: parameter servers against allreduce at its most workers
+    answer: str = ""  # a convergence run's part in the answer (bench.run.contract.Strategy.in_convergence_answer)
 
 
 @dataclass(frozen=True)
@@ -205,9 +206,7 @@ class Budget:
         throughput = [cell, *(c for c in later if c.purpose == "throughput")]
         fixed = sum(self.startup_s(c) for c in throughput)
         reserved = sum(self.convergence_s(c) for c in later if c.purpose == "convergence")
-        free = left - fixed - reserved
-        if free < LEAST_MEASURED_STEPS * self.step_s(cell) * len(throughput):
-            free = left - fixed  # the convergence runs will find too little left, and be skipped
+        free = left - fixed - reserved  # below the least: the runs measure their least, convergence runs what is left
         measure_s = max(0.0, free / len(throughput))
         step_s = self.step_s(cell)
         by_time, by_width = measure_s / step_s, self.steps_for_width(cell.model)
@@ -249,9 +248,10 @@ class Budget:
             self.learned.spread[cell.model].append(half / summary["throughput_examples_per_s"] * math.sqrt(measured))
 
     def least_s(self, cells: Sequence[Cell]) -> float:
-        """What `cells`' throughput runs need at the least: their start-ups and least measured steps."""
-        return sum(self.startup_s(c) + LEAST_MEASURED_STEPS * self.step_s(c)
-                   for c in cells if c.purpose == "throughput")
+        """What `cells` need at the least: their throughput runs' start-ups and least measured steps, and their
+        convergence runs' fixed steps."""
+        return sum(self.startup_s(c) + LEAST_MEASURED_STEPS * self.step_s(c) if c.purpose == "throughput"
+                   else self.convergence_s(c) for c in cells)
 
     def status(self) -> str:
         """ "(7.2 of 10.0 min budget left)" for the progress line."""

@@ -1,10 +1,14 @@
-"""The comparison's runs sized by its budget (bench.drivers.presets.budget) as they go: each run's steps
-set just before it starts, the rule that set them written into its run.json (`sizing`), what it cost
-learned after it ends, and a convergence run the budget has no room for left out with a line."""
+"""The comparison's runs as one queue sized by its budget (bench.drivers.presets.budget): the planned runs in
+their order (family cells, the answer's convergence runs, the rest), a run measured again right after it where its
+figure is too wide to rank, and, once the plan is done, further rounds of the family cells closest to their bar.
+Each run's steps are set just before it starts and written into its run.json (`sizing`); what it cost is learned
+as it ends, and its records are read then, once: the verdicts for the next round are computed from them. One rule
+says whether runs fit (`BudgetedRuns.fits`): narrowing, measuring again and rounds all ask it."""
 
 from __future__ import annotations
 
 import sys
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,18 +18,12 @@ import pandas as pd
 from bench.analysis.report.answer import fit
 from bench.analysis.report.verdict import WIDE_SHARE
 from bench.drivers.presets.budget import MOST_ROUNDS, REPORT_S, Budget, Cell, Sizing
+from bench.drivers.presets.runner import Turn
+from bench.run.contract import FAMILY_FASTEST
 from bench.run.process.records import RunFolder
 
-SIZED_FLAGS = ("--steps", "--warmup-steps")
-
-
-def with_steps(argv: Sequence[str], sizing: Sizing) -> list[str]:
-    """`argv` with its --steps and --warmup-steps values replaced by the sizing's."""
-    values = {"--steps": str(sizing.steps), "--warmup-steps": str(sizing.warmup_steps)}
-    out = list(argv)
-    for flag in SIZED_FLAGS:
-        out[out.index(flag) + 1] = values[flag]
-    return out
+AGAIN, ROUND = "again", "(another round)"  # why a planned run is made once more
+SUPERSEDED = f"measured again: its 95 % interval was wider than ±{WIDE_SHARE:.0%}"
 
 
 def say(line: str) -> None:
@@ -43,27 +41,158 @@ def closest_first(found: pd.DataFrame) -> pd.DataFrame:
 
 
 class BudgetedRuns:
-    """A runner.Sizer: the comparison's planned runs (`cells`, in the runner's order) within `budget`. Where the
-    budget cannot hold them all, every model is narrowed alike: runs not begun are left out, the least needed and
-    the last first, until those left fit at their least (Budget.least_s). Least needed: runs outside a family cell
-    (Cell.first); then, in the family cells, the strategies other than each family's fastest in the family cells
-    measured so far; the first model's family cell is never left out."""
+    """A runner.Queue: the comparison's planned runs (`cells`, in order) within `budget`. Where the budget cannot
+    hold them all, every model is narrowed alike: runs not begun are left out, the least needed and the last first,
+    until those left fit at their least. Least needed: runs outside a family cell (Cell.first); then, in the family
+    cells, the strategies other than each family's fastest in the family cells measured so far; the first model's
+    family cell is never left out."""
 
     def __init__(self, cells: Sequence[Cell], budget: Budget, more_rounds: bool = True) -> None:
         self.cells, self.budget, self.more_rounds = list(cells), budget, more_rounds
+        self.position = 0  # the next planned run not yet decided
+        self.pending: deque[tuple[int, str]] = deque()  # decided and not begun: (planned run, AGAIN or ROUND)
         self.sizings: dict[int, Sizing] = {}
-        self.left_out: list[str] = []  # convergence runs left out, each with why
         self.skipped: set[int] = set()  # throughput runs left out for want of time
+        self.left_out_convergence: list[str] = []  # convergence runs left out, each with why
+        self.not_fastest: dict[str, str] = {}  # convergence runs not made: not their family's fastest, by strategy
         self.rates: dict[int, float] = {}  # examples/s of the family cells' runs so far
-        self.again_wanted: set[int] = set()  # runs to measure once more: their figure too wide to rank
+        self.standing: dict[int, set[Path]] = {}  # each run's folders whose figure stands (ended ok, not superseded)
         self.measured_again: set[int] = set()
-        self.folders: dict[int, set[Path]] = {}  # each run's folders, as it ended
-        self.rounds_given: list[str] = []  # the family cells given another round, one entry a round
-        self.in_round: set[int] = set()  # runs of such a round about to run again, at their first steps
+        self.round_cells: list[str] = []  # the family cells given another round, one entry a round
+        self.rows: list[dict] = []  # every run so far as collect.load reads it, each read once, as it ended
 
-    def kept(self, cells: Sequence[Cell], start: int = 0) -> list[Cell]:
-        """`cells` (the planned runs from index `start` on) less those left out."""
-        return [c for i, c in enumerate(cells, start) if i not in self.skipped]
+    # the queue
+
+    def take(self) -> Turn | None:
+        """The next run to make: one decided already (measured again, a round's), else the next planned run that
+        the budget holds, else another round's first; None when there is none."""
+        while True:
+            if self.pending:
+                index, why = self.pending.popleft()
+                if why == AGAIN:
+                    self.sizings[index] = self.budget.size(self.cells[index], self.kept_from(self.position))
+                return Turn(index, self._steps(index), why)
+            if self.position < len(self.cells):
+                self.position += 1
+                if self.planned(self.position - 1):
+                    return Turn(self.position - 1, self._steps(self.position - 1))
+                continue
+            if not (self.more_rounds and self.another_round()):
+                return None
+
+    def _steps(self, index: int) -> tuple[int, int]:
+        return self.sizings[index].steps, self.sizings[index].warmup_steps
+
+    def planned(self, index: int) -> bool:
+        """Whether planned run `index` runs now, sized; a run the budget cannot hold is left out with a line."""
+        cell = self.cells[index]
+        if cell.purpose == "throughput":
+            self.narrow(index)
+            if index in self.skipped:
+                return False
+        elif not self.wanted(index):
+            if cell.strategy not in self.not_fastest:
+                self.not_fastest[cell.strategy] = self.family_best(cell.family) or ""
+                say(f"convergence: {cell.strategy} left to {self.not_fastest[cell.strategy]}, its family's "
+                    "fastest here")
+            return False
+        sizing = self.budget.size(cell, self.kept_from(index + 1))
+        if sizing is None:
+            left = max(0.0, self.budget.left_s() - REPORT_S)  # the report's time is kept back
+            line = (f"{cell.purpose}: {cell.strategy} {cell.model} x{cell.workers} (needs about "
+                    f"{self.budget.convergence_s(cell):.0f} s, {left:.0f} s left)")
+            self.left_out_convergence.append(line)
+            say(f"left out {line}")
+            return False
+        self.sizings[index] = sizing
+        return True
+
+    def ended(self, turn: Turn, wall_s: float, folders: set[Path]) -> None:
+        """Run `turn` ended after `wall_s`, its records in `folders`: its sizing written into them and its records
+        read, once (learn)."""
+        from bench.analysis.runs import collect
+
+        summary, ok, sizing = {}, bool(folders), self.sizings[turn.index].record()
+        for path in folders:
+            record = RunFolder(path).update_run(sizing={**sizing, "wall_s": round(wall_s, 2)})
+            summary = record.get("summary") or summary
+            ok = ok and record.get("status") == "ok"
+        self.learn(turn, wall_s, summary, ok, collect.load(sorted(folders)), folders)
+
+    def learn(self, turn: Turn, wall_s: float, summary: dict, ok: bool, rows: pd.DataFrame,
+              folders: set[Path] = frozenset()) -> None:
+        """What run `turn` returned (its summary, whether it ended ok, its rows as collect.load reads them): the
+        budget learns what it cost; a family cell's run ranks its family; a replacement that ended ok supersedes the
+        figure it replaces; a figure too wide to rank is measured again next, where it fits."""
+        index = turn.index
+        self.rows += rows.to_dict("records")
+        self.budget.learn(self.cells[index], self.sizings[index], wall_s, summary)
+        if ok and self.cells[index].first and summary.get("throughput_examples_per_s"):
+            self.rates[index] = float(summary["throughput_examples_per_s"])
+        if turn.why == AGAIN:
+            self._replaced(index, set(folders), ok)
+        elif ok:
+            self.standing[index] = set(folders)
+        if ok and not turn.why and index not in self.measured_again and self._too_wide(index, summary):
+            self.measured_again.add(index)
+            self.pending.appendleft((index, AGAIN))
+            cell = self.cells[index]
+            say(f"measuring {cell.strategy} {cell.model} x{cell.workers} again: its 95 % interval was wider than "
+                f"±{WIDE_SHARE:.0%} of its figure")
+
+    def _replaced(self, index: int, folders: set[Path], ok: bool) -> None:
+        """A run measured again ended: ok, it stands for its setting and the first is superseded (kept, and left out
+        of every figure the answer ranks); else the first figure stands."""
+        cell = self.cells[index]
+        if not ok:
+            say(f"{cell.strategy} {cell.model} x{cell.workers} measured again did not end ok: its first figure stands")
+            return
+        first = self.standing.get(index, set())
+        for path in first:
+            RunFolder(path).update_run(superseded=SUPERSEDED)
+        for row in self.rows:
+            if row.get("path") in {str(p) for p in first}:
+                row["superseded"] = SUPERSEDED
+        self.standing[index] = set(folders)
+
+    @property
+    def runs(self) -> pd.DataFrame:
+        """The runs so far, one frame (built from the rows: a column's type is that of all its values, where one
+        run's row alone, without a figure, would make it an object column)."""
+        return pd.DataFrame(self.rows)
+
+    # the one rule: do runs fit
+
+    def fits(self, start: int, extra_s: float = 0.0, convergence: bool = True) -> bool:
+        """Whether the planned runs not begun from `start` (less those left out; without their convergence runs,
+        with `convergence` False) at their least, and `extra_s` more, fit in what the budget has before the
+        report."""
+        rest = [c for c in self.kept_from(start) if convergence or c.purpose == "throughput"]
+        return self.budget.least_s(rest) + extra_s <= self.budget.left_s() - REPORT_S
+
+    def kept_from(self, start: int) -> list[Cell]:
+        """The planned runs from index `start` on, less those left out."""
+        return [c for i, c in enumerate(self.cells[start:], start) if i not in self.skipped and self.wanted(i)]
+
+    def wanted(self, index: int) -> bool:
+        """False for a convergence run the answer takes only from its family's fastest (FAMILY_FASTEST) once
+        another of its family is measured faster."""
+        cell = self.cells[index]
+        if cell.purpose != "convergence" or cell.answer != FAMILY_FASTEST:
+            return True
+        best = self.family_best(cell.family)
+        return best is None or best == cell.strategy
+
+    def _too_wide(self, index: int, summary: dict) -> bool:
+        """A throughput run whose 95 % interval is wider than WIDE_SHARE of its figure, where one more run of it
+        fits beside the runs left."""
+        cell = self.cells[index]
+        rate, half = summary.get("throughput_examples_per_s"), summary.get("throughput_ci95_examples_per_s")
+        if cell.purpose != "throughput" or not rate or half is None or half / rate <= WIDE_SHARE:
+            return False
+        return self.fits(self.position, self.budget.least_s([cell]))
+
+    # narrowing
 
     def family_best(self, family: str) -> str | None:
         """The family's fastest strategy in the first model's family cell measured (None before any)."""
@@ -87,24 +216,26 @@ class BudgetedRuns:
         return 1 if others and cell.strategy != best and (best is None or best in others) else 0
 
     def narrow(self, index: int) -> None:
-        """Before throughput run `index`: leave out runs not begun (this one included) until the runs left fit; where
-        only runs a family cell needs are left, the last model's whole cell goes. Decided afresh before every run
-        from what the runs so far cost: a run left out earlier comes back where the budget now holds it."""
+        """Before throughput run `index`, the queue's place: leave out runs not begun (this one included) until the
+        runs left fit (the convergence runs counted); where only runs a family cell needs are left, the convergence
+        runs make room first (each left out when it comes, Budget.size), then the last model's whole cell goes.
+        Decided afresh before every planned run from what the runs so far cost: a run left out earlier comes back
+        where the budget now holds it."""
         reached = {c.model for c in self.cells[:index] if c.first}  # family cells begun, or left out once begun
         dropped = {c.model for i, c in enumerate(self.cells[:index]) if c.first and i in self.skipped}
         begun = (reached - dropped) | {self.cells[0].model}  # the first model's family cell is never left out
         said = bool(self.skipped)
         self.skipped -= {i for i in range(index, len(self.cells))
                          if not (self.cells[i].first and self.cells[i].model in dropped)}
-        while True:
-            left = [i for i in range(index, len(self.cells)) if i not in self.skipped]
-            least = self.budget.least_s([self.cells[i] for i in left])
-            victims = [i for i in left if self.cells[i].purpose == "throughput"
+        while not self.fits(index):
+            victims = [i for i in range(index, len(self.cells)) if i not in self.skipped
+                       and self.cells[i].purpose == "throughput"
                        and not (self.cells[i].first and self.cells[i].model in begun and self.priority(i) == 0)]
-            if least <= self.budget.left_s() - REPORT_S or not victims:
+            if not victims or (max(map(self.priority, victims)) == 0 and self.fits(index, convergence=False)):
                 return
             if not said:
                 said = True
+                least = self.budget.least_s(self.kept_from(index))
                 say(f"the runs left need {least / 60:.1f} min at their least: every model narrowed alike, family "
                     "cells first")
             victim = max(victims, key=lambda i: (self.priority(i), i))
@@ -119,65 +250,47 @@ class BudgetedRuns:
         models = dict.fromkeys(c.model for _, c in firsts)
         return [m for m in models if all(i in self.skipped for i, c in firsts if c.model == m)]
 
-    def argv(self, index: int, argv: list[str]) -> list[str] | None:
-        cell = self.cells[index]
-        if index in self.in_round:
-            self.in_round.discard(index)
-            return with_steps(argv, self.sizings[index])
-        if cell.purpose == "throughput":
-            self.narrow(index)
-            if index in self.skipped:
-                return None
-        sizing = self.budget.size(cell, self.kept(self.cells[index + 1:], index + 1))
-        if sizing is None:
-            left = max(0.0, self.budget.left_s() - REPORT_S)  # the report's time is kept back
-            line = (f"{cell.purpose}: {cell.strategy} {cell.model} x{cell.workers} (needs about "
-                    f"{self.budget.convergence_s(cell):.0f} s, {left:.0f} s left)")
-            self.left_out.append(line)
-            say(f"left out {line}")
+    # rounds
+
+    def another_round(self) -> bool:
+        """After the planned runs: another round of the family cell whose verdict is closest to its bar (the rerun
+        rule's, bench.analysis.report.families, on the runs so far as they ended), its parameter-server and
+        allreduce runs in turn at the steps of their first, queued; False where none fits, or every cell has
+        MOST_ROUNDS."""
+        from bench.analysis.report.aggregate import add_scaling_efficiency
+        from bench.analysis.report.families import measured
+        from bench.analysis.report.verdict import Verdicts
+
+        if not self.rows:
+            return False
+        for _, cell in closest_first(measured(Verdicts.of(add_scaling_efficiency(self.runs)))).iterrows():
+            pair = [self.index_of(cell, column) for column in ("parameter_servers", "allreduce")]
+            if None in pair:
+                continue
+            cost = sum(self.budget.startup_s(self.cells[i])
+                       + (self.sizings[i].steps - self.sizings[i].warmup_steps) * self.budget.step_s(self.cells[i])
+                       for i in pair)
+            if not self.fits(len(self.cells), cost):
+                continue
+            order = pair if int(cell["rounds"]) % 2 == 0 else pair[::-1]  # A B, then B A: a drift touches both alike
+            self.pending.extend((i, ROUND) for i in order)
+            self.round_cells.append(f"{cell['model']} x{int(cell['workers'])}")
+            say(f"another round of {cell['model']} x{int(cell['workers'])}: its family verdict is the closest to "
+                "its bar")
+            return True
+        return False
+
+    def index_of(self, cell: pd.Series, column: str) -> int | None:
+        """The planned run of the family cell's fastest strategy in `column` (a variant's name), where it ran."""
+        runs = self.runs
+        named = runs[(runs["variant"] == cell[column]) & (runs["model"] == cell["model"])]
+        if named.empty:
             return None
-        self.sizings[index] = sizing
-        return with_steps(argv, sizing)
+        strategy = named["strategy"].iloc[0]
+        return next((i for i, c in enumerate(self.cells) if i in self.sizings and c.purpose == "throughput"
+                     and (c.strategy, c.model, c.workers) == (strategy, cell["model"], int(cell["workers"]))), None)
 
-    def ended(self, index: int, wall_s: float, folders: set[Path]) -> None:
-        sizing = self.sizings[index]
-        summary = {}
-        for path in folders:
-            record = RunFolder(path).update_run(sizing={**sizing.record(), "wall_s": round(wall_s, 2)})
-            summary = record.get("summary") or summary
-        self.folders[index] = folders
-        self.learn(index, wall_s, summary)
-
-    def learn(self, index: int, wall_s: float, summary: dict) -> None:
-        """What run `index` cost (its run.json's summary): the budget learns it; a family cell's run ranks its
-        family; a figure too wide to rank is measured again where the budget allows."""
-        self.budget.learn(self.cells[index], self.sizings[index], wall_s, summary)
-        if self.cells[index].first and summary.get("throughput_examples_per_s"):
-            self.rates[index] = float(summary["throughput_examples_per_s"])
-        if self._too_wide(index, summary) and index not in self.measured_again:
-            self.again_wanted.add(index)
-
-    def _too_wide(self, index: int, summary: dict) -> bool:
-        """A throughput run whose 95 % interval is wider than WIDE_SHARE of its figure, where the budget holds one
-        more run of it beside the throughput runs left at their least."""
-        cell = self.cells[index]
-        rate, half = summary.get("throughput_examples_per_s"), summary.get("throughput_ci95_examples_per_s")
-        if cell.purpose != "throughput" or not rate or half is None or half / rate <= WIDE_SHARE:
-            return False
-        return self.budget.least_s([cell, *self.kept(self.cells[index + 1:], index + 1)]) \
-            <= self.budget.left_s() - REPORT_S
-
-    def again(self, index: int) -> bool:
-        if index not in self.again_wanted:
-            return False
-        self.again_wanted.discard(index)
-        self.measured_again.add(index)
-        for path in self.folders.get(index, ()):  # kept, and left out of every figure the answer ranks
-            RunFolder(path).update_run(superseded=f"measured again: its 95 % interval was wider than ±{WIDE_SHARE:.0%}")
-        cell = self.cells[index]
-        say(f"measuring {cell.strategy} {cell.model} x{cell.workers} again: its 95 % interval was wider than "
-            f"±{WIDE_SHARE:.0%} of its figure")
-        return True
+    # what it says
 
     def status(self) -> str:
         return self.budget.status()
@@ -194,54 +307,24 @@ class BudgetedRuns:
                f"{split['convergence'] / 60:.1f} min, the rest {split['between runs']:.0f} s "
                f"({(split['probe'] + split['throughput'] + split['convergence'] + split['between runs']) / 60:.1f} min "
                "until the report).")
-        if self.rounds_given:
-            given = {c: self.rounds_given.count(c) for c in dict.fromkeys(self.rounds_given)}
+        if self.round_cells:
+            given = {c: self.round_cells.count(c) for c in dict.fromkeys(self.round_cells)}
             out += (" Rounds beyond the first, to the family cells closest to their bar: "
                     f"{', '.join(f'{c} {n}' for c, n in given.items())}.")
         if self.measured_again:
             again = [self.cells[i] for i in sorted(self.measured_again)]
             out += (f" Measured again, their first interval wider than ±{WIDE_SHARE:.0%}: "
                     f"{'; '.join(f'{c.strategy} {c.model} x{c.workers}' for c in again)}.")
-        left_out = [f"{c.strategy} {c.model} x{c.workers}" for c in map(self.cells.__getitem__, sorted(self.skipped))]
-        if left_out or self.left_out:
-            out += f" Left out for want of time: {'; '.join([*left_out, *self.left_out])}."
+        if self.not_fastest:
+            out += (" Convergence runs of a family's fastest only: "
+                    f"{'; '.join(f'{s} left to {best}' for s, best in self.not_fastest.items())}.")
         return out
 
-    def another_round(self, folder: Path) -> list[int]:
-        """After the planned runs: another round of the family cell whose verdict is closest to its bar (the rerun
-        rule's, bench.analysis.report.families), its parameter-server and allreduce runs in turn at the steps of
-        their first; none where the budget cannot hold both, or every cell has MOST_ROUNDS."""
-        if not self.more_rounds:
-            return []
-        from bench.analysis.report.build import summary_frame
-        from bench.analysis.report.families import measured
-
-        runs = summary_frame([folder])
-        for _, cell in closest_first(measured(runs)).iterrows():
-            pair = [self.index_of(runs, cell, column) for column in ("parameter_servers", "allreduce")]
-            if None in pair:
-                continue
-            cost = sum(self.budget.startup_s(self.cells[i])
-                       + (self.sizings[i].steps - self.sizings[i].warmup_steps) * self.budget.step_s(self.cells[i])
-                       for i in pair)
-            if cost > self.budget.left_s() - REPORT_S:
-                continue
-            order = pair if int(cell["rounds"]) % 2 == 0 else pair[::-1]  # A B, then B A: a drift touches both alike
-            self.in_round.update(order)
-            self.rounds_given.append(f"{cell['model']} x{int(cell['workers'])}")
-            say(f"another round of {cell['model']} x{int(cell['workers'])}: its family verdict is the closest to "
-                "its bar")
-            return order
-        return []
-
-    def index_of(self, runs: pd.DataFrame, cell: pd.Series, column: str) -> int | None:
-        """The planned run of the family cell's fastest strategy in `column` (a variant's name), where it ran."""
-        named = runs[(runs["variant"] == cell[column]) & (runs["model"] == cell["model"])]
-        if named.empty:
-            return None
-        strategy = named["strategy"].iloc[0]
-        return next((i for i, c in enumerate(self.cells) if i in self.sizings and c.purpose == "throughput"
-                     and (c.strategy, c.model, c.workers) == (strategy, cell["model"], int(cell["workers"]))), None)
+    def left_out(self) -> list[str]:
+        """The runs the budget left out, a line each (the report's list at its end)."""
+        skipped = [f"throughput: {c.strategy} {c.model} x{c.workers}"
+                   for c in map(self.cells.__getitem__, sorted(self.skipped))]
+        return [*skipped, *self.left_out_convergence]
 
     def notes(self) -> list[str]:
         """The answer's lines on what the budget left out (ANSWER_WIDTH columns at most)."""

@@ -27,7 +27,7 @@ from bench.drivers.presets.runner import refused_cells, run_all
 from bench.errors import UsageError
 from bench.infra import peak
 from bench.run import models as known_models
-from bench.run.contract import ALLREDUCE, IN_PROCESS, PARAMETER_SERVER
+from bench.run.contract import ALLREDUCE, IN_PROCESS, PARAMETER_AVERAGING, PARAMETER_SERVER
 from bench.run.data import SYNTHETIC
 from bench.run.launch.slurm import srun
 from bench.run.validation import model_refusal
@@ -38,6 +38,9 @@ DEFAULT_WORKERS = (1, 2, 4)
 DEFAULT_MODELS = ("mlp", "cnn", "embedding")
 CONVERGENCE = {"model": "mlp", "data": "teacher", "workers": 2, "eval_every": 100}
 CONVERGENCE_STEPS = 2500  # single reaches the teacher task's target after 1,000-2,000
+# a budgeted comparison's convergence runs per strategy: the fewest whose spread says whether a lead holds
+# (bench.analysis.report.convergence_answer); each of the answer's 5 takes 4-32 s on 2 cores (docs/convergence.md)
+CONVERGENCE_SEEDS = 2
 # throughput steps per model: enough measured time for a small model's sub-millisecond steps
 # (--full, and the network preset: cnn 100; the default's 60 keeps cnn's median 95% interval
 # under 4% of its throughput, docs/presets.md)
@@ -106,16 +109,17 @@ def worker_counts(strategy: str, wanted: Sequence[int], one_process_runs: bool =
 
 
 def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int], steps: int | None,
-         convergence_steps: int, repeats: int, convergence_workers: int = CONVERGENCE["workers"],
+         convergence_steps: int, repeats: int, convergence_workers: int | None = None,
          per_model: dict[str, int] = DEFAULT_STEPS, one_process_runs: bool = True,
-         rounds: int | None = None, family_first: bool = False) -> list[Planned]:
+         rounds: int | None = None, family_first: bool = False, seeds: int | None = None) -> list[Planned]:
     """Throughput runs in `rounds` rounds (default: `repeats`), a cell's strategies one after the other (model,
     then worker count, then strategy: a slow drift of the machine touches every strategy of a cell alike), their
     order reversed in every other round (A B C, C B A: a steady drift adds the same to each strategy's mean);
     the baseline's 1-worker run at least BASELINE_REPEATS times, the extra runs spread through its model's last
-    round; convergence runs, one per seed 0..repeats-1. A strategy that cannot train a model
-    (bench.run.validation.model_refusal) has no runs of it (runner.refused_cells). `family_first` (a budgeted
-    comparison): every model's family cell before the rest (family_cells_first)."""
+    round; convergence runs, one per seed 0..`seeds`-1 (default: `repeats`) (convergence_runs). A strategy that
+    cannot train a model (bench.run.validation.model_refusal) has no runs of it (runner.refused_cells).
+    `family_first` (a budgeted comparison): every model's family cell first (family_cells_first), then the
+    convergence runs of the answer, then the rest."""
     rounds = repeats if rounds is None else rounds
     runs = []
     for round_ in range(rounds):
@@ -131,24 +135,44 @@ def plan(strategies: Sequence[str], models: Sequence[str], workers: Sequence[int
             if round_ == rounds - 1:
                 block = with_baseline_repeats(block, BASELINE_REPEATS - rounds)
             runs += block
-    if family_first:
-        runs = family_cells_first(runs)
-    for seed in range(repeats) if convergence_steps else []:
+    seeds = repeats if seeds is None else seeds
+    converging = convergence_runs(strategies, convergence_steps, seeds, convergence_workers,
+                                  workers if family_first else None) if convergence_steps else []
+    if not family_first:
+        return runs + converging
+    cells, rest = family_cells_first(runs)
+    return cells + converging + rest
+
+
+def convergence_runs(strategies: Sequence[str], steps: int, seeds: int, workers: int | None,
+                     answer_workers: Sequence[int] | None = None) -> list[Planned]:
+    """One convergence run of each strategy per seed on the teacher task, seed after seed (a comparison cut short
+    has each strategy's first). `answer_workers` (a budgeted comparison, whose answer they are part of): only the
+    strategies declared in the time-to-accuracy answer (Strategy.in_convergence_answer), each at the most of these
+    it runs with, as its family cell; else every strategy, at `workers` (default CONVERGENCE's)."""
+    runs = []
+    for seed in range(seeds):
         for strategy in strategies:
-            n = worker_counts(strategy, [convergence_workers])[0]
-            runs.append(Planned(strategy, CONVERGENCE["model"], CONVERGENCE["data"], n, convergence_steps,
-                                "convergence", seed if repeats > 1 else None))
+            if answer_workers is not None and not registry.get(strategy).in_convergence_answer:
+                continue
+            if workers is not None or answer_workers is None:
+                n = worker_counts(strategy, [workers or CONVERGENCE["workers"]])[0]
+            else:
+                n = worker_counts(strategy, answer_workers, one_process_runs=False)[-1]
+            runs.append(Planned(strategy, CONVERGENCE["model"], CONVERGENCE["data"], n, steps, "convergence",
+                                seed if seeds > 1 else None))
     return runs
 
 
-FAMILY_CELL = (PARAMETER_SERVER, ALLREDUCE)  # the families the suite's question sets against each other
+# the families the suite's question sets against each other, and averaging, whose fastest the convergence answer runs
+FAMILY_CELL = (PARAMETER_SERVER, ALLREDUCE, PARAMETER_AVERAGING)
 
 
-def family_cells_first(runs: list[Planned]) -> list[Planned]:
-    """The first round's runs of each model's family cell first, model after model, marked `first`: its baseline's
-    1-worker run (what the projection to a cluster calibrates its compute from) and its parameter-server and
-    allreduce strategies at its most workers; then the rest in their order. Where a budget cannot hold every run,
-    every model keeps its family verdict (bench.drivers.presets.budgeted)."""
+def family_cells_first(runs: list[Planned]) -> tuple[list[Planned], list[Planned]]:
+    """The first round's runs of each model's family cell, model after model, marked `first`: its baseline's
+    1-worker run (what the projection to a cluster calibrates its compute from) and its parameter-server,
+    allreduce and averaging strategies at its most workers; and the rest in their order. Where a budget cannot
+    hold every run, every model keeps its family verdict (bench.drivers.presets.budgeted)."""
     most = {}
     for run in runs:
         if run.purpose == "throughput" and registry.get(run.strategy).family in FAMILY_CELL:
@@ -170,7 +194,7 @@ def family_cells_first(runs: list[Planned]) -> list[Planned]:
         else:
             rest.append(run)
     cells.sort(key=lambda run: list(most).index(run.model))  # stable: a model's baseline, then its cell
-    return cells + rest
+    return cells, rest
 
 
 def with_baseline_repeats(block: list[Planned], extra: int) -> list[Planned]:
@@ -206,13 +230,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--convergence-steps", type=int, default=CONVERGENCE_STEPS,
                    help=f"steps of each convergence run on {CONVERGENCE['data']}; 0 leaves them out "
                         f"(default: {CONVERGENCE_STEPS})")
-    p.add_argument("--convergence-workers", type=int, default=CONVERGENCE["workers"],
-                   help=f"workers of each convergence run (default: {CONVERGENCE['workers']})")
+    p.add_argument("--convergence-workers", type=int, default=None,
+                   help=f"workers of each convergence run (default: {CONVERGENCE['workers']}; with --budget, the "
+                        "family cells' most)")
     p.add_argument("--batch-size", type=int, default=64, help="per worker (default: 64)")
     p.add_argument("--repeats", type=int, default=None,
                    help="rounds of the throughput runs (each round every setting once, a cell's strategies one after "
                         "the other), and convergence runs of each strategy with seeds 0..N-1 (default: 1; with "
-                        "--budget, as many rounds as the budget fits)")
+                        f"--budget, as many rounds as the budget fits, and {CONVERGENCE_SEEDS} seeds)")
     p.add_argument("--output", default="results", help="(default: results)")
     p.add_argument("--timeout-s", type=float, default=600, help="longest a single run may take (default: 600)")
     p.add_argument("--budget", default=None,
@@ -246,7 +271,7 @@ def validate(args: argparse.Namespace) -> None:
     args.repeats = 1 if args.repeats is None else args.repeats
     for flag, value in (("--repeats", args.repeats), ("--batch-size", args.batch_size),
                         ("--convergence-workers", args.convergence_workers)):
-        if value < 1:
+        if value is not None and value < 1:
             raise UsageError(f"{flag}: must be >= 1, got {value}")
     if args.steps is not None and args.steps < 5:
         raise UsageError("--steps: a throughput run needs at least 5 steps")
@@ -261,7 +286,13 @@ def validate(args: argparse.Namespace) -> None:
         profile.load(args.profile)  # refused now, not after the runs
     if srun.in_allocation():
         args.workers = srun.counts_that_fit(args.workers, "--workers")
-        args.convergence_workers = srun.counts_that_fit([args.convergence_workers], "--convergence-workers")[0]
+        if args.convergence_workers is not None:
+            args.convergence_workers = srun.counts_that_fit([args.convergence_workers], "--convergence-workers")[0]
+
+
+def convergence_seeds(args: argparse.Namespace) -> int:
+    """--repeats where given; else CONVERGENCE_SEEDS with --budget (its answer weighs seeds), 1 without."""
+    return args.rounds_given or (CONVERGENCE_SEEDS if args.budget is not None else 1)
 
 
 def measure_peak_once() -> None:
@@ -287,7 +318,8 @@ def probed_budget(runs: Sequence[Planned], args: argparse.Namespace, began: floa
 def cells(runs: Sequence[Planned]) -> list[budget.Cell]:
     return [budget.Cell(run.strategy, run.model, run.workers, run.purpose, run.steps,
                         registry.is_baseline(run.strategy), registry.get(run.strategy).runs_as.kind != IN_PROCESS,
-                        registry.get(run.strategy).family, run.first)
+                        registry.get(run.strategy).family, run.first,
+                        registry.get(run.strategy).in_convergence_answer if run.purpose == "convergence" else "")
             for run in runs]
 
 
@@ -303,7 +335,7 @@ def main(argv: Sequence[str]) -> int:
     def planned(rounds: int | None = None) -> list[Planned]:
         return plan(args.strategies, args.models, args.workers, args.steps, args.convergence_steps, args.repeats,
                     args.convergence_workers, FULL_STEPS if args.full else DEFAULT_STEPS, args.one_process_runs,
-                    rounds, family_first=args.budget is not None)
+                    rounds, family_first=args.budget is not None, seeds=convergence_seeds(args))
 
     runs, sizer = planned(), None
     left_out = refused_cells((strategy, model) for model in args.models for strategy in args.strategies)

@@ -10,7 +10,9 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -130,62 +132,123 @@ class InterimReport:
         self.spent += time.monotonic() - began
 
 
-class Sizer(Protocol):
-    """Sizes a preset's runs as they go (bench.drivers.presets.budgeted: a time budget)."""
+@dataclass(frozen=True)
+class Turn:
+    """One run a preset makes: which planned run, the steps that replace its planned ones (None: as planned), and
+    why it runs once more ("" the first time)."""
 
-    def argv(self, index: int, argv: list[str]) -> list[str] | None:
-        """Run `index`'s arguments as sized, or None to leave it out (the sizer says why)."""
+    index: int
+    steps: tuple[int, int] | None = None  # (steps, warm-up steps)
+    why: str = ""
 
-    def ended(self, index: int, wall_s: float, folders: set[Path]) -> None:
-        """Run `index` ended after `wall_s`, its records in `folders`."""
+
+def with_steps(argv: Sequence[str], steps: tuple[int, int]) -> list[str]:
+    """`argv` with its --steps and --warmup-steps values replaced."""
+    out = list(argv)
+    for flag, value in zip(("--steps", "--warmup-steps"), steps, strict=True):
+        out[out.index(flag) + 1] = str(value)
+    return out
+
+
+class Queue(Protocol):
+    """What a preset runs next (bench.drivers.presets.budgeted: sized by a time budget)."""
+
+    def take(self) -> Turn | None:
+        """The next run to make; None when there is none (what it left out, it says)."""
+
+    def ended(self, turn: Turn, wall_s: float, folders: set[Path]) -> None:
+        """Run `turn` ended after `wall_s`, its records in `folders`."""
 
     def status(self) -> str:
-        """What is left of the budget, for the progress line."""
+        """What is left of the budget, for the progress line ("" for none)."""
 
     def remark(self) -> str:
-        """What the sizing did, for the report's header."""
+        """How it sized the runs, for the report's end."""
 
-    def again(self, index: int) -> bool:
-        """Whether run `index`, just ended, is to be measured once more (its figure too wide to rank)."""
+    def left_out(self) -> list[str]:
+        """The runs it left out, a line each with why."""
 
     def notes(self) -> list[str]:
         """What the answer says of the sizing (what it left out), a line each."""
 
-    def another_round(self, folder: Path) -> list[int]:
-        """After the planned runs: runs (by index) to make once more, in order; none to stop."""
+
+class InOrder:
+    """The Queue of a preset with fixed steps: every planned run once, in order."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.next = total, 0
+
+    def take(self) -> Turn | None:
+        if self.next >= self.total:
+            return None
+        self.next += 1
+        return Turn(self.next - 1)
+
+    def ended(self, turn: Turn, wall_s: float, folders: set[Path]) -> None:
+        pass
+
+    def status(self) -> str:
+        return ""
+
+    def remark(self) -> str:
+        return ""
+
+    def left_out(self) -> list[str]:
+        return []
+
+    def notes(self) -> list[str]:
+        return []
 
 
-def run_one(i: int, total: int, label: str, argv: list[str], folder: Path, timeout_s: float,
-            command: Sequence[str], sizer: Sizer | None, started: float) -> int:
-    """Run i of `total` as its sizer sizes it (1; 2 where the sizer had it measured again), or not at all (0: the
-    sizer left it out)."""
-    made = 0
-    while True:
-        sized = sizer.argv(i - 1, argv) if sizer else argv
-        if sized is None:
-            return made
-        left = f" ({sizer.status()})" if sizer else time_left(started, i - 1, total)
-        print(f"[{i}/{total}] {label}{' again' if made else ''}{left}", file=sys.stderr, flush=True)
-        began, before = time.monotonic(), run_folders(folder)
-        execute([*sized, "--output", str(folder)], timeout_s, folder, folder / "matrix.log", command)
-        made += 1
-        if not sizer:
-            return made
-        sizer.ended(i - 1, time.monotonic() - began, run_folders(folder) - before)
-        if not sizer.again(i - 1):
-            return made
+def run_turn(turn: Turn, runs: Sequence[tuple[str, list[str]]], folder: Path, timeout_s: float,
+             command: Sequence[str], progress: str) -> tuple[float, set[Path]]:
+    """Make one run as its turn sizes it: its wall time and the run folders it wrote."""
+    label, argv = runs[turn.index]
+    print(f"[{turn.index + 1}/{len(runs)}] {label}{f' {turn.why}' if turn.why else ''}{progress}", file=sys.stderr,
+          flush=True)
+    sized = with_steps(argv, turn.steps) if turn.steps else argv
+    began, before = time.monotonic(), run_folders(folder)
+    execute([*sized, "--output", str(folder)], timeout_s, folder, folder / "matrix.log", command)
+    return time.monotonic() - began, run_folders(folder) - before
+
+
+def make_runs(name: str, queue: Queue, runs: Sequence[tuple[str, list[str]]], folder: Path, timeout_s: float,
+              command: Sequence[str], before: Callable[[int], None] | None, interim: InterimReport
+              ) -> tuple[int, str | None]:
+    """Every run the queue yields, made; how many, and why they stopped early (None: they did not)."""
+    made, started = 0, time.monotonic()
+    try:
+        with interruptible():
+            while (turn := queue.take()) is not None:
+                if before is not None:
+                    before(turn.index)
+                progress = f" ({queue.status()})" if queue.status() else time_left(started, made, len(runs))
+                wall_s, folders = run_turn(turn, runs, folder, timeout_s, command, progress)
+                made += 1
+                queue.ended(turn, wall_s, folders)
+                interim.after_run(made)
+    except Interrupted as exc:
+        stopped = f"interrupted ({exc}) after {made} of {len(runs)} runs"
+    except Exception as exc:  # noqa: BLE001 - a fault of the preset's own: the runs made so far still get their report
+        traceback.print_exc()
+        stopped = f"stopped by its own error after {made} runs: {exc!r}"
+    else:
+        return made, None
+    print(f"{name}: {stopped}", file=sys.stderr, flush=True)
+    return made, stopped
 
 
 def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, timeout_s: float,
             before: Callable[[int], None] | None = None, command: Sequence[str] = BENCH,
-            skipped: Sequence[str] = (), sizer: Sizer | None = None,
+            skipped: Sequence[str] = (), sizer: Queue | None = None,
             before_report: Callable[[Path], object] | None = None) -> int:
     """Every run of a preset, one after the other, into `output`/NAME-<time>/; then the report,
     also copied (with summary.csv) to `output`. `before(i)` prepares run i (a link cap); `command`
     starts each run (`python -m bench`, or that under salloc). SIGINT or SIGTERM (whatever
     disposition this process inherited) ends the run in progress and the preset; the report then
     shows the runs made so far, and the status is 130. `skipped`: cells the preset left out, each with
-    why, which the report's remark lists. `sizer`: sizes each run just before it starts. `before_report(folder)`:
+    why, which the report lists. `sizer`: the queue that says which run is next and sizes it (default: every run
+    once, in order, as planned). `before_report(folder)`:
     what the preset adds to the folder before its report reads it (the comparison's projection)."""
     from bench.analysis.report.answer import ANSWER_FILE
     from bench.analysis.report.build import ANSWER_TEXT, write_report
@@ -195,36 +258,22 @@ def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, time
     for line in skipped:
         print(f"{name}: left out {line}", file=sys.stderr, flush=True)
     started = time.monotonic()
-    done, made, stopped = 0, 0, None
-    interim = InterimReport(name, folder, output, len(runs), started)
-    try:
-        with interruptible():
-            for i, (label, argv) in enumerate(runs, 1):
-                if before is not None:
-                    before(i - 1)
-                made += run_one(i, len(runs), label, argv, folder, timeout_s, command, sizer, started)
-                done = i
-                if i < len(runs):
-                    interim.after_run(i)
-            while sizer and (again := sizer.another_round(folder)):
-                for index in again:
-                    label, argv = runs[index]
-                    made += run_one(index + 1, len(runs), f"{label} (another round)", argv, folder, timeout_s,
-                                    command, sizer, started)
-    except Interrupted as exc:
-        stopped = f"interrupted ({exc}) after {done} of {len(runs)} runs"
-        print(f"{name}: {stopped}", file=sys.stderr, flush=True)
+    queue = sizer or InOrder(len(runs))
+    made, stopped = make_runs(name, queue, runs, folder, timeout_s, command, before,
+                              InterimReport(name, folder, output, len(runs), started))
     elapsed = time.monotonic() - started
     said = f"{made} runs" if stopped is None else stopped
+    status = 0 if stopped is None else 130 if stopped.startswith("interrupted") else 1
     if stopped is not None and not run_folders(folder):
-        return 130  # nothing to report
-    left_out = f" Left out, as a run of each would be refused: {'; '.join(skipped)}." if skipped else ""
-    sizing = f" {sizer.remark()}" if sizer else ""
+        return status  # nothing to report
+    left_out = [*queue.left_out(), *(f"{line} (a run would refuse it)" for line in skipped)]
     if before_report is not None and stopped is None:
         before_report(folder)
-    html = write_report([folder], folder,
-                        remark=f"The {name} preset: {said} in {elapsed / 60:.1f} min.{sizing}{left_out}",
-                        notes=sizer.notes() if sizer else ())
+    html = write_report([folder], folder, notes=queue.notes(),
+                        remark=f"The {name} preset: {said} in {elapsed / 60:.1f} min." + (
+                            f" {len(left_out)} left out: listed at the end, with how the runs were sized."
+                            if left_out else ""),
+                        appendix=(queue.remark(), left_out))
     shutil.copy(html, output / "report.html")
     shutil.copy(folder / "summary.csv", output / "summary.csv")
     print(f"{said} in {elapsed / 60:.1f} min", file=sys.stderr)
@@ -232,4 +281,4 @@ def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, time
     if shown.is_file() and shown.read_text().strip():
         print(shown.read_text().rstrip())
     print(f"report: {(output / 'report.html').resolve()} (answer.csv: {(folder / ANSWER_FILE).resolve()})")
-    return 0 if stopped is None else 130
+    return status

@@ -6,6 +6,12 @@ the rows its batch touches, so its gradient is sparse (tf.IndexedSlices).
 The batch's ids are made unique before the lookup, as production embedding lookups do:
 each touched row is read (and, from a parameter server, moved) once per step, and the
 gradient carries each touched row once.
+
+Under a tf.distribute strategy (mirrored, allreduce-tf) the table is a mirrored variable, and
+tf.gather on it reads the whole table every step: the variable's `sparse_read` is the base
+Variable's, which raises AttributeError, and tf.gather falls back to a dense read (TF 2.21). So
+the rows are read from the replica's own copy, as a plain variable's are: measured on one
+replica, 2M x 16 rows, 10.8 against 0.32 ms a step (docs/embedding.md).
 """
 
 import tensorflow as tf
@@ -17,6 +23,14 @@ DECLARES = ({"name": "embedding", "class": "Embedding", "reads": "ids"},)
 
 HIDDEN = 64
 INIT_SCALE = 0.05
+
+
+def own_copy(table: tf.Variable) -> tf.Variable:
+    """The replica's own copy of a tf.distribute variable (a plain variable is its own): its reads, and the
+    gradient the tape gives the distributed variable, stay those of the rows read."""
+    if isinstance(table, tf.distribute.DistributedValues):
+        return table._get_on_device_or_primary()  # no public accessor in TF 2.21
+    return table
 
 
 class Embedding(Model):
@@ -38,7 +52,7 @@ class Embedding(Model):
         if isinstance(self.table, PartitionedVariable):
             # pieces split along rows in order: TensorFlow's "div" partition strategy
             return tf.nn.embedding_lookup(list(self.table), unique_ids)
-        return tf.gather(self.table, unique_ids)
+        return own_copy(self.table).sparse_read(unique_ids)
 
     def logits(self, x: tf.Tensor, training: bool) -> tf.Tensor:
         unique, where = tf.unique(tf.reshape(x, [-1]))
