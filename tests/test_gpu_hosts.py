@@ -219,10 +219,21 @@ def test_nccl_and_ucx_settings_reach_every_remote_task_and_rank(monkeypatch, tmp
     assert ["-x", "NCCL_SOCKET_IFNAME"] == argv[argv.index("NCCL_SOCKET_IFNAME") - 1:][:2]
 
 
-def test_the_model_probe_child_starts_no_gpu():
-    from bench.run.models.user import probe_environment
+def test_the_model_probe_child_starts_no_gpu(tmp_path, monkeypatch):
+    """The child that builds a user's model once sees no GPU, whatever this process was given: the model records
+    what the child's environment said."""
+    from bench.run.models import user
 
-    assert probe_environment({"CUDA_VISIBLE_DEVICES": "0,1"})["CUDA_VISIBLE_DEVICES"] == "-1"
+    saw = tmp_path / "saw"
+    spec = tmp_path / "recording.py"
+    spec.write_text(f"import os\nimport sys\nsys.path.insert(0, {str(ROOT / 'tests' / 'data')!r})\n"
+                    "import keras_digits\n\n\ndef build():\n"
+                    f"    open({str(saw)!r}, 'w').write(os.environ.get('CUDA_VISIBLE_DEVICES', 'unset'))\n"
+                    "    return keras_digits.build()\n")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.setattr(user, "_runtime_started", lambda: False)  # as in a launcher: the model is built in a child
+    assert user.probe(f"{spec}:build").kind == user.KERAS
+    assert saw.read_text() == "-1"
 
 
 def test_share_gpus_with_an_nccl_collective_is_refused_in_one_line_before_anything_starts(tmp_path):

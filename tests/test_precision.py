@@ -176,9 +176,12 @@ def test_every_suite_model_computes_in_bfloat16_with_float32_variables_tables_an
     dense = [(g, w) for g, w in zip(grads, want, strict=True) if not isinstance(g, tf.IndexedSlices)]
     assert all(g.dtype == tf.float32 and np.isfinite(g.numpy()).all() for g, _ in dense)
     # the gradients' direction, against float32's: 1.00 (embedding), 0.955 (resnet20, batch norm over 8 examples);
-    # a randomly initialised ResNet-50's is chaotic in bfloat16's 8 bits (0.05): its loss and finite gradients only
-    agreement = cosine(np.concatenate([np.ravel(g) for g, _ in dense]), np.concatenate([np.ravel(w) for _, w in dense]))
-    assert agreement > {"embedding": 0.99, "resnet20": 0.9, "resnet50": -1.0}[name]
+    # a randomly initialised ResNet-50's is chaotic in bfloat16's 8 bits (0.05): its loss and finite gradients only,
+    # above (no bound on its direction that could fail is known)
+    if name != "resnet50":
+        agreement = cosine(np.concatenate([np.ravel(g) for g, _ in dense]),
+                           np.concatenate([np.ravel(w) for _, w in dense]))
+        assert agreement > {"embedding": 0.99, "resnet20": 0.9}[name]
 
 
 def test_a_users_keras_model_is_built_under_the_runs_dtype_policy_and_a_pinned_layer_keeps_its_own():
