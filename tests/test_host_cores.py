@@ -98,7 +98,7 @@ def test_beyond_the_measured_cores_the_interval_takes_the_gains_whole_range_and_
     assert CORES_GAIN in unmeasured and unmeasured[CORES_GAIN] > 0
 
 
-def test_the_cores_a_projection_says_it_assumed_are_those_its_figures_use():
+def test_decide_takes_the_profiles_cores_or_the_given_ones_and_refuses_what_it_cannot_carry_over():
     gain = {"value": 1.3, "low": 1.25, "high": 1.35, "samples": [1.28, 1.3, 1.32], "unit": "x",
             "measures": "x", "software": "x", "source": "measured: test"}
     used = _with_host(2.0, gain)
@@ -162,3 +162,29 @@ def test_more_cores_never_slow_a_ps_task_and_fewer_never_speed_it():
     rates = [_interval(used, cores).point for cores in (0.5, 1.0, 2.0, 4.0, 16.0)]
     assert rates == sorted(rates) and rates[0] < rates[2] < rates[-1]
     assert math.isclose(_interval(used, None).point, _interval(used, 2.0).point)
+
+
+def test_the_cores_project_says_it_assumed_are_those_its_figures_use(capsys):
+    """Through the command itself: what it records of the hosts' cores, and the figures it gives with them."""
+    from bench.cli import main
+
+    def projected(*flags: str) -> tuple[dict, dict[str, float]]:
+        # fast devices, 16 workers on one ps task: the task's rate binds, and with it the host's cores
+        assert main(["project", "--profile", "loopback-2026", "--model", "mlp", "--device-examples-per-s", "50000",
+                     "--batch-size", "32", "--workers", "16", "--link-gbit", "100", "--ps", "1", "--json",
+                     *flags]) == 0
+        result = json.loads(capsys.readouterr().out)
+        figures = {f"{r['scheme']} {r['transport']} {r['ps']}": r["throughput_examples_per_s"]
+                   for r in result["projection"]}
+        return result["cluster"]["host_cores"], figures
+
+    own_cores = profile.load("loopback-2026").get(PROFILED_HOST_CORES)
+    assumed, as_measured = projected()
+    given, on_more = projected("--host-cores", str(4 * own_cores))
+    stated, on_own = projected("--host-cores", str(own_cores))
+    assert (assumed["cores"], assumed["given"]) == (own_cores, False)
+    assert (given["cores"], given["given"]) == (4 * own_cores, True)
+    assert on_own == as_measured  # the profile's own cores, said or assumed, are the figures as measured
+    faster = [k for k in as_measured if on_more[k] > as_measured[k] * 1.0001]
+    assert faster and all(" grpc " in k for k in faster)  # more cores speed the ps tasks (gRPC) only
+    assert stated["cores"] == own_cores

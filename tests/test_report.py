@@ -290,3 +290,22 @@ def test_a_report_folds_its_settings_and_rerun_spread_once(report_dir, tmp_path,
         monkeypatch.setattr(verdict, name, counting(name))
     write_report([report_dir], tmp_path)
     assert calls == {"settings_of": 1, "rerun_spread": 1}  # every section reads the one verdict.Verdicts
+
+
+def test_a_run_measured_again_is_kept_in_the_records_and_left_out_of_every_ranking(report_dir, tmp_path):
+    """As a budgeted comparison marks a run it measured again (its run.json's `superseded`), read back through
+    the records: still a row of summary.csv and of the run table, and in no ranking."""
+    from bench.drivers.presets.budgeted import SUPERSEDED
+    from bench.run.process.records import RunFolder
+
+    copy = tmp_path / "runs"
+    shutil.copytree(report_dir, copy)
+    mirrored = next(p for p in copy.iterdir() if "throughput-mirrored" in p.name)
+    RunFolder(mirrored).update_run(superseded=SUPERSEDED)
+    write_report([copy], copy)
+    summary = pd.read_csv(copy / "summary.csv").set_index("run_id")
+    assert summary.loc[mirrored.name, "superseded"] == SUPERSEDED
+    page = (copy / "report.html").read_text()
+    assert mirrored.name in section_of(page, "runs")
+    assert all("mirrored" not in (row["fastest"], row["runner_up"]) for row in rows(page, "headline-table"))
+    assert all(row.get("workers") != "2" or row["fastest"] == "multi-tower" for row in rows(page, "headline-table"))
