@@ -211,7 +211,7 @@ def test_the_network_preset_on_budgeted_hosts_runs_each_model_on_one_host_before
         made.append((name, hosts, link_mbit, budget_cores))
         yield type("Held", (), {"cap": lambda self, link: caps.append(link)})()
 
-    def run_all(name, runs, output, timeout_s, before, command, skipped):
+    def run_all(name, runs, output, timeout_s, before, command, refused):
         for i, (_, argv) in enumerate(runs):
             before(i)
             started.append([*command, *argv])

@@ -338,11 +338,11 @@ def main(argv: Sequence[str]) -> int:
                     rounds, family_first=args.budget is not None, seeds=convergence_seeds(args))
 
     runs, sizer = planned(), None
-    left_out = refused_cells((strategy, model) for model in args.models for strategy in args.strategies)
+    refused = refused_cells((strategy, model) for model in args.models for strategy in args.strategies)
     if args.budget is not None:
         within = probed_budget(runs, args, began, extra)
         sizer = BudgetedRuns(cells(runs), within, more_rounds=args.rounds_given is None)
     return run_all("compare", [(f"{run.purpose}: {run.strategy} {known_models.label(run.model)} x{run.workers}",
                                 run.argv(args.batch_size, extra)) for run in runs], Path(args.output), args.timeout_s,
-                   skipped=left_out, sizer=sizer,
+                   refused=refused, sizer=sizer,
                    before_report=lambda folder: cluster_answer.project(folder, Path(args.output), args.profile))

@@ -189,12 +189,12 @@ def main(argv: Sequence[str]) -> int:
     except UsageError as exc:
         return refuse(exc)
     runs = plan(args.workers, args.links, args.models, args.steps, args.batch_size, args.variants, args.repeats)
-    left_out = refused_cells((strategy_of(variant[1]), model) for model in args.models
+    refused = refused_cells((strategy_of(variant[1]), model) for model in args.models
                              for variant in VARIANTS if not args.variants or variant[0] in args.variants)
     one_host = [on_one_host(args.models, args.steps, args.batch_size, k) for k in range(args.one_host_repeats)] \
         if args.host_cores is not None else []
     return run_on_links("network", runs, args.workers + MAX_PS, extra, Path(args.output), args.timeout_s,
-                        skipped=left_out, budget_cores=args.host_cores, on_one_host_repeats=one_host)
+                        refused=refused, budget_cores=args.host_cores, on_one_host_repeats=one_host)
 
 
 def salloc_command(hosts: int, preset: str) -> list[str]:
@@ -208,7 +208,7 @@ def one_host_command(preset: str) -> list[str]:
 
 
 def run_on_links(preset: str, runs: list[tuple[float, str, list[str]]], hosts: int, extra: Sequence[str],
-                 output: Path, timeout_s: float, skipped: Sequence[str] = (), budget_cores: float | None = None,
+                 output: Path, timeout_s: float, refused: Sequence[str] = (), budget_cores: float | None = None,
                  on_one_host_repeats: Sequence[Sequence[tuple[str, list[str]]]] = ()) -> int:
     """The runs, each (link cap, label, arguments), on the emulated cluster CLUSTER of `hosts`
     hosts (each of `budget_cores` cores, None: sharing the machine's) with its Slurm, made for them
@@ -237,7 +237,7 @@ def run_on_links(preset: str, runs: list[tuple[float, str, list[str]]], hosts: i
             if unseen:
                 raise UsageError(f"--output {output} is not visible on the emulated hosts (each has its own /tmp, "
                                  "as a real cluster's nodes do): use a folder on the shared disk, e.g. results/")
-            return run_all(preset, commands, output, timeout_s, before=before, command=(), skipped=skipped)
+            return run_all(preset, commands, output, timeout_s, before=before, command=(), refused=refused)
     except UsageError as exc:
         return refuse(exc)
     finally:

@@ -240,22 +240,23 @@ def make_runs(name: str, queue: Queue, runs: Sequence[tuple[str, list[str]]], fo
 
 def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, timeout_s: float,
             before: Callable[[int], None] | None = None, command: Sequence[str] = BENCH,
-            skipped: Sequence[str] = (), sizer: Queue | None = None,
+            refused: Sequence[str] = (), sizer: Queue | None = None,
             before_report: Callable[[Path], object] | None = None) -> int:
     """Every run of a preset, one after the other, into `output`/NAME-<time>/; then the report,
     also copied (with summary.csv) to `output`. `before(i)` prepares run i (a link cap); `command`
     starts each run (`python -m bench`, or that under salloc). SIGINT or SIGTERM (whatever
     disposition this process inherited) ends the run in progress and the preset; the report then
-    shows the runs made so far, and the status is 130. `skipped`: cells the preset left out, each with
-    why, which the report lists. `sizer`: the queue that says which run is next and sizes it (default: every run
-    once, in order, as planned). `before_report(folder)`:
-    what the preset adds to the folder before its report reads it (the comparison's projection)."""
+    shows the runs made so far, and the status is 130 (1 where the preset's own code failed).
+    `refused`: cells the preset left out as a run of each would be refused, each with why, which
+    the report lists. `sizer`: the queue that says which run is next and sizes it (default: every
+    run once, in order, as planned). `before_report(folder)`: what the preset adds to the folder
+    before its report reads it (the comparison's projection)."""
     from bench.analysis.report.answer import ANSWER_FILE
     from bench.analysis.report.build import ANSWER_TEXT, write_report
 
     folder = output / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     folder.mkdir(parents=True, exist_ok=True)
-    for line in skipped:
+    for line in refused:
         print(f"{name}: left out {line}", file=sys.stderr, flush=True)
     started = time.monotonic()
     queue = sizer or InOrder(len(runs))
@@ -266,7 +267,7 @@ def run_all(name: str, runs: Sequence[tuple[str, list[str]]], output: Path, time
     status = 0 if stopped is None else 130 if stopped.startswith("interrupted") else 1
     if stopped is not None and not run_folders(folder):
         return status  # nothing to report
-    left_out = [*queue.left_out(), *(f"{line} (a run would refuse it)" for line in skipped)]
+    left_out = [*queue.left_out(), *(f"{line} (a run would refuse it)" for line in refused)]
     if before_report is not None and stopped is None:
         before_report(folder)
     html = write_report([folder], folder, notes=queue.notes(),

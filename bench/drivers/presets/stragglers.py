@@ -135,7 +135,7 @@ def main(argv: Sequence[str]) -> int:
         return refuse(problem)
     runs, refused = planned(args.workers, args.steps, args.convergence_steps, args.model, args.variants,
                             args.scenarios)
-    left_out = refused_cells((strategy_of(args_), args.model) for label, args_, _ in
+    refused_strategies = refused_cells((strategy_of(args_), args.model) for label, args_, _ in
                              variants(args.workers) if args.variants is None or label in args.variants)
     return run_all("stragglers", [(label, [*run_args, *extra]) for label, run_args in runs], Path(args.output),
-                   args.timeout_s, skipped=[*left_out, *refused])
+                   args.timeout_s, refused=[*refused_strategies, *refused])
