@@ -33,6 +33,12 @@ def frame(rows: list[dict]) -> pd.DataFrame:
     return add_scaling_efficiency(pd.DataFrame(rows))
 
 
+def answered(runs: pd.DataFrame) -> tuple[verdict.Verdicts, pd.DataFrame]:
+    """The runs folded as a report folds them, and the cells' verdicts from that."""
+    folded = verdict.Verdicts.of(runs)
+    return folded, verdict.answer(folded)
+
+
 def test_the_rerun_spread_is_pooled_over_every_setting_that_ran_more_than_once():
     a, b = [100.0, 104.0, 98.0], [50.0, 52.0]
     runs = frame([*(run("single", r, workers=1, baseline=True) for r in a), *(run("mirrored", r) for r in b),
@@ -107,7 +113,7 @@ def matrix(links: tuple[float, ...] = (math.nan,),
 
 def test_the_terminals_answer_fits_its_lines_of_100_columns_and_names_what_it_must():
     runs = matrix()
-    lines = answer.lines(verdict.Verdicts.of(runs), verdict.answer(verdict.Verdicts.of(runs)))
+    lines = answer.lines(*answered(runs))
     assert len(lines) <= answer.ANSWER_LINES - 1 and all(len(line) <= answer.ANSWER_WIDTH for line in lines)
     text = "\n".join(lines)
     assert "Xeon" in text and "One machine: the ranking is this machine's, not a cluster's." in text
@@ -119,14 +125,14 @@ def test_the_terminals_answer_fits_its_lines_of_100_columns_and_names_what_it_mu
     # many cells (every link of an emulated preset): the largest worker count per model and link, and where the
     # rest are
     many = matrix(links=(100.0, 1000.0, 10000.0))
-    lines = answer.lines(verdict.Verdicts.of(many), verdict.answer(verdict.Verdicts.of(many)))
+    lines = answer.lines(*answered(many))
     assert len(lines) <= answer.ANSWER_LINES - 1 and all(len(line) <= answer.ANSWER_WIDTH for line in lines)
     assert "Emulated hosts" in lines[1] and any("families.csv" in line for line in lines)
     assert [line.split()[:3] for line in lines if line.startswith("mlp")] == [["mlp", "4", "0.1"], ["mlp", "4", "1"],
                                                                                ["mlp", "4", "10"]]
     # no cell with both families: every cell's fastest strategy, as before
     towers = frame([r for r in matrix().to_dict("records") if r["family"] != "parameter-server"])
-    lines = answer.lines(verdict.Verdicts.of(towers), verdict.answer(verdict.Verdicts.of(towers)))
+    lines = answer.lines(*answered(towers))
     cells = [line.split() for line in lines if len(line.split()) > 2 and line.split()[1].isdigit()]
     assert len(cells) == 9 and ["mlp", "4", "multi-tower"] == cells[-1][:3]
     assert "Why the slowest family loses" in "\n".join(lines) and "cnn x4, allreduce (allreduce): compute" in lines[-3]
@@ -238,7 +244,7 @@ def test_a_gpu_allreduce_without_nccl_is_marked_as_going_through_host_memory():
     assert not on_cpu["gpu_tensors_via_host"] and not device_columns(None)["gpu_tensors_via_host"]
     runs = matrix(models=("mlp",)).assign(gpu_tensors_via_host=False)
     runs.loc[runs["strategy"] == "allreduce", "gpu_tensors_via_host"] = True
-    page = headline(verdict.Verdicts.of(runs), verdict.answer(verdict.Verdicts.of(runs)))
+    page = headline(*answered(runs))
     assert "Marked: 2 run(s) computed on GPUs with a Horovod built without NCCL" in page
 
 

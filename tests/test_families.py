@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from bench.analysis.report import answer, families, verdict
-from tests.test_answer import frame, matrix, run
+from tests.test_answer import answered, frame, matrix, run
 
 NO_TENSORFLOW = True
 
@@ -44,7 +44,7 @@ def test_a_figure_too_wide_is_never_ranked_called_best_or_said_to_scale():
     assert "allreduce" not in (cells.loc[4, "fastest"], cells.loc[4, "runner_up"])
     # no allreduce figure left at 4 workers
     assert 4 not in families.measured(verdict.Verdicts.of(wide))["workers"].tolist()
-    lines = answer.lines(verdict.Verdicts.of(wide), verdict.answer(verdict.Verdicts.of(wide)))
+    lines = answer.lines(*answered(wide))
     said = "\n".join(lines)
     assert "Not ranked (95 % interval beyond ±25%): mlp allreduce x4 ± 60 %." in said
     assert not any("allreduce" in line and "from 2 to 4" in line for line in lines)
@@ -117,23 +117,26 @@ def test_families_csv_holds_both_sources_one_row_a_cell(tmp_path):
 def test_two_family_answers_are_set_side_by_side():
     from bench.analysis.report.agreement import agreement_section, family_agreement
 
-    first = matrix(models=("mlp",))
-    rerun = frame([{**r, "throughput_examples_per_s": r["throughput_examples_per_s"] * (0.3 if r["family"] ==
-                                                                                          "allreduce" else 1.0)}
-                   for r in first.to_dict("records")])
-    both = family_agreement(verdict.Verdicts.of(rerun), verdict.Verdicts.of(first)).set_index("workers")
+    baseline_runs = matrix(models=("mlp",))
+    baseline = verdict.Verdicts.of(baseline_runs)
+    allreduce_slowed = verdict.Verdicts.of(frame([
+        {**r, "throughput_examples_per_s": r["throughput_examples_per_s"] * (0.3 if r["family"] == "allreduce"
+                                                                              else 1.0)}
+        for r in baseline_runs.to_dict("records")]))
+    both = family_agreement(allreduce_slowed, baseline).set_index("workers")
     assert (both.loc[4, "verdict"], both.loc[4, "verdict_baseline"]) == (families.PS_AHEAD, families.ALLREDUCE_AHEAD)
     assert both.loc[4, "agreement"] == "reversed"
-    assert family_agreement(verdict.Verdicts.of(first), verdict.Verdicts.of(first))["agreement"].eq("same").all()
-    assert 'id="agreement-families"' in agreement_section(verdict.Verdicts.of(rerun), verdict.Verdicts.of(first))
+    assert family_agreement(baseline, baseline)["agreement"].eq("same").all()
+    assert 'id="agreement-families"' in agreement_section(allreduce_slowed, baseline)
 
 
 def test_a_run_measured_again_stands_for_its_setting_and_the_first_is_kept_but_not_ranked():
     runs = matrix(models=("mlp",))
     rows = runs.to_dict("records")
     first = {**run("allreduce", 9000.0, 4, "mlp", "allreduce", window=0.6), "superseded": "measured again"}
-    again = frame([*rows, first])
-    assert len(again) == len(runs) + 1  # the first run is still a row of the runs
-    cell = families.measured(verdict.Verdicts.of(again)).set_index("workers").loc[4]
+    with_superseded = frame([*rows, first])
+    assert len(with_superseded) == len(runs) + 1  # the first run is still a row of the runs
+    folded = verdict.Verdicts.of(with_superseded)
+    cell = families.measured(folded).set_index("workers").loc[4]
     assert cell["ratio"] == pytest.approx(2.0) and cell["rounds"] == 1  # the superseded run takes no part
-    assert verdict.unranked(verdict.Verdicts.of(again)) == []
+    assert verdict.unranked(folded) == []

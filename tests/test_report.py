@@ -274,7 +274,7 @@ def test_a_run_without_its_machine_recorded_is_left_out_of_the_header():
     assert machines(pd.DataFrame([{"cpu_model": "X", "cpu_count": None}])) == "Machine: X (extensions not recorded). "
 
 
-def test_a_report_folds_its_settings_and_rerun_spread_once(report_dir, tmp_path, monkeypatch):
+def test_every_section_reads_the_settings_and_spread_its_report_folded(report_dir, tmp_path, monkeypatch):
     from bench.analysis.report import verdict
 
     calls = {"settings_of": 0, "rerun_spread": 0}

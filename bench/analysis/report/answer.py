@@ -225,7 +225,7 @@ def lines(verdicts: verdict.Verdicts, table: pd.DataFrame, found: pd.DataFrame |
     why_lines = ["Why the slowest family loses (the largest part of its step):", *[f"  {ln}" for ln in slowest]] \
         if slowest else []
     head = [*machine(runs), spread_line(verdicts, table)]
-    converging = convergence_answer.lines(runs)
+    converging = convergence_answer.lines(verdicts.convergence)
     out = [*head, *cells, *said, *converging, *projected_lines(there, profile or {}), *notes, *scaling(verdicts)[:2],
            *fastest]
     room = ANSWER_LINES - 1 - len(out)  # the report's line aside

@@ -47,7 +47,7 @@ def write_report(paths: Sequence[Path], out_dir: Path, baseline: Sequence[Path] 
     projected = calibrated(paths)
     found = families.both(verdicts, projected) if not runs.empty else pd.DataFrame(columns=families.COLUMNS)
     families.write(found, out_dir)
-    convergence_answer.write(runs, out_dir)
+    convergence_answer.write(verdicts.convergence, out_dir)
     said = answer.lines(verdicts, cells, found, projected.get("profile") or {}, notes) \
         if len(cells) or len(found) else []
     (out_dir / ANSWER_TEXT).write_text("\n".join(said) + "\n" if said else "")

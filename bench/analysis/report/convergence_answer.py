@@ -9,50 +9,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from bench.analysis.report.convergence_settings import NOT_REACHED, REACHED, SOME
 from bench.analysis.report.families import ALLREDUCE_AHEAD, PS_AHEAD, TIE
 from bench.metrics import t975
 from bench.run.contract import ALLREDUCE, PARAMETER_SERVER
 
 CONVERGENCE_FILE = "convergence.csv"
 UNDECIDED = "undecided"
-REACHED, NOT_REACHED, SOME = "reached", "not reached", "some seeds"
-KEY = ["model", "data", "workers", "variant"]
-
-
-def on_one_machine(runs: pd.DataFrame) -> pd.DataFrame:
-    """The convergence runs that ended ok on uncapped links."""
-    if runs.empty or "purpose" not in runs:
-        return runs.iloc[0:0]
-    mine = runs[(runs["purpose"] == "convergence") & runs["ok"].astype(bool)]
-    if "link_mbit" in mine:
-        mine = mine[mine["link_mbit"].isna()]
-    return mine
-
-
-def strategies(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per model, data, workers and variant: its seeds, how many reached the target, their mean time
-    and steps to it, the log spread of that time over the seeds that reached it, and the mean best accuracy."""
-    mine = on_one_machine(runs)
-    if mine.empty:
-        return pd.DataFrame()
-    rows = []
-    for key, group in mine.groupby(KEY, sort=False):
-        reached = group[group["time_to_target_s"].notna()]
-        times = np.log(reached["time_to_target_s"].clip(lower=1e-9).to_numpy(float))
-        n, k = len(group), len(reached)
-        rows.append({**dict(zip(KEY, key, strict=True)), "family": group["family"].iloc[0], "seeds": n,
-                     "reached": k, "status": REACHED if k == n else NOT_REACHED if k == 0 else SOME,
-                     "time_to_target_s": float(np.exp(times.mean())) if k else math.nan,
-                     "log_sd": float(times.std(ddof=1)) if k > 1 else math.nan,
-                     "steps_to_target": float(reached["steps_to_target"].mean()) if k else math.nan,
-                     "best_accuracy": float(group["best_accuracy"].mean()),
-                     "target_accuracy": float(group["target_accuracy"].iloc[0])})
-    return pd.DataFrame(rows)
-
-
 def pooled_spread(table: pd.DataFrame) -> tuple[float, int]:
     """The log spread of a time to target from one seed to another, pooled over the strategies that reached it
     in two seeds or more, and its degrees of freedom (0: no strategy gives one)."""
@@ -124,11 +89,10 @@ def verdict_line(found: dict) -> str:
     return f"{head} {found['verdict']} ({first} {lead:.2f}x sooner than {second}, needs {needs:.2f}x)."
 
 
-def lines(runs: pd.DataFrame, room: int = 8) -> list[str]:
-    """The answer's block: a head, a line per strategy (the largest worker count's), the families' verdict; where
-    that takes more than `room` lines (every strategy ran: a comparison without --budget), the head, the verdict
-    and where the rest is."""
-    table = strategies(runs)
+def lines(table: pd.DataFrame, room: int = 8) -> list[str]:
+    """The answer's block from `table` (strategies'): a head, a line per strategy (the largest worker count's), the
+    families' verdict; where that takes more than `room` lines (every strategy ran: a comparison without --budget),
+    the head, the verdict and where the rest is."""
     if table.empty:
         return []
     table = table[table["workers"] == table["workers"].max()]
@@ -145,9 +109,9 @@ def lines(runs: pd.DataFrame, room: int = 8) -> list[str]:
             *verdicts]
 
 
-def write(runs: pd.DataFrame, folder: Path) -> Path | None:
-    """convergence.csv: a row per strategy (kind "strategy") and the families' verdict (kind "families")."""
-    table = strategies(runs)
+def write(table: pd.DataFrame, folder: Path) -> Path | None:
+    """convergence.csv from `table` (strategies'): a row per strategy (kind "strategy") and the families' verdict
+    (kind "families")."""
     if table.empty:
         return None
     rows = [table.assign(kind="strategy").drop(columns=["log_sd"])]
@@ -161,11 +125,11 @@ def write(runs: pd.DataFrame, folder: Path) -> Path | None:
     return path
 
 
-def html_parts(runs: pd.DataFrame) -> list[str]:
-    """The answer section's time-to-accuracy table and verdict (empty where no convergence run ran here)."""
+def html_parts(found: pd.DataFrame) -> list[str]:
+    """The answer section's time-to-accuracy table and verdict from `found` (strategies'; empty where no convergence
+    run ran here)."""
     from bench.analysis.report.html import note, table
 
-    found = strategies(runs)
     if found.empty:
         return []
     columns = [("variant", "strategy", "text"), ("family", "family", "text"), ("workers", "workers", "int"),

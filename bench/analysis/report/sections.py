@@ -68,7 +68,7 @@ def all_sections(verdicts: verdict.Verdicts, cells: pd.DataFrame | None = None, 
     ] if len(plain) else []
     found = families.measured(verdicts) if found is None else found
     return [
-        *([family_answer(found, runs)] if len(found) or convergence_answer.html_parts(runs) else []),
+        *([family_answer(found, verdicts.convergence)] if len(found) or len(verdicts.convergence) else []),
         *([headline(verdicts, cells)] if len(cells) else []),
         *on_one_machine,
         why_section(verdicts),
@@ -84,7 +84,7 @@ def all_sections(verdicts: verdict.Verdicts, cells: pd.DataFrame | None = None, 
     ]
 
 
-def family_answer(found: pd.DataFrame, runs: pd.DataFrame) -> str:
+def family_answer(found: pd.DataFrame, converging: pd.DataFrame) -> str:
     """Parameter servers or allreduce: the family answer measured here and projected (families.py), and on time to
     accuracy (convergence_answer.py)."""
     columns = [("model", "model", "text"), ("workers", "workers", "int"), ("link_gbit", "link Gbit/s", "ratio"),
@@ -116,7 +116,7 @@ def family_answer(found: pd.DataFrame, runs: pd.DataFrame) -> str:
                        "(docs/projection.md, \"Where the answer turns\"; the Projection section below).")]
     parts += [note(f"The same rows are {families.FAMILIES_FILE} beside this report.")] if parts else []
     return section("families", "The answer: parameter servers or allreduce?", *parts,
-                   *convergence_answer.html_parts(runs))
+                   *convergence_answer.html_parts(converging))
 
 
 def headline(verdicts: verdict.Verdicts, cells: pd.DataFrame) -> str:

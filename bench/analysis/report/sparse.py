@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis.report import verdict
+
 SLOWER = 1.5  # behind its family's fastest by more than this: the issue's "within reach"
 
 
 def rates(runs: pd.DataFrame) -> pd.DataFrame:
-    """Mean examples/s per model, workers and variant of the ok clean throughput runs on one machine, with the
-    variant's family, how it moves a table, and whether the model has one."""
-    ok = runs[runs["ok"].astype(bool) & (runs["purpose"] == "throughput")]
+    """Mean examples/s per model, workers and variant of the runs a verdict reads (verdict.measured) on one machine,
+    with the variant's family, how it moves a table, and whether the model has one."""
+    ok = verdict.measured(runs)
     if "link_mbit" in ok:
         ok = ok[ok["link_mbit"].isna()]
-    if "superseded" in ok:
-        ok = ok[ok["superseded"].isna()]
     if ok.empty or "rows_touched_per_step" not in ok:
         return pd.DataFrame()
     return ok.assign(sparse=ok["rows_touched_per_step"].fillna(0) > 0).groupby(

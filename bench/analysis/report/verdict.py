@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -122,7 +123,7 @@ def rankable(table: pd.DataFrame) -> pd.DataFrame:
 @dataclass(frozen=True)
 class Verdicts:
     """What every verdict of one report reads, computed once (Verdicts.of): its runs, their settings
-    (settings_of) and the rerun spread (rerun_spread)."""
+    (settings_of), the rerun spread (rerun_spread) and, where read, the time to accuracy (convergence)."""
 
     runs: pd.DataFrame
     settings: pd.DataFrame
@@ -135,6 +136,13 @@ class Verdicts:
     @property
     def rankable(self) -> pd.DataFrame:
         return rankable(self.settings)
+
+    @cached_property
+    def convergence(self) -> pd.DataFrame:
+        """Each strategy's time to accuracy over its seeds (convergence_settings.strategies), folded once."""
+        from bench.analysis.report.convergence_settings import strategies
+
+        return strategies(self.runs)
 
 
 def unranked(verdicts: Verdicts) -> list[str]:

@@ -263,8 +263,9 @@ class BudgetedRuns:
 
         if not self.rows:
             return False
-        for _, cell in closest_first(measured(Verdicts.of(add_scaling_efficiency(self.runs)))).iterrows():
-            pair = [self.index_of(cell, column) for column in ("parameter_servers", "allreduce")]
+        runs = self.runs
+        for _, cell in closest_first(measured(Verdicts.of(add_scaling_efficiency(runs)))).iterrows():
+            pair = [self.index_of(runs, cell, column) for column in ("parameter_servers", "allreduce")]
             if None in pair:
                 continue
             cost = sum(self.budget.startup_s(self.cells[i])
@@ -280,9 +281,9 @@ class BudgetedRuns:
             return True
         return False
 
-    def index_of(self, cell: pd.Series, column: str) -> int | None:
-        """The planned run of the family cell's fastest strategy in `column` (a variant's name), where it ran."""
-        runs = self.runs
+    def index_of(self, runs: pd.DataFrame, cell: pd.Series, column: str) -> int | None:
+        """The planned run of the family cell's fastest strategy in `column` (a variant's name) among `runs`, where it
+        ran."""
         named = runs[(runs["variant"] == cell[column]) & (runs["model"] == cell["model"])]
         if named.empty:
             return None

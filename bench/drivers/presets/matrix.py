@@ -155,10 +155,10 @@ def convergence_runs(strategies: Sequence[str], steps: int, seeds: int, workers:
         for strategy in strategies:
             if answer_workers is not None and not registry.get(strategy).in_convergence_answer:
                 continue
-            if workers is not None or answer_workers is None:
-                n = worker_counts(strategy, [workers or CONVERGENCE["workers"]])[0]
-            else:
+            if answer_workers is not None and workers is None:
                 n = worker_counts(strategy, answer_workers, one_process_runs=False)[-1]
+            else:
+                n = worker_counts(strategy, [workers or CONVERGENCE["workers"]])[0]
             runs.append(Planned(strategy, CONVERGENCE["model"], CONVERGENCE["data"], n, steps, "convergence",
                                 seed if seeds > 1 else None))
     return runs
